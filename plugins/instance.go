@@ -1,0 +1,402 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
+	"google.golang.org/grpc"
+
+	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+)
+
+// Config describes one plugin of one Location.
+type Config struct {
+	// Name is the plugin's name in the Location config; it names the source of its
+	// registrations and appears in every error about it.
+	Name string
+	// Path is the plugin binary's absolute path.
+	Path string
+	// Args are extra command-line arguments.
+	Args []string
+	// SHA256, if set, is the lowercase hex digest the binary must have. It is checked
+	// on every start, before the process is created.
+	SHA256 string
+	// Env is the plugin's whole environment: the host's own is never inherited. The
+	// go-plugin handshake variables are added.
+	Env map[string]string
+	// Options is passed to the plugin's activation (a JSON object, or nil).
+	Options json.RawMessage
+	// StartTimeout bounds launching, the handshake and activation. Default 10s.
+	StartTimeout time.Duration
+	// StopGrace is how long a stopping plugin gets to exit after being asked before
+	// its process group is killed. Default 5s.
+	StopGrace time.Duration
+	// SocketDir is where the private (mode 0700) socket directory of each process is
+	// made. Default: the system temporary directory.
+	SocketDir string
+	// Reattach, if set, attaches to an already running plugin (started with -debug)
+	// instead of launching Path. The host does not own that process: stopping only
+	// disconnects.
+	Reattach *pluginpb.Reattach
+	// Logger receives the plugin's logs. Default: discard.
+	Logger hclog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 10 * time.Second
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Target is where a plugin's tools go.
+type Target struct {
+	Registry *registry.Registry
+	// Location is the registry placement (the Location id).
+	Location string
+	// Directory and WorkspaceID are passed to the plugin's activation.
+	Directory   string
+	WorkspaceID string
+}
+
+// StartError reports a plugin that could not be started or activated. Stderr holds
+// the tail of what the plugin wrote to stderr, which usually says why.
+type StartError struct {
+	Plugin string
+	Err    error
+	Stderr string
+}
+
+func (e *StartError) Error() string {
+	msg := fmt.Sprintf("plugins: start %q: %v", e.Plugin, e.Err)
+	if tail := strings.TrimSpace(e.Stderr); tail != "" {
+		msg += "\nplugin stderr (last lines):\n" + indent(tail)
+	}
+	return msg
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ErrChecksum is wrapped by a StartError when the binary does not have its pinned
+// digest; the process was not created.
+var ErrChecksum = errors.New("plugins: checksum mismatch")
+
+// CrashError reports a plugin process that exited on its own. In-flight calls of
+// that generation fail with it, as operational errors.
+type CrashError struct {
+	Plugin     string
+	Generation uint64
+	// Status is the process's exit status ("exit status 2", "signal: killed").
+	Status string
+	Stderr string
+}
+
+func (e *CrashError) Error() string {
+	msg := fmt.Sprintf("plugins: plugin %q (generation %d) exited unexpectedly: %s", e.Plugin, e.Generation, e.Status)
+	if tail := strings.TrimSpace(e.Stderr); tail != "" {
+		msg += "\nplugin stderr (last lines):\n" + indent(tail)
+	}
+	return msg
+}
+
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// Instance is one running generation of a plugin: one process and one scope. Its
+// tools are registered into its scope; closing the scope (through Stop or the
+// parent's close) unregisters them, ends their in-flight executions and stops the
+// process.
+type Instance struct {
+	cfg        Config
+	target     Target
+	generation uint64
+	scope      *scope.Scope
+	client     *plugin.Client
+	rpc        pluginpb.PluginClient
+	proc       *procRunner // nil when reattached
+	stderr     *ring
+	exited     <-chan struct{}
+
+	mu   sync.Mutex
+	regs map[uint64]func() // plugin-chosen registration id → release
+}
+
+// Start launches generation gen of the plugin in a new child scope of parent,
+// serves it the Tools capability, and runs its activation. It returns once the
+// activation returned. On any error everything started is stopped before Start
+// returns. The instance lives until its scope closes (see Stop).
+func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, gen uint64) (*Instance, error) {
+	cfg = cfg.withDefaults()
+	if cfg.SHA256 != "" && cfg.Reattach == nil {
+		if err := checkDigest(cfg.Path, cfg.SHA256); err != nil {
+			return nil, &StartError{Plugin: cfg.Name, Err: err}
+		}
+	}
+	sc, err := parent.Child()
+	if err != nil {
+		return nil, &StartError{Plugin: cfg.Name, Err: err}
+	}
+	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: newRing(8 << 10), regs: map[uint64]func(){}}
+	if err := inst.start(ctx); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
+		defer cancel()
+		_ = sc.Close(closeCtx)
+		return nil, &StartError{Plugin: cfg.Name, Err: err, Stderr: inst.stderr.String()}
+	}
+	return inst, nil
+}
+
+func (inst *Instance) start(ctx context.Context) error {
+	cfg := inst.cfg
+	clientCfg := &plugin.ClientConfig{
+		HandshakeConfig:  pluginpb.Handshake,
+		Plugins:          plugin.PluginSet{pluginpb.PluginName: &hostPlugin{}},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           cfg.Logger,
+		StartTimeout:     cfg.StartTimeout,
+		Stderr:           inst.stderr,
+		SkipHostEnv:      true,
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2 * pluginpb.ChunkSize)),
+		},
+	}
+	if cfg.Reattach != nil {
+		rc, err := cfg.Reattach.Config()
+		if err != nil {
+			return err
+		}
+		clientCfg.Reattach = rc
+	} else {
+		if _, err := os.Stat(cfg.Path); err != nil {
+			return fmt.Errorf("plugin binary: %w", err)
+		}
+		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
+		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+			cmd := exec.Command(cfg.Path, cfg.Args...)
+			cmd.Dir = inst.target.Directory
+			cmd.Env = append(envList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+			inst.proc = newProcRunner(cmd)
+			return inst.proc, nil
+		}
+	}
+	inst.client = plugin.NewClient(clientCfg)
+	// Registered first, so it runs last: the process stops after the tools are gone.
+	_ = inst.scope.Defer(ctx, inst.stop)
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+
+	rpcClient, err := inst.client.Client()
+	if err != nil {
+		return err
+	}
+	raw, err := rpcClient.Dispense(pluginpb.PluginName)
+	if err != nil {
+		return err
+	}
+	conn := raw.(*hostConn)
+	inst.rpc = conn.client
+	if inst.proc != nil {
+		inst.exited = inst.proc.exited
+	} else {
+		inst.exited = watchExited(inst.scope, inst.client)
+	}
+
+	// The Tools capability: one broker id, one connection, served until the plugin's
+	// broker closes with the process.
+	toolsID := conn.broker.NextId()
+	go conn.broker.AcceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
+		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20))...)
+		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
+		return s
+	})
+
+	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	stop := context.AfterFunc(inst.scope.Context(), cancel)
+	defer stop()
+	_, err = inst.rpc.Activate(actx, &pluginpb.ActivateRequest{
+		Directory:     inst.target.Directory,
+		WorkspaceId:   inst.target.WorkspaceID,
+		Options:       cfg.Options,
+		ToolsBrokerId: toolsID,
+	})
+	if err != nil {
+		if actx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("activation did not finish within the start timeout (%s)", cfg.StartTimeout)
+		}
+		return fmt.Errorf("activate: %w", statusError(err))
+	}
+	return nil
+}
+
+// watchExited reports the exit of a reattached process, which go-plugin watches by pid.
+func watchExited(sc *scope.Scope, client *plugin.Client) <-chan struct{} {
+	exited := make(chan struct{})
+	_ = sc.Go(func(ctx context.Context) {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if client.Exited() {
+					close(exited)
+					return
+				}
+			}
+		}
+	})
+	return exited
+}
+
+func envList(env map[string]string) []string {
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	slices.Sort(list)
+	return list
+}
+
+func checkDigest(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("plugin binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("plugin binary: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(want) {
+		return fmt.Errorf("%w: %s has sha256 %s, the config pins %s; refusing to start it", ErrChecksum, path, got, want)
+	}
+	return nil
+}
+
+// Generation returns the instance's generation.
+func (inst *Instance) Generation() uint64 { return inst.generation }
+
+// Scope returns the instance's scope.
+func (inst *Instance) Scope() *scope.Scope { return inst.scope }
+
+// Exited returns a channel closed when the plugin process has exited, for whatever
+// reason.
+func (inst *Instance) Exited() <-chan struct{} { return inst.exited }
+
+// Stop closes the instance's scope: its tools are unregistered, its in-flight
+// executions end as interruptions, and its process is stopped (asked, then killed as
+// a group after the grace). Idempotent.
+func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
+
+// crashed closes the scope of an instance whose process exited on its own, so
+// in-flight calls fail with the crash rather than as interruptions.
+func (inst *Instance) crashed(ctx context.Context) *CrashError {
+	cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
+	if inst.proc != nil {
+		cerr.Status = inst.proc.exitStatus()
+	}
+	_ = inst.scope.CloseWithCause(ctx, cerr)
+	return cerr
+}
+
+// stop ends the process: go-plugin's graceful shutdown, then, after the grace (or
+// the close deadline, whichever is first), SIGKILL to the process group.
+func (inst *Instance) stop(ctx context.Context) error {
+	if inst.proc == nil || inst.proc.cmd.Process == nil {
+		// Reattached, or never launched: only disconnect.
+		inst.client.Kill()
+		return nil
+	}
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		if c, err := inst.client.Client(); err == nil {
+			_ = c.Close() // asks the plugin to shut down; returns when it did or died
+		}
+	}()
+	grace := time.NewTimer(inst.cfg.StopGrace)
+	defer grace.Stop()
+	select {
+	case <-inst.proc.exited:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	inst.proc.killGroup() // also reaps children the plugin left in its group
+	inst.client.Kill()    // waits for go-plugin's goroutines, removes the socket dir
+	<-asked
+	<-inst.proc.exited
+	return nil
+}
+
+// register adds a batch the plugin sent over its Tools capability.
+func (inst *Instance) register(id uint64, b registry.Batch) error {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if _, dup := inst.regs[id]; dup {
+		return fmt.Errorf("registration id %d already in use", id)
+	}
+	release, err := inst.target.Registry.Register(b)
+	if err != nil {
+		return err
+	}
+	inst.regs[id] = release
+	return nil
+}
+
+// closeRegistration removes one batch; unknown ids are an error (a plugin can only
+// close its own).
+func (inst *Instance) closeRegistration(id uint64) error {
+	inst.mu.Lock()
+	release, ok := inst.regs[id]
+	delete(inst.regs, id)
+	inst.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no registration %d in this plugin's scope", id)
+	}
+	release()
+	return nil
+}
+
+// releaseAll removes every batch, newest first.
+func (inst *Instance) releaseAll() {
+	inst.mu.Lock()
+	ids := make([]uint64, 0, len(inst.regs))
+	for id := range inst.regs {
+		ids = append(ids, id)
+	}
+	regs := inst.regs
+	inst.regs = map[uint64]func(){}
+	inst.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range slices.Backward(ids) {
+		regs[id]()
+	}
+}

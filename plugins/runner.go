@@ -1,0 +1,96 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// procRunner runs a plugin process for go-plugin (its runner.Runner): in its own
+// process group, killed as a group, with its exit observable through exited.
+type procRunner struct {
+	cmd            *exec.Cmd
+	stdout, stderr io.ReadCloser
+
+	waitOnce sync.Once
+	exited   chan struct{} // closed once the process has been reaped
+	exitErr  error         // the process's exit status; set before exited closes
+}
+
+func newProcRunner(cmd *exec.Cmd) *procRunner {
+	// Own process group so the whole tree can be killed; SIGKILL if the host's
+	// thread dies, so a killed host leaves no plugin behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stdin = nil // never the host's stdin
+	return &procRunner{cmd: cmd, exited: make(chan struct{})}
+}
+
+func (r *procRunner) Start(context.Context) error {
+	var err error
+	if r.stdout, err = r.cmd.StdoutPipe(); err != nil {
+		return err
+	}
+	if r.stderr, err = r.cmd.StderrPipe(); err != nil {
+		return err
+	}
+	if err := r.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.cmd.Path, err)
+	}
+	return nil
+}
+
+// Wait reaps the process. go-plugin calls it once stdout and stderr are drained.
+func (r *procRunner) Wait(context.Context) error {
+	r.waitOnce.Do(func() {
+		r.exitErr = r.cmd.Wait()
+		close(r.exited)
+	})
+	<-r.exited
+	return r.exitErr
+}
+
+// Kill kills the process group.
+func (r *procRunner) Kill(context.Context) error {
+	r.killGroup()
+	return nil
+}
+
+func (r *procRunner) killGroup() {
+	if r.cmd.Process == nil {
+		return
+	}
+	// A negative pid signals the whole group; ESRCH means it is already gone.
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = r.cmd.Process.Kill()
+	}
+}
+
+// exitStatus describes how the process ended; call it after exited is closed.
+func (r *procRunner) exitStatus() string {
+	if r.exitErr == nil {
+		return "exit status 0"
+	}
+	return r.exitErr.Error()
+}
+
+func (r *procRunner) Stdout() io.ReadCloser           { return r.stdout }
+func (r *procRunner) Stderr() io.ReadCloser           { return r.stderr }
+func (r *procRunner) Name() string                    { return r.cmd.Path }
+func (r *procRunner) Diagnose(context.Context) string { return "" }
+func (r *procRunner) ID() string {
+	if r.cmd.Process == nil {
+		return ""
+	}
+	return strconv.Itoa(r.cmd.Process.Pid)
+}
+func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}

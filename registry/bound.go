@@ -1,0 +1,275 @@
+package registry
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// MediaTooLargeError reports a media part over Limits.MaxMediaBytes. Settlement turns it
+// into an operational failure: media is never cut.
+type MediaTooLargeError struct {
+	Index    int    // the part's index in the content
+	MIMEType string // the part's MIME type
+	Size     int    // len(Data)
+	Limit    int    // the MaxMediaBytes in force
+}
+
+func (e *MediaTooLargeError) Error() string {
+	return fmt.Sprintf("registry: media part %d (%s) is %d bytes, over the limit of %d bytes",
+		e.Index, e.MIMEType, e.Size, e.Limit)
+}
+
+// bound applies lim (zero fields meaning the defaults) to one settlement's
+// provider-facing channel.
+//
+// When content is not empty, only its text parts are measured, taken together and
+// joined by "\n"; structured is returned as is. A media part over MaxMediaBytes fails
+// with a *MediaTooLargeError before anything else is done. Text within the limits leaves
+// content untouched (the same slice is returned). Text over them is retained whole in st
+// and its parts are replaced by one preview part where the first text part was; other
+// parts keep their order and bytes.
+//
+// When content is empty, structured is measured. Over the limits it is retained whole
+// in st and replaced by content holding one preview part, with structured nil.
+//
+// managed lists the files retained (at most one). A failed retention is returned as an
+// error (a *StorageError) and never as a lossy success. st must be non-nil when the
+// output can exceed lim; bound is safe for concurrent use.
+func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outContent []sdk.Part, outStructured []byte, managed []string, err error) {
+	lim = lim.WithDefaults()
+	if err := lim.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(content) == 0 {
+		preview, path, err := boundText(st, lim, joinedText[[]byte]{structured})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if path == "" {
+			return content, structured, nil, nil
+		}
+		return []sdk.Part{sdk.Text(preview)}, nil, []string{path}, nil
+	}
+
+	var text joinedText[string]
+	first := -1
+	for i, p := range content {
+		switch p.Type {
+		case sdk.PartMedia:
+			if len(p.Data) > lim.MaxMediaBytes {
+				return nil, nil, nil, &MediaTooLargeError{Index: i, MIMEType: p.MIMEType, Size: len(p.Data), Limit: lim.MaxMediaBytes}
+			}
+		case sdk.PartText:
+			if first < 0 {
+				first = i
+			} else {
+				text = append(text, "\n")
+			}
+			text = append(text, p.Text)
+		}
+	}
+	preview, path, err := boundText(st, lim, text)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if path == "" {
+		return content, structured, nil, nil
+	}
+	out := make([]sdk.Part, 0, len(content))
+	for i, p := range content {
+		switch {
+		case i == first:
+			out = append(out, sdk.Text(preview))
+		case p.Type != sdk.PartText:
+			out = append(out, p)
+		}
+	}
+	return out, structured, []string{path}, nil
+}
+
+// boundText measures t against lim. Within the limits it returns an empty path. Over
+// them it retains t whole in st and returns the preview that replaces it and the path.
+func boundText[T string | []byte](st *Storage, lim Limits, t joinedText[T]) (preview, path string, err error) {
+	size, lines := t.size(), lineCount(t...)
+	if size <= lim.MaxBytes && lines <= lim.MaxLines {
+		return "", "", nil
+	}
+	path, err = st.retain(t)
+	if err != nil {
+		return "", "", err
+	}
+	return previewOf(t, lim, truncationMarker(path, lines, size)), path, nil
+}
+
+// truncationMarker is the text between a preview's head and tail. It begins and ends
+// with "\n" and names the full output's path and size.
+func truncationMarker(path string, lines, size int) string {
+	return fmt.Sprintf("\n[... truncated: the full output (%d lines, %d bytes) is in %s ...]\n\n", lines, size, path)
+}
+
+// previewOf returns head + marker + tail of t, within lim. It requires t to exceed lim
+// and the marker to leave room (guaranteed by the floors in Limits.Validate and the
+// directory cap in OpenStorage). The head takes up to half the line and byte budget,
+// rounded up; the tail takes what the head leaves. Both are whole lines, except that a
+// single line longer than its budget is cut, on a UTF-8 boundary.
+//
+// The line count stays within lim because marker ends with "\n": the preview has at
+// most lineCount(head) + lineCount(marker) + lineCount(tail) lines.
+func previewOf[T string | []byte](t joinedText[T], lim Limits, marker string) string {
+	lineBudget := lim.MaxLines - lineCount(marker)
+	byteBudget := lim.MaxBytes - len(marker)
+	size := t.size()
+
+	headBytes := min(size, byteBudget-byteBudget/2)
+	head := headLines(t.slice(0, headBytes), lineBudget-lineBudget/2, headBytes == size)
+
+	// The tail window never overlaps the head, so head and tail are disjoint.
+	start := max(len(head), size-(byteBudget-len(head)))
+	lineStart := start == 0 || t.slice(start-1, start) == "\n"
+	tail := tailLines(t.slice(start, size), lineBudget-lineCount(head), lineStart)
+
+	return head + marker + tail
+}
+
+// headLines returns the longest prefix of w made of at most maxLines whole lines, w
+// being the start of a text and atEnd reporting whether it is the whole text. If not even
+// the first line fits, it returns w without a trailing partial UTF-8 character.
+func headLines(w string, maxLines int, atEnd bool) string {
+	end := 0
+	for n := 0; n < maxLines && end < len(w); n++ {
+		i := strings.IndexByte(w[end:], '\n')
+		if i < 0 {
+			if atEnd {
+				end = len(w)
+			}
+			break
+		}
+		end += i + 1
+	}
+	if end == 0 {
+		return trimPartialRuneEnd(w)
+	}
+	return w[:end]
+}
+
+// tailLines returns the longest suffix of w made of at most maxLines whole lines, w
+// being the end of a text and atStart reporting whether w begins a line. If not even the
+// last line fits, it returns w without a leading partial UTF-8 character.
+func tailLines(w string, maxLines int, atStart bool) string {
+	start := len(w)
+	for n := 0; n < maxLines && start > 0; n++ {
+		// The line ending at start (its "\n" included) begins after the previous "\n".
+		i := strings.LastIndexByte(w[:start-1], '\n')
+		if i < 0 {
+			if atStart {
+				start = 0
+			}
+			break
+		}
+		start = i + 1
+	}
+	if start == len(w) {
+		return trimPartialRuneStart(w)
+	}
+	return w[start:]
+}
+
+// trimPartialRuneEnd drops an incomplete UTF-8 sequence from the end of s.
+func trimPartialRuneEnd(s string) string {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
+}
+
+// trimPartialRuneStart drops the continuation bytes of a UTF-8 sequence begun before s.
+// Invalid UTF-8 with more continuation bytes than a sequence can have is left as is.
+func trimPartialRuneStart(s string) string {
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// lineCount is the one definition of a text's line count, used both for measuring and
+// for previews: the number of "\n" plus one if the text does not end with "\n"; empty
+// text has no lines. The text is the concatenation of segs.
+func lineCount[T string | []byte](segs ...T) int {
+	n, last := 0, byte('\n')
+	for _, s := range segs {
+		if len(s) == 0 {
+			continue
+		}
+		switch s := any(s).(type) {
+		case string:
+			n += strings.Count(s, "\n")
+		case []byte:
+			n += bytes.Count(s, []byte{'\n'})
+		}
+		last = s[len(s)-1]
+	}
+	if last != '\n' {
+		n++
+	}
+	return n
+}
+
+// joinedText is the text being bounded as the concatenation of its segments (text parts
+// with "\n" segments between them, or structured JSON as one segment), which is never
+// built in memory.
+type joinedText[T string | []byte] []T
+
+func (t joinedText[T]) size() int {
+	n := 0
+	for _, s := range t {
+		n += len(s)
+	}
+	return n
+}
+
+// slice returns bytes i to j of the text. It copies nothing when they lie in one string
+// segment.
+func (t joinedText[T]) slice(i, j int) string {
+	var b strings.Builder
+	for _, s := range t {
+		lo, hi := min(max(i, 0), len(s)), min(max(j, 0), len(s))
+		if lo == i && hi == j {
+			return string(s[lo:hi])
+		}
+		b.WriteString(string(s[lo:hi]))
+		i, j = i-len(s), j-len(s)
+	}
+	return b.String()
+}
+
+// WriteTo writes the text to w straight from its segments.
+func (t joinedText[T]) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, s := range t {
+		var n int
+		var err error
+		switch s := any(s).(type) {
+		case string:
+			n, err = io.WriteString(w, s)
+		case []byte:
+			n, err = w.Write(s)
+		}
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}

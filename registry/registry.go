@@ -1,0 +1,334 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Application is the placement id of process-wide tools. Any other id names a
+// Location placement opened with [Registry.OpenLocation].
+const Application = ""
+
+// Source identifies where a batch came from. Two batches are generations of the same
+// source when Location, Kind and Name are equal; Generation grows with each restart
+// or reload.
+type Source struct {
+	// Kind is the kind of producer: "application", "builtin", "plugin", "mcp", "manifest".
+	Kind string `json:"kind"`
+	// Name is the producer's name within its Location (a plugin or server name).
+	Name string `json:"name"`
+	// Generation counts restarts and reloads of the producer.
+	Generation uint64 `json:"generation"`
+}
+
+func (s Source) String() string {
+	if s.Name == "" {
+		return s.Kind
+	}
+	return s.Kind + " " + s.Name
+}
+
+// Owner is what the registry needs of the scope that owns a batch: a context that
+// ends when the owner closes, and tracking of executions so the owner's close can wait
+// for them. *scope.Scope satisfies it.
+type Owner interface {
+	Context() context.Context
+	Track() (done func(), err error)
+}
+
+// Batch is the argument of Register: the tools one owner registers at once.
+type Batch struct {
+	// Location is the placement: Application or an open Location id.
+	Location string
+	// Source identifies the producer and its generation.
+	Source Source
+	// Tools maps authored names to tools. Register copies it; changing the map
+	// afterwards changes nothing.
+	Tools map[string]sdk.Tool
+	// Owner, if set, bounds every execution of these tools: an execution runs under a
+	// context that also ends when the owner's context ends, and is tracked by the owner.
+	// Register fails with ErrOwnerClosed if the owner's context has already ended.
+	Owner Owner
+}
+
+// Options configure a Registry.
+type Options struct {
+	// Storage retains oversized output. Required.
+	Storage *Storage
+	// Limits apply to the application placement and to Locations opened without
+	// limits of their own. Zero fields mean the defaults.
+	Limits Limits
+	// MaxInputBytes bounds a call's raw input; default 4 MiB.
+	MaxInputBytes int
+}
+
+// Registry holds placements, registrations and hooks. It is safe for concurrent use:
+// registrations, releases, Requests and settlements may come from many goroutines.
+type Registry struct {
+	storage       *Storage
+	maxInputBytes int
+
+	mu         sync.RWMutex
+	placements map[string]*placement
+	seq        uint64 // orders registrations and hooks
+}
+
+// placement is one store: the application or one Location.
+type placement struct {
+	limits Limits
+	names  map[string][]*entry // active entries per name, oldest first
+	hooks  []*hookEntry        // in registration order
+}
+
+// entry is one (name → tool) of one batch.
+type entry struct {
+	name        string
+	location    string
+	source      Source
+	seq         uint64
+	tool        sdk.Tool
+	input       *compiledSchema
+	output      *compiledSchema // nil: any JSON
+	structured  *compiledSchema // nil: any JSON
+	def         Definition
+	fingerprint [sha256.Size]byte
+	owner       Owner
+	closed      atomic.Bool
+}
+
+// Definition is what a model is told about one tool. Its JSON encoding is byte-stable:
+// schemas are canonical (sorted keys, no insignificant space).
+type Definition struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// New returns an empty Registry with an open application placement.
+func New(opts Options) (*Registry, error) {
+	if opts.Storage == nil {
+		return nil, fmt.Errorf("registry: Options.Storage is required")
+	}
+	limits := opts.Limits.WithDefaults()
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxInputBytes <= 0 {
+		opts.MaxInputBytes = 4 << 20
+	}
+	return &Registry{
+		storage:       opts.Storage,
+		maxInputBytes: opts.MaxInputBytes,
+		placements:    map[string]*placement{Application: {limits: limits, names: map[string][]*entry{}}},
+	}, nil
+}
+
+// Storage returns the managed output storage.
+func (r *Registry) Storage() *Storage { return r.storage }
+
+// OpenLocation opens the placement of a Location. limits apply to its settlements
+// (zero fields: the registry's). The returned release removes the placement; the
+// caller calls it after every batch registered there is released. Opening an id that
+// is open fails with ErrLocationOpen.
+func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err error) {
+	if id == Application {
+		return nil, fmt.Errorf("registry: location id must not be empty")
+	}
+	limits = mergeLimits(limits, r.placements[Application].limits)
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.placements[id]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrLocationOpen, id)
+	}
+	p := &placement{limits: limits, names: map[string][]*entry{}}
+	r.placements[id] = p
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.placements[id] == p {
+			delete(r.placements, id)
+		}
+	}), nil
+}
+
+func mergeLimits(l, base Limits) Limits {
+	if l.MaxLines == 0 {
+		l.MaxLines = base.MaxLines
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = base.MaxBytes
+	}
+	if l.MaxMediaBytes == 0 {
+		l.MaxMediaBytes = base.MaxMediaBytes
+	}
+	return l
+}
+
+// Register adds a batch atomically: every entry is checked (name grammar, no two
+// authored names normalizing to one name, every schema compiling) before anything
+// becomes visible; one bad entry fails the call with a *RegistrationError naming it
+// and nothing is registered.
+//
+// Within the placement, the latest active registration of a name wins. The returned
+// release removes exactly this batch's entries (revealing earlier ones); it is
+// idempotent and safe to call from any goroutine. Executions already begun are not
+// affected by the release; only their context ends them.
+func (r *Registry) Register(b Batch) (release func(), err error) {
+	entries, err := buildEntries(b)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.placements[b.Location]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrLocationNotOpen, b.Location)
+	}
+	if b.Owner != nil && b.Owner.Context().Err() != nil {
+		return nil, fmt.Errorf("%w: register from %s", ErrOwnerClosed, b.Source)
+	}
+	r.seq++
+	for _, e := range entries {
+		e.seq = r.seq
+		p.names[e.name] = append(p.names[e.name], e)
+	}
+	return sync.OnceFunc(func() { r.remove(p, entries) }), nil
+}
+
+func (r *Registry) remove(p *placement, entries []*entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range entries {
+		e.closed.Store(true)
+		list := slices.DeleteFunc(p.names[e.name], func(x *entry) bool { return x == e })
+		if len(list) == 0 {
+			delete(p.names, e.name)
+		} else {
+			p.names[e.name] = list
+		}
+	}
+}
+
+// buildEntries validates a batch and compiles its schemas, outside any lock.
+func buildEntries(b Batch) ([]*entry, error) {
+	authored := make([]string, 0, len(b.Tools))
+	for k := range b.Tools {
+		authored = append(authored, k)
+	}
+	sort.Strings(authored) // deterministic: the first bad entry in name order is named
+	fail := func(name string, err error) error {
+		return &RegistrationError{Tool: name, Source: b.Source.String(), Err: err}
+	}
+	byName := make(map[string]string, len(authored))
+	entries := make([]*entry, 0, len(authored))
+	for _, a := range authored {
+		name, err := NormalizeName(a)
+		if err != nil {
+			return nil, fail(a, err)
+		}
+		if other, dup := byName[name]; dup {
+			return nil, fail(a, fmt.Errorf("authored names %q and %q both normalize to %q", other, a, name))
+		}
+		byName[name] = a
+		e, err := newEntry(name, b, b.Tools[a])
+		if err != nil {
+			return nil, fail(a, err)
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+func newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
+	if t.Execute == nil {
+		return nil, fmt.Errorf("tool has no executor")
+	}
+	if len(t.InputSchema) == 0 {
+		return nil, fmt.Errorf("tool has no input schema")
+	}
+	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner}
+	var err error
+	if e.input, err = compileSchema("input schema", t.InputSchema); err != nil {
+		return nil, err
+	}
+	if len(t.OutputSchema) > 0 {
+		if e.output, err = compileSchema("output schema", t.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if len(t.StructuredSchema) > 0 {
+		if e.structured, err = compileSchema("structured schema", t.StructuredSchema); err != nil {
+			return nil, err
+		}
+	}
+	e.def = Definition{Name: name, Description: t.Description, InputSchema: e.input.canonical}
+	if e.output != nil {
+		e.def.OutputSchema = e.output.canonical
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(t.Description), e.def.InputSchema, e.def.OutputSchema, structuredCanonical(e)} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	h.Sum(e.fingerprint[:0])
+	return e, nil
+}
+
+func structuredCanonical(e *entry) []byte {
+	if e.structured == nil {
+		return nil
+	}
+	return e.structured.canonical
+}
+
+// effective returns the winning entry for name as seen from location: the latest
+// active Location registration, else the latest active application one.
+func (r *Registry) effective(location, name string) *entry {
+	if location != Application {
+		if p, ok := r.placements[location]; ok {
+			if list := p.names[name]; len(list) > 0 {
+				return list[len(list)-1]
+			}
+		}
+	}
+	if list := r.placements[Application].names[name]; len(list) > 0 {
+		return list[len(list)-1]
+	}
+	return nil
+}
+
+// Prepare captures a Request for one model request against a placement: the
+// effective registration of every visible name, and their definitions sorted by name.
+func (r *Registry) Prepare(location string) (*Request, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.placements[location]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrLocationNotOpen, location)
+	}
+	q := &Request{reg: r, location: location, limits: p.limits, entries: map[string]*entry{}}
+	for _, pl := range []*placement{r.placements[Application], p} {
+		for name, list := range pl.names {
+			q.entries[name] = list[len(list)-1] // the Location placement comes second and wins
+		}
+	}
+	q.defs = make([]Definition, 0, len(q.entries))
+	for _, e := range q.entries {
+		q.defs = append(q.defs, e.def)
+	}
+	slices.SortFunc(q.defs, func(a, b Definition) int { return strings.Compare(a.Name, b.Name) })
+	return q, nil
+}

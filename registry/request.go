@@ -1,0 +1,336 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Request is the snapshot made once per model request: the advertised definitions
+// and the registration captured for each advertised name. It is immutable and safe
+// for concurrent use; settle any number of calls on it.
+type Request struct {
+	reg      *Registry
+	location string
+	limits   Limits
+	entries  map[string]*entry
+	defs     []Definition
+}
+
+// Definitions returns the advertised definitions sorted by name. The slice is shared;
+// do not modify it.
+func (q *Request) Definitions() []Definition { return q.defs }
+
+// Location returns the placement the Request was prepared for.
+func (q *Request) Location() string { return q.location }
+
+// Call is one tool call to settle.
+type Call struct {
+	// Name is the advertised (normalized) tool name the model used.
+	Name string
+	// Input is the raw JSON input; empty means {}.
+	Input json.RawMessage
+	// Invocation is the call's identity, passed to the executor unchanged.
+	Invocation sdk.Invocation
+	// Progress, if set, receives the executor's progress events. It must be safe for
+	// concurrent use and must not block for long.
+	Progress func(sdk.Progress)
+}
+
+// Outcome classifies a settlement.
+type Outcome string
+
+// The outcomes a Settlement can carry. Interruption, defects and operational failures
+// are Go errors, never settlements.
+const (
+	Completed     Outcome = "completed"
+	ToolFailed    Outcome = "tool_failure"
+	Unknown       Outcome = "unknown"
+	InvalidInput  Outcome = "invalid_input"
+	InvalidOutput Outcome = "invalid_output"
+	Unavailable   Outcome = "unavailable"
+)
+
+// Settlement is the result of one call, for the runner to persist and show the model.
+type Settlement struct {
+	Name       string  `json:"name"`
+	ToolCallID string  `json:"tool_call_id"`
+	Outcome    Outcome `json:"outcome"`
+	// Content is the model-facing content. For every outcome but Completed it is one
+	// text part with the error the model should see.
+	Content []sdk.Part `json:"content,omitempty"`
+	// Structured is the structured output (nil when there is none, or when it was
+	// oversized and replaced by a preview in Content).
+	Structured json.RawMessage `json:"structured,omitempty"`
+	// Problems lists validation problems for InvalidInput and InvalidOutput.
+	Problems []Problem `json:"problems,omitempty"`
+	// ManagedPaths are files in managed storage holding complete output that was
+	// replaced by a preview. Never derived from runner-supplied ids.
+	ManagedPaths []string `json:"managed_paths,omitempty"`
+}
+
+// IsError reports whether the model should see this settlement as an error.
+func (s *Settlement) IsError() bool { return s.Outcome != Completed }
+
+// Text returns the concatenated text parts of the content.
+func (s *Settlement) Text() string {
+	var b strings.Builder
+	for _, p := range s.Content {
+		if p.Type == sdk.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// Settle runs one call through the pipeline: resolve the captured registration,
+// validate input, execute, validate output, project, bound, run after hooks.
+//
+// It returns a Settlement for every model-visible result (see Outcome). It returns an
+// error, and no Settlement, when the call was interrupted (errors.Is(err,
+// context.Canceled)), hit a defect (*DefectError) or failed operationally
+// (*OperationalError).
+func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
+	s, err := q.settle(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range q.reg.hooksFor(q.location) {
+		if s, err = runHook(ctx, h, call, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func runHook(ctx context.Context, h Hook, call Call, s *Settlement) (out *Settlement, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, &DefectError{Tool: call.Name, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	out, err = h(ctx, call, s)
+	if err == nil && out == nil {
+		err = errors.New("hook returned no settlement")
+	}
+	if err != nil {
+		return nil, &OperationalError{Tool: call.Name, Op: "hook", Err: err}
+	}
+	return out, nil
+}
+
+func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
+	e, ok := q.entries[call.Name]
+	if !ok {
+		return refusal(call, Unknown, fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name), nil), nil
+	}
+	e, done := q.resolve(e)
+	if e == nil {
+		return refusal(call, Unavailable, fmt.Sprintf("tool %q is no longer available: its provider was closed or changed its contract since the request was prepared", call.Name), nil), nil
+	}
+	defer done()
+
+	input := bytes.TrimSpace(call.Input)
+	if len(input) == 0 {
+		input = []byte("{}")
+	}
+	if len(input) > q.reg.maxInputBytes {
+		return refusal(call, InvalidInput, fmt.Sprintf("invalid input for %q: %d bytes exceeds the %d byte limit", call.Name, len(input), q.reg.maxInputBytes), nil), nil
+	}
+	if v, problems := e.input.validate(input); problems != nil {
+		return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems), problems), nil
+	}
+
+	out, err := q.execute(ctx, e, call, input)
+	if err != nil {
+		var failure *sdk.ToolFailure
+		var decodeErr *sdk.InputDecodingError
+		var encodeErr *sdk.OutputEncodingError
+		switch {
+		case errors.As(err, &failure):
+			return refusal(call, ToolFailed, failure.Message, nil), nil
+		case errors.As(err, &decodeErr):
+			p := []Problem{{Message: decodeErr.Err.Error()}}
+			return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, nil, p), p), nil
+		case errors.As(err, &encodeErr):
+			p := []Problem{{Message: encodeErr.Err.Error()}}
+			return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, p), p), nil
+		}
+		return nil, err // interruption, defect or operational failure
+	}
+
+	if _, problems := e.output.validate(out.JSON); problems != nil {
+		return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
+	}
+	structured := out.JSON
+	if out.Structured != nil {
+		if _, problems := e.structured.validate(out.Structured); problems != nil {
+			return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
+		}
+		structured = out.Structured
+	}
+
+	content, err := project(e, input, out)
+	if err != nil {
+		return nil, err
+	}
+	if content != nil && out.Structured == nil && isJSONString(out.JSON) && e.tool.Project == nil && !out.HasContent {
+		structured = nil // an encoded string is published as text only
+	}
+
+	content, structured, managed, err := bound(q.reg.storage, q.limits, content, structured)
+	if err != nil {
+		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
+	}
+	return &Settlement{
+		Name:         call.Name,
+		ToolCallID:   call.Invocation.ToolCallID,
+		Outcome:      Completed,
+		Content:      content,
+		Structured:   structured,
+		ManagedPaths: managed,
+	}, nil
+}
+
+// resolve applies the capture rule. A captured entry that is still active runs. A
+// closed one is replaced by the name's current effective entry only when that is a
+// later registration of the same source with an identical fingerprint; otherwise the
+// call is unavailable (nil). done ends the owner's tracking of the execution.
+func (q *Request) resolve(e *entry) (_ *entry, done func()) {
+	for range 2 {
+		if !e.closed.Load() {
+			if e.owner == nil {
+				return e, func() {}
+			}
+			if done, err := e.owner.Track(); err == nil {
+				return e, done
+			}
+			// The owner is closing; its entries are about to be removed.
+		}
+		q.reg.mu.RLock()
+		cur := q.reg.effective(q.location, e.name)
+		q.reg.mu.RUnlock()
+		if cur == nil || cur == e || cur.seq < e.seq || cur.location != e.location ||
+			cur.source.Kind != e.source.Kind || cur.source.Name != e.source.Name ||
+			cur.source.Generation < e.source.Generation || cur.fingerprint != e.fingerprint {
+			return nil, nil
+		}
+		e = cur
+	}
+	return nil, nil
+}
+
+// execute runs the executor under the call's context joined with the owner's, with
+// progress reporting installed, recovering a panic as a defect.
+func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.RawMessage) (out sdk.Output, err error) {
+	callCtx := ctx
+	var ownerCtx context.Context
+	if e.owner != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		ownerCtx = e.owner.Context()
+		stop := context.AfterFunc(ownerCtx, func() { cancel(context.Cause(ownerCtx)) })
+		defer stop()
+	}
+	if call.Progress != nil {
+		ctx = sdk.WithProgress(ctx, call.Progress)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = &DefectError{Tool: call.Name, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	out, err = e.tool.Execute(ctx, call.Invocation, input)
+	var failure *sdk.ToolFailure
+	var decodeErr *sdk.InputDecodingError
+	var encodeErr *sdk.OutputEncodingError
+	switch {
+	case callCtx.Err() != nil:
+		// Whatever the executor returned, the runner interrupted the call.
+		return out, interruption(callCtx)
+	case ownerCtx != nil && ownerCtx.Err() != nil:
+		// The owner closed: an interruption when it was closed on purpose, an
+		// operational failure when it ended because its producer failed (a crash).
+		if cause := context.Cause(ownerCtx); !errors.Is(cause, context.Canceled) {
+			return out, &OperationalError{Tool: call.Name, Op: "execute", Err: cause}
+		}
+		return out, interruption(ownerCtx)
+	case err == nil, errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
+		return out, err
+	}
+	return out, &OperationalError{Tool: call.Name, Op: "execute", Err: err}
+}
+
+// project computes the model content: the tool's projection, else the producer's
+// precomputed content, else one text part for an encoded string.
+func project(e *entry, input json.RawMessage, out sdk.Output) (content []sdk.Part, err error) {
+	switch {
+	case e.tool.Project != nil:
+		defer func() {
+			if v := recover(); v != nil {
+				content, err = nil, &DefectError{Tool: e.name, Value: v, Stack: debug.Stack()}
+			}
+		}()
+		return e.tool.Project(input, out.JSON), nil
+	case out.HasContent:
+		return out.Content, nil
+	case isJSONString(out.JSON):
+		var s string
+		if err := json.Unmarshal(out.JSON, &s); err != nil {
+			return nil, &OperationalError{Tool: e.name, Op: "project", Err: err}
+		}
+		return []sdk.Part{sdk.Text(s)}, nil
+	}
+	return nil, nil
+}
+
+func isJSONString(data json.RawMessage) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '"'
+}
+
+func refusal(call Call, o Outcome, msg string, problems []Problem) *Settlement {
+	return &Settlement{
+		Name:       call.Name,
+		ToolCallID: call.Invocation.ToolCallID,
+		Outcome:    o,
+		Content:    []sdk.Part{sdk.Text(msg)},
+		Problems:   problems,
+	}
+}
+
+func invalidInputMessage(name string, s *compiledSchema, v any, problems []Problem) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid input for %q:", name)
+	for _, p := range problems {
+		b.WriteString("\n- ")
+		b.WriteString(p.String())
+	}
+	if obj, ok := v.(map[string]any); ok && s != nil && len(s.keys) > 0 {
+		received := make([]string, 0, len(obj))
+		for k := range obj {
+			received = append(received, k)
+		}
+		slices.Sort(received)
+		fmt.Fprintf(&b, "\nexpected keys: %s\nreceived keys: %s", strings.Join(s.keys, ", "), strings.Join(received, ", "))
+	}
+	return b.String()
+}
+
+func invalidOutputMessage(name string, problems []Problem) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tool %q produced output that does not match its declared output schema, so its result cannot be used:", name)
+	for _, p := range problems {
+		b.WriteString("\n- ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}

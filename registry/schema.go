@@ -1,0 +1,136 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+var messagePrinter = message.NewPrinter(language.English)
+
+// maxSchemaBytes bounds one schema document; schemas come from plugins and servers
+// that are not trusted to be small.
+const maxSchemaBytes = 1 << 20
+
+// refuseLoader refuses every URL that is not already in the compiler, so a schema can
+// never reach the network or the file system through "$ref".
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("loading %q refused: schemas must be self-contained", url)
+}
+
+// compiledSchema is one compiled JSON Schema with its canonical encoding.
+type compiledSchema struct {
+	schema    *jsonschema.Schema
+	canonical json.RawMessage // keys sorted, no insignificant space: byte-stable
+	keys      []string        // top-level "properties" names, sorted, for error messages
+}
+
+// compileSchema compiles raw as a self-contained draft 2020-12 schema (the default
+// when it names no "$schema"). what names the schema in errors ("input schema").
+func compileSchema(what string, raw json.RawMessage) (*compiledSchema, error) {
+	if len(raw) > maxSchemaBytes {
+		return nil, fmt.Errorf("%s: %d bytes exceeds the %d byte limit", what, len(raw), maxSchemaBytes)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not JSON: %w", what, err)
+	}
+	switch doc.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, fmt.Errorf("%s: must be a JSON object or boolean", what)
+	}
+	const loc = "toolhost:///schema.json"
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	canonical, err := json.Marshal(doc) // encoding/json sorts map keys
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	cs := &compiledSchema{schema: s, canonical: canonical}
+	if obj, ok := doc.(map[string]any); ok {
+		if props, ok := obj["properties"].(map[string]any); ok {
+			for k := range props {
+				cs.keys = append(cs.keys, k)
+			}
+			sort.Strings(cs.keys)
+		}
+	}
+	return cs, nil
+}
+
+// Problem is one reason a value failed validation.
+type Problem struct {
+	// Pointer is the JSON pointer of the offending value ("" for the whole document).
+	Pointer string `json:"pointer"`
+	// Message says what was wrong there.
+	Message string `json:"message"`
+}
+
+func (p Problem) String() string {
+	ptr := p.Pointer
+	if ptr == "" {
+		ptr = "/"
+	}
+	return ptr + ": " + p.Message
+}
+
+// validate decodes data and checks it against s. It returns the decoded value (with
+// json.Number numbers) and the problems found; a decode failure is one problem at "".
+func (s *compiledSchema) validate(data []byte) (any, []Problem) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, []Problem{{Message: "not valid JSON: " + err.Error()}}
+	}
+	if s == nil {
+		return v, nil
+	}
+	err = s.schema.Validate(v)
+	if err == nil {
+		return v, nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return v, []Problem{{Message: err.Error()}}
+	}
+	var problems []Problem
+	collectProblems(verr, &problems)
+	return v, problems
+}
+
+// collectProblems flattens a validation error tree to its leaves.
+func collectProblems(e *jsonschema.ValidationError, out *[]Problem) {
+	if len(e.Causes) == 0 {
+		*out = append(*out, Problem{Pointer: jsonPointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(messagePrinter)})
+		return
+	}
+	for _, c := range e.Causes {
+		collectProblems(c, out)
+	}
+}
+
+func jsonPointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
+}

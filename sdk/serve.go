@@ -1,0 +1,311 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/internal/pluginpb"
+)
+
+// Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs to
+// stderr through hclog (the host shows those logs), and returns only when the host
+// ends the plugin or goes away; the process exits then.
+//
+// Run the binary with -debug to start it by hand, for example under a debugger: it
+// prints a TOOLHOST_REATTACH=... line; export it where toolhost runs and the host
+// attaches to this process instead of launching one. The map key is the binary's
+// base name; it must match the plugin's name in the Location config.
+func Serve(p Plugin) {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       filepath.Base(os.Args[0]),
+		Output:     os.Stderr,
+		JSONFormat: true,
+		Level:      hclog.LevelFromString(os.Getenv("TOOLHOST_PLUGIN_LOG_LEVEL")),
+	})
+	config := &plugin.ServeConfig{
+		HandshakeConfig: pluginpb.Handshake,
+		Plugins:         plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}},
+		GRPCServer:      plugin.DefaultGRPCServer,
+		Logger:          logger,
+	}
+	if !debugFlag() {
+		go exitWithParent()
+		plugin.Serve(config)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	config.Test = &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
+	go plugin.Serve(config)
+	rc := <-reattach
+	if rc == nil {
+		fmt.Fprintln(os.Stderr, "sdk: plugin failed to start in debug mode")
+		os.Exit(1)
+	}
+	line, _ := json.Marshal(map[string]pluginpb.Reattach{filepath.Base(os.Args[0]): pluginpb.ReattachFrom(rc)})
+	fmt.Printf("plugin started in debug mode; run toolhost with:\n\n\t%s='%s'\n\n", pluginpb.ReattachEnv, line)
+	<-closed
+}
+
+func debugFlag() bool {
+	for _, a := range os.Args[1:] {
+		if a == "-debug" || a == "--debug" {
+			return true
+		}
+	}
+	return false
+}
+
+// exitWithParent ends the process when its parent (the host) is gone, so no plugin
+// outlives its host even if the host was killed without a chance to stop it.
+func exitWithParent() {
+	parent := os.Getppid()
+	for range time.Tick(500 * time.Millisecond) {
+		if os.Getppid() != parent {
+			os.Exit(2)
+		}
+	}
+}
+
+// grpcPlugin is the plugin side of the go-plugin gRPC plugin.
+type grpcPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	impl   Plugin
+	logger hclog.Logger
+}
+
+func (g *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	pluginpb.RegisterPluginServer(s, &pluginServer{impl: g.impl, broker: broker, logger: g.logger, regs: map[uint64]map[string]Tool{}})
+	return nil
+}
+
+func (g *grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("sdk: the plugin side has no client")
+}
+
+// pluginServer serves the Plugin service for one activation.
+type pluginServer struct {
+	pluginpb.UnimplementedPluginServer
+	impl      Plugin
+	broker    *plugin.GRPCBroker
+	logger    hclog.Logger
+	activated atomic.Bool
+
+	mu   sync.RWMutex
+	regs map[uint64]map[string]Tool // registration id → authored name → tool
+	next atomic.Uint64               // the last registration id used
+}
+
+func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
+	if !s.activated.CompareAndSwap(false, true) {
+		return nil, status.Error(codes.FailedPrecondition, "sdk: plugin already activated")
+	}
+	conn, err := s.broker.Dial(req.ToolsBrokerId)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "sdk: dial the Tools capability: %v", err)
+	}
+	// The connection lives as long as the process, which lives as long as the scope.
+	tools := &toolsClient{server: s, client: pluginpb.NewToolsClient(conn)}
+	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
+	defer func() {
+		if v := recover(); v != nil {
+			s.logger.Error("activation panicked", "panic", v, "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "sdk: activation panicked: %v", v)
+		}
+	}()
+	if err := s.impl.Activate(ctx, loc, tools); err != nil {
+		return nil, status.Errorf(codes.Aborted, "activate: %v", err)
+	}
+	return &pluginpb.ActivateResponse{}, nil
+}
+
+func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_ExecuteServer) error {
+	s.mu.RLock()
+	tool, ok := s.regs[req.Registration][req.Tool]
+	s.mu.RUnlock()
+	if !ok {
+		return status.Errorf(codes.NotFound, "sdk: no tool %q in registration %d", req.Tool, req.Registration)
+	}
+	var sendMu sync.Mutex // progress may be reported from several goroutines
+	send := func(ev *pluginpb.ExecuteEvent) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(ev)
+	}
+	ctx := WithProgress(stream.Context(), func(p Progress) {
+		_ = send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}}})
+	})
+	inv := Invocation{}
+	if i := req.Invocation; i != nil {
+		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}
+	}
+	out, content, err := s.run(ctx, tool, inv, req.Input)
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err != nil {
+		if ev := terminalEvent(err); ev != nil {
+			return send(ev)
+		}
+		return status.Error(codes.Unknown, err.Error())
+	}
+	if err := sendChunks(send, out.JSON, func(b []byte) *pluginpb.ExecuteEvent {
+		return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: b}}
+	}); err != nil {
+		return err
+	}
+	if out.Structured != nil {
+		if err := sendChunks(send, out.Structured, func(b []byte) *pluginpb.ExecuteEvent {
+			return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Structured{Structured: b}}
+		}); err != nil {
+			return err
+		}
+	}
+	for _, p := range content {
+		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{Type: string(p.Type), MimeType: p.MIMEType}}}); err != nil {
+			return err
+		}
+		data := p.Data
+		if p.Type == PartText {
+			data = []byte(p.Text)
+		}
+		if err := sendChunks(send, data, func(b []byte) *pluginpb.ExecuteEvent {
+			return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_PartData{PartData: b}}
+		}); err != nil {
+			return err
+		}
+	}
+	return send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{HasContent: tool.Project != nil, HasStructured: out.Structured != nil}}})
+}
+
+// run executes the tool and, if it has one, its projection, recovering panics as
+// defects. The projection is pure, so computing it here saves a round trip; the host
+// discards it if the output fails validation.
+func (s *pluginServer) run(ctx context.Context, tool Tool, inv Invocation, input []byte) (out Output, content []Part, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			stack := debug.Stack()
+			s.logger.Error("tool panicked", "panic", v, "stack", string(stack))
+			err = &defectError{message: fmt.Sprint(v), stack: string(stack)}
+		}
+	}()
+	out, err = tool.Execute(ctx, inv, input)
+	if err == nil && tool.Project != nil {
+		content = tool.Project(input, out.JSON)
+	}
+	return out, content, err
+}
+
+type defectError struct{ message, stack string }
+
+func (e *defectError) Error() string { return "panic: " + e.message }
+
+// terminalEvent maps an executor error to the event that crosses the boundary, or nil
+// for errors the tool did not classify: those end the RPC with an Unknown status.
+func terminalEvent(err error) *pluginpb.ExecuteEvent {
+	var failure *ToolFailure
+	var decodeErr *InputDecodingError
+	var encodeErr *OutputEncodingError
+	var defect *defectError
+	fail := func(kind pluginpb.Failure_Kind, msg string) *pluginpb.ExecuteEvent {
+		return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Failure{Failure: &pluginpb.Failure{Kind: kind, Message: msg}}}
+	}
+	switch {
+	case errors.As(err, &failure):
+		return fail(pluginpb.Failure_TOOL, failure.Message)
+	case errors.As(err, &decodeErr):
+		return fail(pluginpb.Failure_INVALID_INPUT, decodeErr.Err.Error())
+	case errors.As(err, &encodeErr):
+		return fail(pluginpb.Failure_INVALID_OUTPUT, encodeErr.Err.Error())
+	case errors.As(err, &defect):
+		return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Defect{Defect: &pluginpb.Defect{Message: defect.message, Stack: defect.stack}}}
+	}
+	return nil
+}
+
+func sendChunks(send func(*pluginpb.ExecuteEvent) error, data []byte, event func([]byte) *pluginpb.ExecuteEvent) error {
+	if len(data) == 0 {
+		return send(event(nil))
+	}
+	for len(data) > 0 {
+		n := min(len(data), pluginpb.ChunkSize)
+		if err := send(event(data[:n])); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// toolsClient is the plugin's end of the Tools capability.
+type toolsClient struct {
+	server *pluginServer
+	client pluginpb.ToolsClient
+}
+
+func (t *toolsClient) Register(ctx context.Context, tools map[string]Tool) (Registration, error) {
+	req := &pluginpb.RegisterRequest{}
+	kept := make(map[string]Tool, len(tools))
+	for name, tool := range tools {
+		if tool.Execute == nil {
+			return nil, fmt.Errorf("sdk: register %q: tool has no executor", name)
+		}
+		kept[name] = tool
+		req.Tools = append(req.Tools, &pluginpb.ToolDefinition{
+			Name:             name,
+			Description:      tool.Description,
+			InputSchema:      tool.InputSchema,
+			OutputSchema:     tool.OutputSchema,
+			StructuredSchema: tool.StructuredSchema,
+		})
+	}
+	id := t.server.next.Add(1)
+	req.Registration = id
+	// Ready to execute before the host can advertise the tools.
+	t.server.mu.Lock()
+	t.server.regs[id] = kept
+	t.server.mu.Unlock()
+	if _, err := t.client.Register(ctx, req); err != nil {
+		t.server.mu.Lock()
+		delete(t.server.regs, id)
+		t.server.mu.Unlock()
+		return nil, fmt.Errorf("sdk: register: %s", status.Convert(err).Message())
+	}
+	return &registration{tools: t, id: id}, nil
+}
+
+type registration struct {
+	tools *toolsClient
+	id    uint64
+	once  sync.Once
+	err   error
+}
+
+func (r *registration) Close(ctx context.Context) error {
+	r.once.Do(func() {
+		if _, err := r.tools.client.Close(ctx, &pluginpb.CloseRequest{Registration: r.id}); err != nil {
+			r.err = fmt.Errorf("sdk: close registration: %s", status.Convert(err).Message())
+			return
+		}
+		r.tools.server.mu.Lock()
+		delete(r.tools.server.regs, r.id)
+		r.tools.server.mu.Unlock()
+	})
+	return r.err
+}
