@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -139,10 +140,12 @@ type Instance struct {
 	generation uint64
 	scope      *scope.Scope
 	client     *plugin.Client
+	rpcClient  plugin.ClientProtocol // nil until the handshake succeeded
 	rpc        pluginpb.PluginClient
 	proc       *procRunner // nil when reattached
 	stderr     *ring
 	exited     <-chan struct{}
+	inFlight   atomic.Int64
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release
@@ -215,6 +218,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	inst.rpcClient = rpcClient
 	raw, err := rpcClient.Dispense(pluginpb.PluginName)
 	if err != nil {
 		return err
@@ -338,8 +342,8 @@ func (inst *Instance) stop(ctx context.Context) error {
 	asked := make(chan struct{})
 	go func() {
 		defer close(asked)
-		if c, err := inst.client.Client(); err == nil {
-			_ = c.Close() // asks the plugin to shut down; returns when it did or died
+		if inst.rpcClient != nil {
+			_ = inst.rpcClient.Close() // asks the plugin to shut down; returns when it did or died
 		}
 	}()
 	grace := time.NewTimer(inst.cfg.StopGrace)
@@ -399,4 +403,15 @@ func (inst *Instance) releaseAll() {
 	for _, id := range slices.Backward(ids) {
 		regs[id]()
 	}
+}
+
+// InFlight returns the number of executions in progress on this instance.
+func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
+
+// PID returns the plugin process's id, or 0 when the host did not launch it.
+func (inst *Instance) PID() int {
+	if inst.proc == nil || inst.proc.cmd.Process == nil {
+		return 0
+	}
+	return inst.proc.cmd.Process.Pid
 }

@@ -82,6 +82,8 @@ func (s *toolsServer) Close(_ context.Context, req *pluginpb.CloseRequest) (*plu
 // executor proxies one tool's executions to the plugin process.
 func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
+		inst.inFlight.Add(1)
+		defer inst.inFlight.Add(-1)
 		stream, err := inst.rpc.Execute(ctx, &pluginpb.ExecuteRequest{
 			Registration: registration,
 			Tool:         name,

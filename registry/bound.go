@@ -24,8 +24,8 @@ func (e *MediaTooLargeError) Error() string {
 		e.Index, e.MIMEType, e.Size, e.Limit)
 }
 
-// bound applies lim (zero fields meaning the defaults) to one settlement's
-// provider-facing channel.
+// bound applies lim (zero fields meaning the defaults; invalid limits fail with
+// ErrInvalidLimits) to one settlement's provider-facing channel.
 //
 // When content is not empty, only its text parts are measured, taken together and
 // joined by "\n"; structured is returned as is. A media part over MaxMediaBytes fails

@@ -1,0 +1,390 @@
+package plugins_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+var faultBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plugins-test")
+	if err != nil {
+		panic(err)
+	}
+	faultBinary = filepath.Join(dir, "fault")
+	if out, err := exec.Command("go", "build", "-o", faultBinary, "./testdata/fault").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build fault plugin: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// host is one registry and Location placement with a root scope, closed (and checked
+// for leftover processes) at the end of the test.
+type host struct {
+	t     *testing.T
+	reg   *registry.Registry
+	root  *scope.Scope
+	loc   string
+	mu    sync.Mutex
+	pids  []int
+	store string
+}
+
+func newHost(t *testing.T) *host {
+	t.Helper()
+	store := t.TempDir()
+	st, err := registry.OpenStorage(store, registry.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), store: store}
+	release, err := reg.OpenLocation(h.loc, registry.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.root.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		release()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, pid := range h.pids {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("plugin process %d still exists after close (kill 0: %v)", pid, err)
+			}
+		}
+	})
+	return h
+}
+
+func (h *host) config(env map[string]string, mode string) plugins.Config {
+	cfg := plugins.Config{Name: "fault", Path: faultBinary, Env: env, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}
+	if mode != "" {
+		cfg.Options = json.RawMessage(fmt.Sprintf(`{"mode":%q}`, mode))
+	}
+	return cfg
+}
+
+func (h *host) target() plugins.Target {
+	return plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}
+}
+
+func (h *host) supervise(cfg plugins.Config, budget plugins.Budget) (*plugins.Supervisor, error) {
+	s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), budget)
+	if err == nil {
+		h.track(s.Current())
+	}
+	return s, err
+}
+
+func (h *host) track(inst *plugins.Instance) {
+	h.mu.Lock()
+	h.pids = append(h.pids, inst.PID())
+	h.mu.Unlock()
+}
+
+func (h *host) call(ctx context.Context, name, input string) (*registry.Settlement, error) {
+	q, err := h.reg.Prepare(h.loc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return q.Settle(ctx, registry.Call{Name: name, Input: json.RawMessage(input), Invocation: sdk.Invocation{ToolCallID: "c1"}})
+}
+
+func (h *host) mustCall(name, input string) *registry.Settlement {
+	h.t.Helper()
+	s, err := h.call(context.Background(), name, input)
+	if err != nil {
+		h.t.Fatalf("call %s: %v", name, err)
+	}
+	return s
+}
+
+func TestPluginServesTools(t *testing.T) {
+	t.Setenv("HOST_ONLY", "leaked")
+	h := newHost(t)
+	if _, err := h.supervise(h.config(map[string]string{"PLUGIN_SECRET": "s3"}, ""), plugins.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.mustCall("echo", `{"text":"hello"}`); s.Text() != "hello" {
+		t.Fatalf("echo = %+v", s)
+	}
+	t.Run("ExplicitEnvironmentOnly", func(t *testing.T) {
+		if got := h.mustCall("location", `{}`).Text(); got != h.loc+"|s3|" {
+			t.Fatalf("plugin saw %q, want the Location dir, its own env and none of the host's", got)
+		}
+	})
+	t.Run("ToolFailureCrossesAsStructuredField", func(t *testing.T) {
+		s := h.mustCall("fail", `{}`)
+		if s.Outcome != registry.ToolFailed || s.Text() != "disk quota exceeded" {
+			t.Fatalf("settlement = %+v", s)
+		}
+	})
+	t.Run("PanicIsADefect", func(t *testing.T) {
+		_, err := h.call(context.Background(), "panic", `{}`)
+		var defect *registry.DefectError
+		if !errors.As(err, &defect) || !strings.Contains(fmt.Sprint(defect.Value), "kaboom") || !strings.Contains(string(defect.Stack), "main.") {
+			t.Fatalf("err = %v, want a defect with the plugin's panic and stack", err)
+		}
+		if s := h.mustCall("echo", `{"text":"still up"}`); s.Text() != "still up" {
+			t.Fatal("plugin did not survive a panicking tool")
+		}
+	})
+	t.Run("ProgressEvents", func(t *testing.T) {
+		q, _ := h.reg.Prepare(h.loc)
+		var mu sync.Mutex
+		var got []string
+		s, err := q.Settle(t.Context(), registry.Call{Name: "progress", Progress: func(p sdk.Progress) {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%v/%v %s", p.Progress, p.Total, p.Message))
+			mu.Unlock()
+		}})
+		if err != nil || s.Text() != "done" {
+			t.Fatal(s, err)
+		}
+		if strings.Join(got, ",") != "1/3 step 1,2/3 step 2,3/3 step 3" {
+			t.Fatalf("progress = %v", got)
+		}
+	})
+	t.Run("RuntimeClosedRegistrationRevealsEarlier", func(t *testing.T) {
+		if got := h.mustCall("toggle", `{}`).Text(); got != "registered" {
+			t.Fatal(got)
+		}
+		if got := h.mustCall("echo", `{"text":"hi"}`).Text(); got != "HI" {
+			t.Fatalf("override not in effect: %q", got)
+		}
+		if got := h.mustCall("toggle", `{}`).Text(); got != "closed" {
+			t.Fatal(got)
+		}
+		if got := h.mustCall("echo", `{"text":"hi"}`).Text(); got != "hi" {
+			t.Fatalf("closing the override did not reveal the earlier echo: %q", got)
+		}
+	})
+	t.Run("LargeOutputIsStreamedAndBounded", func(t *testing.T) {
+		const size = 64 << 20
+		s := h.mustCall("big", fmt.Sprintf(`{"bytes":%d}`, size))
+		if s.Outcome != registry.Completed || len(s.ManagedPaths) != 1 {
+			t.Fatalf("outcome %s, managed %v", s.Outcome, s.ManagedPaths)
+		}
+		if len(s.Text()) > registry.DefaultLimits().MaxBytes || !strings.Contains(s.Text(), s.ManagedPaths[0]) {
+			t.Fatalf("preview of %d bytes does not stay bounded or name the file", len(s.Text()))
+		}
+		info, err := os.Stat(s.ManagedPaths[0])
+		if err != nil || info.Size() != size {
+			t.Fatalf("retained file: %v, %v; want %d bytes", info, err, size)
+		}
+	})
+}
+
+func TestCancellationReachesThePlugin(t *testing.T) {
+	h := newHost(t)
+	mark := filepath.Join(t.TempDir(), "mark")
+	if _, err := h.supervise(h.config(map[string]string{"FAULT_MARK": mark}, ""), plugins.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.call(ctx, "wait", `{}`)
+		errc <- err
+	}()
+	waitFor(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want an interruption", err)
+	}
+	waitFor(t, func() bool { data, _ := os.ReadFile(mark); return string(data) == "cancelled" })
+}
+
+func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 2)
+	for _, name := range []string{"wait", "stubborn"} {
+		go func() {
+			_, err := h.call(context.Background(), name, `{}`)
+			errc <- err
+		}()
+	}
+	waitFor(t, func() bool { return s.Current().InFlight() == 2 })
+	pid := s.Current().PID()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errc; !errors.Is(err, context.Canceled) || !errors.Is(err, scope.ErrClosed) {
+			t.Fatalf("in-flight call ended with %v, want an interruption", err)
+		}
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("plugin %d survived its scope (even the stubborn call must not keep it): %v", pid, err)
+	}
+	q, _ := h.reg.Prepare(h.loc)
+	if len(q.Definitions()) != 0 {
+		t.Fatalf("tools left after deactivation: %v", q.Definitions())
+	}
+}
+
+func TestCrashRestartsUnderBudget(t *testing.T) {
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, ""), plugins.Budget{Crashes: 1, MinBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := s.Current()
+	_, err = h.call(context.Background(), "crash", `{}`)
+	var op *registry.OperationalError
+	var crash *plugins.CrashError
+	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Plugin != "fault" || !strings.Contains(crash.Status, "exit status 7") {
+		t.Fatalf("err = %v, want an operational error naming the plugin and its exit status", err)
+	}
+	waitFor(t, func() bool { return s.Current() != first })
+	second := s.Current()
+	h.track(second)
+	waitFor(t, func() bool { st, _ := s.State(); return st == plugins.Running })
+	if second.Generation() != first.Generation()+1 {
+		t.Fatalf("generation %d after %d", second.Generation(), first.Generation())
+	}
+	if got := h.mustCall("echo", `{"text":"back"}`).Text(); got != "back" {
+		t.Fatalf("restarted plugin answered %q", got)
+	}
+	// A second crash within the window spends the budget: the plugin stays failed.
+	h.call(context.Background(), "crash", `{}`)
+	waitFor(t, func() bool { st, _ := s.State(); return st == plugins.Failed })
+	_, why := s.State()
+	if why == nil || !strings.Contains(why.Error(), "not restarting") {
+		t.Fatalf("failed state says %v", why)
+	}
+	if got := h.mustCall("echo", `{}`); got.Outcome != registry.Unknown {
+		t.Fatalf("a failed plugin's tools are still advertised: %s", got.Outcome)
+	}
+}
+
+func TestStartFaults(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		mode string
+		cfg  func(*plugins.Config)
+		want []string
+	}{
+		{"WrongHandshake", map[string]string{"FAULT": "wrong_handshake"}, "", nil, []string{"speaking the wrong protocol"}},
+		{"StdoutNoiseBeforeHandshake", map[string]string{"FAULT": "stdout_noise"}, "", nil, []string{"hello from a plugin that prints before the handshake"}},
+		{"ExitsBeforeHandshake", map[string]string{"FAULT": "exit_early"}, "", nil, []string{"permission denied"}},
+		{"NeverAnswers", map[string]string{"FAULT": "never_answer"}, "", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"timeout", "never answering"}},
+		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
+		{"ActivationFails", nil, "fail_activate", nil, []string{"missing API key"}},
+		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
+		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
+		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},
+		{"MissingBinary", nil, "", func(c *plugins.Config) { c.Path = "/nonexistent/plugin" }, []string{"no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			cfg := h.config(tt.env, tt.mode)
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			_, err := h.supervise(cfg, plugins.Budget{})
+			var serr *plugins.StartError
+			if !errors.As(err, &serr) || serr.Plugin != "fault" {
+				t.Fatalf("err = %v, want a *StartError naming the plugin", err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not contain %q:\n%v", want, err)
+				}
+			}
+			q, _ := h.reg.Prepare(h.loc)
+			if len(q.Definitions()) != 0 {
+				t.Fatalf("a failed start left tools: %v", q.Definitions())
+			}
+		})
+	}
+	t.Run("ChecksumMatchStarts", func(t *testing.T) {
+		h := newHost(t)
+		cfg := h.config(nil, "")
+		cfg.SHA256 = digest(t, faultBinary)
+		if _, err := h.supervise(cfg, plugins.Budget{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestTwoLocationsAreIsolated(t *testing.T) {
+	h1, h2 := newHost(t), newHost(t)
+	s1, err := h1.supervise(h1.config(nil, ""), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h2.supervise(h2.config(nil, ""), plugins.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	pid1, pid2 := h1.mustCall("whoami", `{}`), h2.mustCall("whoami", `{}`)
+	if string(pid1.Structured) == string(pid2.Structured) {
+		t.Fatal("two Locations share one plugin process")
+	}
+	h1.mustCall("toggle", `{}`) // override echo in the first Location only
+	if got := h2.mustCall("echo", `{"text":"x"}`).Text(); got != "x" {
+		t.Fatalf("a registration in one Location changed another: %q", got)
+	}
+	s1.Close(context.Background())
+	if got := h2.mustCall("echo", `{"text":"y"}`).Text(); got != "y" {
+		t.Fatal("closing one Location broke the other")
+	}
+}
+
+func digest(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

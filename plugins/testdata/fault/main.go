@@ -1,0 +1,125 @@
+// Command fault is a test plugin whose misbehaviour is chosen by its environment
+// (process-level faults) and activation options (tool-level faults).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+type options struct {
+	Mode string `json:"mode"`
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+type sizeIn struct {
+	Bytes int `json:"bytes"`
+}
+
+func main() {
+	switch os.Getenv("FAULT") {
+	case "stdout_noise":
+		fmt.Println("hello from a plugin that prints before the handshake")
+	case "wrong_handshake":
+		fmt.Fprintln(os.Stderr, "fault: speaking the wrong protocol")
+		fmt.Println("1|99|unix|/nonexistent|grpc|")
+		time.Sleep(time.Minute)
+		return
+	case "never_answer":
+		fmt.Fprintln(os.Stderr, "fault: never answering")
+		time.Sleep(time.Hour)
+		return
+	case "exit_early":
+		fmt.Fprintln(os.Stderr, "fault: cannot open database: permission denied")
+		os.Exit(3)
+	}
+	sdk.Serve(sdk.ActivateFunc(activate))
+}
+
+func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
+	var opts options
+	if len(loc.Options) > 0 {
+		if err := json.Unmarshal(loc.Options, &opts); err != nil {
+			return err
+		}
+	}
+	switch opts.Mode {
+	case "bad_schema":
+		_, err := tools.Register(ctx, map[string]sdk.Tool{"broken": {InputSchema: json.RawMessage(`{"type": 7}`), Execute: echo().Execute}})
+		return err
+	case "bad_name":
+		_, err := tools.Register(ctx, map[string]sdk.Tool{"9lives": echo()})
+		return err
+	case "hang_activate":
+		time.Sleep(time.Hour)
+	case "fail_activate":
+		return fmt.Errorf("missing API key")
+	}
+	_, err := tools.Register(ctx, map[string]sdk.Tool{
+		"echo":     echo(),
+		"location": sdk.NewTool("reports the Location", func(context.Context, sdk.Invocation, struct{}) (string, error) { return loc.Directory + "|" + os.Getenv("PLUGIN_SECRET") + "|" + os.Getenv("HOST_ONLY"), nil }),
+		"whoami":   sdk.NewTool("returns the pid", func(context.Context, sdk.Invocation, struct{}) (int, error) { return os.Getpid(), nil }),
+		"big": sdk.NewTool("returns n bytes of text", func(_ context.Context, _ sdk.Invocation, in sizeIn) (string, error) {
+			line := strings.Repeat("x", 99) + "\n"
+			return strings.Repeat(line, in.Bytes/100) + strings.Repeat("y", in.Bytes%100), nil
+		}),
+		"wait": sdk.NewTool("waits for cancellation", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			os.WriteFile(os.Getenv("FAULT_MARK")+".started", nil, 0o600)
+			<-ctx.Done()
+			fmt.Fprintln(os.Stderr, "wait: cancelled")
+			os.WriteFile(os.Getenv("FAULT_MARK"), []byte("cancelled"), 0o600)
+			return "", ctx.Err()
+		}),
+		"stubborn": sdk.NewTool("ignores cancellation", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+			time.Sleep(time.Hour)
+			return "", nil
+		}),
+		"crash": sdk.NewTool("exits mid-call", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+			fmt.Fprintln(os.Stderr, "crash: about to exit")
+			os.Exit(7)
+			return "", nil
+		}),
+		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
+		"fail":  sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) { return "", sdk.Failf("disk quota exceeded") }),
+		"progress": sdk.NewTool("reports progress", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			for i := 1; i <= 3; i++ {
+				sdk.ReportProgress(ctx, sdk.Progress{Progress: float64(i), Total: 3, Message: fmt.Sprint("step ", i)})
+			}
+			return "done", nil
+		}),
+	})
+	if err != nil {
+		return err
+	}
+	// override registers a second batch whose echo overrides the first, and closes
+	// it when called again.
+	var override sdk.Registration
+	_, err = tools.Register(ctx, map[string]sdk.Tool{
+		"toggle": sdk.NewTool("toggles an override of echo", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			if override != nil {
+				err := override.Close(ctx)
+				override = nil
+				return "closed", err
+			}
+			r, err := tools.Register(ctx, map[string]sdk.Tool{"echo": sdk.NewTool("shouts", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) {
+				return strings.ToUpper(in.Text), nil
+			})})
+			override = r
+			return "registered", err
+		}),
+	})
+	return err
+}
+
+func echo() sdk.Tool {
+	return sdk.NewTool("echoes", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) { return in.Text, nil })
+}
