@@ -109,7 +109,7 @@ type pluginServer struct {
 
 	mu   sync.RWMutex
 	regs map[uint64]map[string]Tool // registration id → authored name → tool
-	next atomic.Uint64               // the last registration id used
+	next atomic.Uint64              // the last registration id used
 }
 
 func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {

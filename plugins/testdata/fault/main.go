@@ -65,9 +65,11 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		return fmt.Errorf("missing API key")
 	}
 	_, err := tools.Register(ctx, map[string]sdk.Tool{
-		"echo":     echo(),
-		"location": sdk.NewTool("reports the Location", func(context.Context, sdk.Invocation, struct{}) (string, error) { return loc.Directory + "|" + os.Getenv("PLUGIN_SECRET") + "|" + os.Getenv("HOST_ONLY"), nil }),
-		"whoami":   sdk.NewTool("returns the pid", func(context.Context, sdk.Invocation, struct{}) (int, error) { return os.Getpid(), nil }),
+		"echo": echo(),
+		"location": sdk.NewTool("reports the Location", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+			return loc.Directory + "|" + os.Getenv("PLUGIN_SECRET") + "|" + os.Getenv("HOST_ONLY"), nil
+		}),
+		"whoami": sdk.NewTool("returns the pid", func(context.Context, sdk.Invocation, struct{}) (int, error) { return os.Getpid(), nil }),
 		"big": sdk.NewTool("returns n bytes of text", func(_ context.Context, _ sdk.Invocation, in sizeIn) (string, error) {
 			line := strings.Repeat("x", 99) + "\n"
 			return strings.Repeat(line, in.Bytes/100) + strings.Repeat("y", in.Bytes%100), nil
@@ -89,7 +91,9 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			return "", nil
 		}),
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
-		"fail":  sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) { return "", sdk.Failf("disk quota exceeded") }),
+		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+			return "", sdk.Failf("disk quota exceeded")
+		}),
 		"progress": sdk.NewTool("reports progress", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
 			for i := 1; i <= 3; i++ {
 				sdk.ReportProgress(ctx, sdk.Progress{Progress: float64(i), Total: 3, Message: fmt.Sprint("step ", i)})

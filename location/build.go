@@ -1,0 +1,393 @@
+package location
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// buildOutputLines is how many trailing lines of compiler output a BuildError keeps.
+const buildOutputLines = 40
+
+// BuildError reports a plugin whose Go source did not build. Output holds the last
+// lines of what the go command printed, which names the compile errors.
+type BuildError struct {
+	// Plugin is the plugin's name.
+	Plugin string
+	// Source is the package directory that was built.
+	Source string
+	// Output is the tail (about 40 lines) of the go command's combined output.
+	Output string
+	// Err is the go command's failure (usually its exit status).
+	Err error
+}
+
+func (e *BuildError) Error() string {
+	msg := fmt.Sprintf("location: build plugin %q from %s: %v", e.Plugin, e.Source, e.Err)
+	if out := strings.TrimSpace(e.Output); out != "" {
+		msg += "\ncompiler output (last lines):\n  " + strings.ReplaceAll(out, "\n", "\n  ")
+	}
+	return msg
+}
+
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// BuildPlugin builds the Go main package in sourceDir and returns the path of the
+// binary, named name, in a content-addressed cache under cacheDir. The go command runs
+// in sourceDir (`go build -o <out> .`), so the build uses the module sourceDir belongs
+// to, with the host's environment (GOPATH, HOME, GOCACHE, GOFLAGS...) except that
+// GOOS and GOARCH are forced to the host's: the binary must run here.
+//
+// The cache key is a SHA-256 over the go command's version (as seen from sourceDir,
+// so a toolchain switch counts), GOOS/GOARCH, the build-affecting variables GOFLAGS,
+// GOEXPERIMENT and CGO_ENABLED, the path and contents of every regular file under
+// sourceDir (hidden files and directories, and testdata, excluded), the go.mod and
+// go.sum of the enclosing module (and go.work files above it), and the files of every
+// package of the same module that sourceDir imports, transitively. If
+// <cacheDir>/<key>/<name> exists it is returned with built false and nothing runs.
+// Packages of other modules are pinned by go.sum; a local replace directive pointing
+// outside the module is not followed.
+//
+// A build goes to a temporary directory in cacheDir and is renamed into place, so
+// concurrent builds of the same key (from several processes too) are safe and a
+// reader never sees a partial binary. A failed build returns a *BuildError quoting the
+// compiler output; a cancelled ctx kills the go command and returns ctx's error.
+func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path string, built bool, err error) {
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return "", false, fmt.Errorf("location: build plugin: invalid binary name %q", name)
+	}
+	if cacheDir == "" {
+		return "", false, fmt.Errorf("location: build plugin %q: no build cache directory", name)
+	}
+	if cacheDir, err = filepath.Abs(cacheDir); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: %w", name, err)
+	}
+	src, err := filepath.Abs(sourceDir)
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: %w", name, err)
+	}
+	if fi, err := os.Stat(src); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: source: %w", name, err)
+	} else if !fi.IsDir() {
+		return "", false, fmt.Errorf("location: build plugin %q: source %s is not a directory", name, src)
+	}
+	goCmd, err := goCommand()
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: %w", name, err)
+	}
+	env := buildEnv()
+
+	key, err := buildKey(ctx, goCmd, env, src)
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q from %s: %w", name, src, err)
+	}
+	out := filepath.Join(cacheDir, key, name)
+	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
+		return out, false, nil
+	}
+
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".build-")
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	defer os.RemoveAll(tmp)
+	tmpOut := filepath.Join(tmp, name)
+	output, err := runGo(ctx, goCmd, env, src, "build", "-o", tmpOut, ".")
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false, fmt.Errorf("location: build plugin %q: %w", name, context.Cause(ctx))
+		}
+		return "", false, &BuildError{Plugin: name, Source: src, Output: lastLines(output, buildOutputLines), Err: err}
+	}
+	if err := os.Rename(tmpOut, out); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	return out, true, nil
+}
+
+// goCommand finds the go command: on PATH, else in GOROOT/bin.
+func goCommand() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	for _, root := range []string{os.Getenv("GOROOT"), runtime.GOROOT()} {
+		if root == "" {
+			continue
+		}
+		p := filepath.Join(root, "bin", "go")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", errors.New("no go command: not on PATH and not in GOROOT/bin")
+}
+
+// buildEnv is the developer's own environment for their toolchain, targeting this host.
+func buildEnv() []string {
+	return append(os.Environ(), "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+}
+
+// runGo runs the go command in dir and returns its combined output. On cancellation it
+// kills the whole process group (the go command's compilers and linker included).
+func runGo(ctx context.Context, goCmd string, env []string, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// buildKey computes the cache key of building src (see BuildPlugin).
+func buildKey(ctx context.Context, goCmd string, env []string, src string) (string, error) {
+	version, err := runGo(ctx, goCmd, env, src, "version")
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		return "", fmt.Errorf("go version: %w: %s", err, bytes.TrimSpace(version))
+	}
+	inputs, err := buildInputs(src)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	field := func(label string, value []byte) {
+		fmt.Fprintf(h, "%s\x00%d\x00", label, len(value))
+		h.Write(value)
+	}
+	field("go version", bytes.TrimSpace(version))
+	field("target", []byte(runtime.GOOS+"/"+runtime.GOARCH))
+	for _, v := range []string{"GOFLAGS", "GOEXPERIMENT", "CGO_ENABLED"} {
+		field(v, []byte(os.Getenv(v)))
+	}
+	for _, in := range inputs {
+		if err := hashFile(h, in.label, in.path); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func hashFile(h io.Writer, label, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "file %s\x00%d\x00", label, fi.Size())
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if n != fi.Size() {
+		return fmt.Errorf("%s changed while it was read", path)
+	}
+	return nil
+}
+
+// buildInput is one file that goes into the cache key, labelled by a path that does
+// not depend on where the module lives on disk.
+type buildInput struct{ label, path string }
+
+// buildInputs lists, sorted by label, every file whose contents decide the build of src.
+func buildInputs(src string) ([]buildInput, error) {
+	seen := map[string]bool{} // absolute paths already listed
+	var inputs []buildInput
+	add := func(label, path string) {
+		if !seen[path] {
+			seen[path] = true
+			inputs = append(inputs, buildInput{label, path})
+		}
+	}
+	var goFiles []string
+
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != src && (strings.HasPrefix(d.Name(), ".") || (d.IsDir() && d.Name() == "testdata")) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isRegular(p, d) {
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
+		add("src/"+filepath.ToSlash(rel), p)
+		if strings.HasSuffix(p, ".go") {
+			goFiles = append(goFiles, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read source: %w", err)
+	}
+
+	modRoot, modPath, err := enclosingModule(src)
+	if err != nil {
+		return nil, err
+	}
+	if modRoot != "" {
+		for _, f := range []string{"go.mod", "go.sum"} {
+			if p := filepath.Join(modRoot, f); fileExists(p) {
+				add("module/"+f, p)
+			}
+		}
+		for dir := modRoot; ; dir = filepath.Dir(dir) {
+			for _, f := range []string{"go.work", "go.work.sum"} {
+				if p := filepath.Join(dir, f); fileExists(p) {
+					add("work/"+f, p)
+				}
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+		addModuleImports(src, modRoot, modPath, goFiles, add)
+	}
+	slices.SortFunc(inputs, func(a, b buildInput) int { return strings.Compare(a.label, b.label) })
+	return inputs, nil
+}
+
+// addModuleImports adds the files of every package of the module (modPath at modRoot)
+// that the given Go files import, transitively. Packages under src are already listed.
+// Build constraints are ignored: a file that might be compiled counts.
+func addModuleImports(src, modRoot, modPath string, goFiles []string, add func(label, path string)) {
+	if modPath == "" {
+		return
+	}
+	visited := map[string]bool{}
+	queue := goFiles
+	for len(queue) > 0 {
+		file := queue[0]
+		queue = queue[1:]
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+		if f == nil {
+			continue // unreadable or unparsable: the build will say so
+		}
+		_ = err // a partial parse still has the imports read so far
+		for _, imp := range f.Imports {
+			ip, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				continue
+			}
+			rel, ok := strings.CutPrefix(ip, modPath)
+			if !ok || (rel != "" && rel[0] != '/') {
+				continue
+			}
+			dir := filepath.Join(modRoot, filepath.FromSlash(path.Clean("/"+rel)))
+			if visited[dir] || within(src, dir) {
+				continue
+			}
+			visited[dir] = true
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				continue // a missing package: the build will say so
+			}
+			for _, e := range entries {
+				p := filepath.Join(dir, e.Name())
+				if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !isRegular(p, e) {
+					continue
+				}
+				relFile, _ := filepath.Rel(modRoot, p)
+				add("module/"+filepath.ToSlash(relFile), p)
+				if strings.HasSuffix(p, ".go") {
+					queue = append(queue, p)
+				}
+			}
+		}
+	}
+}
+
+// enclosingModule finds the go.mod at or above dir and returns its directory and
+// module path, or "" when dir is in no module.
+func enclosingModule(dir string) (root, modPath string, err error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			return d, modulePath(data), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("read go.mod: %w", err)
+		}
+		if filepath.Dir(d) == d {
+			return "", "", nil
+		}
+	}
+}
+
+// modulePath returns the path in a go.mod's module directive, or "".
+func modulePath(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		rest, ok := strings.CutPrefix(line, "module")
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '\t' && rest[0] != '"') {
+			continue
+		}
+		rest, _, _ = strings.Cut(rest, "//")
+		rest = strings.TrimSpace(rest)
+		if p, err := strconv.Unquote(rest); err == nil {
+			return p
+		}
+		return rest
+	}
+	return ""
+}
+
+func isRegular(p string, d fs.DirEntry) bool {
+	if d.Type().IsRegular() {
+		return true
+	}
+	if d.Type()&fs.ModeSymlink != 0 {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Mode().IsRegular()
+	}
+	return false
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}

@@ -1,0 +1,266 @@
+package location
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+)
+
+// BuildCacheEnv names the environment variable that overrides the default build cache
+// directory (see Options.BuildCache).
+const BuildCacheEnv = "TOOLHOST_BUILD_CACHE"
+
+// Options configure activation.
+type Options struct {
+	// Registry receives the Location's placement and tools. Required.
+	Registry *registry.Registry
+	// Logger receives activation warnings and, through Logger.Named(plugin name),
+	// each plugin's logs. Default: discard.
+	Logger hclog.Logger
+	// BuildCache is where plugins given as Go source are built (see BuildPlugin).
+	// Default: $TOOLHOST_BUILD_CACHE if set, else $XDG_CACHE_HOME/toolhost/build if
+	// XDG_CACHE_HOME is absolute, else $HOME/.cache/toolhost/build, all read from Env.
+	BuildCache string
+	// SocketDir is passed to every plugin's plugins.Config.SocketDir.
+	SocketDir string
+	// Env is the environment TOOLHOST_REATTACH and the build cache variables are read
+	// from. Default: os.Environ(). It is never passed to plugins: their environment is
+	// the config's env alone.
+	Env []string
+}
+
+// Location is one activated workspace: a Location scope holding the registry placement
+// and the supervised plugins. Its methods are safe for concurrent use.
+type Location struct {
+	id      string
+	cfg     *Config
+	scope   *scope.Scope
+	plugins []*plugins.Supervisor
+	reg     *registry.Registry
+}
+
+// Activate activates the Location at dir in a fresh child scope of parent.
+//
+// It canonicalizes dir (see Canonicalize), loads its config (see LoadConfig), opens
+// the registry placement (id = the canonical directory, limits from the config's
+// tool_output), then starts every plugin in parallel, each supervised in its own child
+// scope of the Location scope. Plugins given as Go source are built first (see
+// BuildPlugin); a plugin named in TOOLHOST_REATTACH is attached to instead of launched.
+// Activate returns once every plugin has activated, so its tools are registered.
+//
+// On any failure everything started is closed before Activate returns, the placement
+// included, and the error names every failed plugin: it joins the *plugins.StartError
+// and *BuildError values (find them with errors.As). A config error is a *ConfigError.
+// Activating a directory that is already active fails with registry.ErrLocationOpen.
+//
+// The Location lives until Close, or until parent closes. The placement is released
+// last, after every plugin has stopped. ctx bounds activation only.
+func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options) (*Location, error) {
+	if opts.Registry == nil {
+		return nil, errors.New("location: Options.Registry is required")
+	}
+	if parent == nil {
+		return nil, errors.New("location: nil parent scope")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+
+	id, err := Canonicalize(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadConfig(id)
+	if err != nil {
+		return nil, err
+	}
+	reattach, err := parseReattach(env)
+	if err != nil {
+		return nil, err
+	}
+	cacheDir := ""
+	if needsBuild(cfg, reattach) {
+		if cacheDir, err = buildCacheDir(opts.BuildCache, env); err != nil {
+			return nil, err
+		}
+	}
+
+	release, err := opts.Registry.OpenLocation(id, registry.Limits{MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes})
+	if err != nil {
+		if errors.Is(err, registry.ErrInvalidLimits) {
+			return nil, fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(id, filepath.FromSlash(ConfigPath)), err)
+		}
+		return nil, fmt.Errorf("location: activate %s: %w", id, err)
+	}
+	sc, err := parent.Child()
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("location: activate %s: %w", id, err)
+	}
+	// Deferred first, so released last: after every plugin scope has closed.
+	_ = sc.Defer(ctx, func(context.Context) error { release(); return nil })
+
+	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
+	warnUnsupported(logger, id, cfg)
+
+	target := plugins.Target{Registry: opts.Registry, Location: id, Directory: id, WorkspaceID: cfg.WorkspaceID}
+	sups := make([]*plugins.Supervisor, len(cfg.Plugins))
+	errs := make([]error, len(cfg.Plugins))
+	var wg sync.WaitGroup
+	for i, pc := range cfg.Plugins {
+		wg.Go(func() {
+			sups[i], errs[i] = startPlugin(ctx, sc, pc, target, opts, logger, cacheDir, reattach)
+		})
+	}
+	wg.Wait()
+
+	if err := errors.Join(errs...); err != nil {
+		// Rollback: every plugin that started stops within its own grace.
+		if cerr := sc.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("location: roll back %s: %w", id, cerr))
+		}
+		return nil, fmt.Errorf("location: activate %s: %w", id, err)
+	}
+	l.plugins = sups
+	return l, nil
+}
+
+func startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target plugins.Target, opts Options,
+	logger hclog.Logger, cacheDir string, reattach map[string]pluginpb.Reattach) (*plugins.Supervisor, error) {
+	cfg := plugins.Config{
+		Name:         pc.Name,
+		Path:         pc.Path,
+		SHA256:       pc.SHA256,
+		Env:          pc.Env,
+		Options:      pc.Options,
+		StartTimeout: pc.StartTimeout,
+		StopGrace:    pc.StopGrace,
+		SocketDir:    opts.SocketDir,
+		Logger:       logger.Named(pc.Name),
+	}
+	if r, ok := reattach[pc.Name]; ok {
+		cfg.Reattach = &r
+		logger.Info("attaching to a plugin started by hand", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
+	} else if pc.Source != "" {
+		path, built, err := BuildPlugin(ctx, cacheDir, pc.Name, pc.Source)
+		if err != nil {
+			return nil, err
+		}
+		if built {
+			logger.Info("built plugin", "plugin", pc.Name, "source", pc.Source, "binary", path)
+		}
+		cfg.Path = path
+	}
+	return plugins.Supervise(ctx, sc, cfg, target, plugins.Budget{})
+}
+
+// ID returns the Location's id: its canonical directory.
+func (l *Location) ID() string { return l.id }
+
+// Config returns the config the Location was activated with. Do not modify it.
+func (l *Location) Config() *Config { return l.cfg }
+
+// Plugins returns the supervisors of the Location's plugins, in config order. The
+// slice is a copy.
+func (l *Location) Plugins() []*plugins.Supervisor { return slices.Clone(l.plugins) }
+
+// Prepare captures a registry Request for the Location's placement: its tools and the
+// application's, sorted by name. It fails with registry.ErrLocationNotOpen once the
+// Location is closed.
+func (l *Location) Prepare() (*registry.Request, error) { return l.reg.Prepare(l.id) }
+
+// Close deactivates the Location: it closes the Location scope, so in-flight
+// executions end as interruptions, every tool of the Location disappears, every
+// process it started is stopped (gracefully, then killed after its grace or ctx's
+// deadline), and the placement is released. It blocks until all that is done and is
+// idempotent: later calls return the first call's result.
+func (l *Location) Close(ctx context.Context) error { return l.scope.Close(ctx) }
+
+// parseReattach reads TOOLHOST_REATTACH from env (the last definition wins, as for
+// exec). Unset or empty means no plugin is reattached.
+func parseReattach(env []string) (map[string]pluginpb.Reattach, error) {
+	v := lookupEnv(env, pluginpb.ReattachEnv)
+	if v == "" {
+		return nil, nil
+	}
+	m, err := pluginpb.ParseReattach(v)
+	if err != nil {
+		return nil, fmt.Errorf("location: invalid %s: %w", pluginpb.ReattachEnv, err)
+	}
+	return m, nil
+}
+
+func needsBuild(cfg *Config, reattach map[string]pluginpb.Reattach) bool {
+	for _, p := range cfg.Plugins {
+		if _, ok := reattach[p.Name]; p.Source != "" && !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// buildCacheDir resolves Options.BuildCache (see there).
+func buildCacheDir(configured string, env []string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if dir := lookupEnv(env, BuildCacheEnv); dir != "" {
+		return dir, nil
+	}
+	if dir := lookupEnv(env, "XDG_CACHE_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "toolhost", "build"), nil
+	}
+	if home := lookupEnv(env, "HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".cache", "toolhost", "build"), nil
+	}
+	return "", fmt.Errorf("location: no build cache directory: set %s, XDG_CACHE_HOME or HOME", BuildCacheEnv)
+}
+
+func lookupEnv(env []string, key string) string {
+	for _, kv := range slices.Backward(env) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// warnUnsupported logs, once per activation, the config sections that are parsed but
+// not served yet, so they are never dropped silently.
+func warnUnsupported(logger hclog.Logger, id string, cfg *Config) {
+	var servers, tools []string
+	for _, m := range cfg.MCPServers {
+		servers = append(servers, m.Name)
+	}
+	for _, t := range cfg.Tools {
+		tools = append(tools, t.Name)
+	}
+	if len(servers) == 0 && len(tools) == 0 {
+		return
+	}
+	args := []any{"location", id}
+	if len(servers) > 0 {
+		args = append(args, "mcp_servers", servers)
+	}
+	if len(tools) > 0 {
+		args = append(args, "tools", tools)
+	}
+	logger.Warn("mcp_servers and manifest tools are not supported yet; ignoring them", args...)
+}

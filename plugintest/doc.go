@@ -1,0 +1,27 @@
+// Package plugintest runs a toolhost plugin against a real host inside go test.
+//
+// A plugin author tests the binary the host will run, not its functions in
+// isolation: [Build] compiles the plugin package with go build, and [Start]
+// launches the binary through the same code path a Location uses (the plugins
+// package's supervisor, the go-plugin handshake, the broker-served Tools
+// capability) into a fresh registry and Location placement. Calls settle
+// through the registry's whole pipeline — input and output validation,
+// projection, bounding — so a test sees exactly the settlement a session
+// runner would:
+//
+//	func TestUpper(t *testing.T) {
+//		h := plugintest.Start(t, plugintest.Build(t, "."), plugintest.Options{})
+//		s, err := h.Call(t.Context(), "upper", map[string]string{"text": "hi"})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if s.Outcome != registry.Completed || s.Text() != "HI" {
+//			t.Errorf("got %s %q", s.Outcome, s.Text())
+//		}
+//	}
+//
+// Everything Start creates is closed by the test's cleanup, which also fails
+// the test if a plugin process outlived the close. Progress events and full
+// control over the call (invocation ids, a cancellable context) are available
+// through [Host.Settle].
+package plugintest
