@@ -22,7 +22,7 @@ bench:
 # Needs protoc (Debian: protobuf-compiler).
 proto: tools-proto
 	PATH="$(GOBIN):$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative internal/pluginpb/plugin.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative internal/pluginpb/plugin.proto internal/echopb/echo.proto
 
 tools-proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

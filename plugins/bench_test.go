@@ -1,0 +1,273 @@
+package plugins_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/toolhost/toolhost/internal/echopb"
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// The benchmarks compare a toolhost call (registry pipeline + plugin protocol) with
+// the baseline: a bare go-plugin gRPC plugin with one echo method. Run with
+//
+//	go test -run '^$' -bench . -benchmem ./plugins/
+
+var bareOnce sync.Once
+var bareBinary string
+
+func buildBare(b *testing.B) string {
+	bareOnce.Do(func() {
+		bareBinary = filepath.Join(filepath.Dir(faultBinary), "bare")
+		if out, err := exec.Command("go", "build", "-o", bareBinary, "./testdata/bare").CombinedOutput(); err != nil {
+			panic(fmt.Sprintf("build bare plugin: %v\n%s", err, out))
+		}
+	})
+	return bareBinary
+}
+
+// startBare launches the baseline plugin the plain go-plugin way.
+func startBare(b *testing.B) (echopb.EchoClient, *plugin.Client) {
+	c := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  echopb.Handshake,
+		Plugins:          plugin.PluginSet{"echo": &echopb.Plugin{}},
+		Cmd:              exec.Command(buildBare(b)),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           hclog.NewNullLogger(),
+	})
+	rpc, err := c.Client()
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := rpc.Dispense("echo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw.(echopb.EchoClient), c
+}
+
+type benchHost struct {
+	reg  *registry.Registry
+	root *scope.Scope
+	loc  string
+}
+
+func newBenchHost(b *testing.B) *benchHost {
+	st, err := registry.OpenStorage(b.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, _ := registry.New(registry.Options{Storage: st})
+	h := &benchHost{reg: reg, root: scope.New(context.Background()), loc: b.TempDir()}
+	release, _ := reg.OpenLocation(h.loc, registry.Limits{})
+	b.Cleanup(func() { h.root.Close(context.Background()); release() })
+	return h
+}
+
+func (h *benchHost) start(b *testing.B) *plugins.Supervisor {
+	s, err := plugins.Supervise(context.Background(), h.root,
+		plugins.Config{Name: "fault", Path: faultBinary},
+		plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func payload(n int) string { return strings.Repeat("a", n) }
+
+// latencies records per-call durations and reports their median and p99.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	slices.Sort(l)
+	b.ReportMetric(float64(l[len(l)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds()), "p99-ns")
+}
+
+func BenchmarkCall(b *testing.B) {
+	for _, size := range []int{64, 64 << 10} {
+		name := fmt.Sprintf("%dB", size)
+		if size >= 1<<10 {
+			name = fmt.Sprintf("%dKiB", size>>10)
+		}
+		b.Run("bare/"+name, func(b *testing.B) {
+			client, c := startBare(b)
+			defer c.Kill()
+			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
+			lat := make(latencies, 0, b.N)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				if _, err := client.Echo(context.Background(), msg); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			lat.report(b)
+		})
+		b.Run("toolhost/"+name, func(b *testing.B) {
+			h := newBenchHost(b)
+			h.start(b)
+			q, _ := h.reg.Prepare(h.loc)
+			input, _ := json.Marshal(map[string]string{"text": payload(size)})
+			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
+			lat := make(latencies, 0, b.N)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				s, err := q.Settle(context.Background(), call)
+				if err != nil || s.Outcome != registry.Completed {
+					b.Fatal(s, err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			lat.report(b)
+		})
+	}
+	b.Run("in-process/64B", func(b *testing.B) {
+		h := newBenchHost(b)
+		release, _ := h.reg.Register(registry.Batch{Tools: map[string]sdk.Tool{"echo": sdk.NewTool("echo",
+			func(_ context.Context, _ sdk.Invocation, in struct {
+				Text string `json:"text"`
+			}) (string, error) {
+				return in.Text, nil
+			})}})
+		defer release()
+		q, _ := h.reg.Prepare(registry.Application)
+		input, _ := json.Marshal(map[string]string{"text": payload(64)})
+		call := registry.Call{Name: "echo", Input: input}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := q.Settle(context.Background(), call); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkConcurrentCalls(b *testing.B) {
+	for _, callers := range []int{8, 64} {
+		b.Run(fmt.Sprintf("bare/%d", callers), func(b *testing.B) {
+			client, c := startBare(b)
+			defer c.Kill()
+			msg := &echopb.EchoMessage{Data: []byte(payload(64))}
+			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := client.Echo(context.Background(), msg); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("toolhost/%d", callers), func(b *testing.B) {
+			h := newBenchHost(b)
+			h.start(b)
+			q, _ := h.reg.Prepare(h.loc)
+			input, _ := json.Marshal(map[string]string{"text": payload(64)})
+			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkLaunch(b *testing.B) {
+	b.Run("bare/1", func(b *testing.B) {
+		for b.Loop() {
+			_, c := startBare(b)
+			c.Kill()
+		}
+	})
+	b.Run("toolhost/8-plugins", func(b *testing.B) {
+		for b.Loop() {
+			h := newBenchHost(b)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					if _, err := plugins.Supervise(context.Background(), h.root,
+						plugins.Config{Name: fmt.Sprint("p", os.Getpid()), Path: faultBinary},
+						plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{}); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			h.root.Close(context.Background())
+		}
+	})
+}
+
+// BenchmarkHostMemoryPerPlugin reports the host's live heap per loaded plugin.
+func BenchmarkHostMemoryPerPlugin(b *testing.B) {
+	const n = 8
+	measure := func(b *testing.B, load func() func()) {
+		var total float64
+		for b.Loop() {
+			before := heapInUse()
+			unload := load()
+			total += float64(heapInUse()-before) / n
+			unload()
+		}
+		b.ReportMetric(total/float64(b.N), "heap-B/plugin")
+	}
+	b.Run("bare", func(b *testing.B) {
+		measure(b, func() func() {
+			var clients []*plugin.Client
+			for range n {
+				_, c := startBare(b)
+				clients = append(clients, c)
+			}
+			return func() {
+				for _, c := range clients {
+					c.Kill()
+				}
+			}
+		})
+	})
+	b.Run("toolhost", func(b *testing.B) {
+		measure(b, func() func() {
+			h := newBenchHost(b)
+			for range n {
+				h.start(b)
+			}
+			return func() { h.root.Close(context.Background()) }
+		})
+	})
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}

@@ -1,0 +1,460 @@
+package plugintest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/plugintest"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// probeEnv makes this test binary serve the probe plugin instead of running tests,
+// so the tests can see what a plugin receives (a self-exec fake plugin).
+const probeEnv = "PLUGINTEST_PROBE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(probeEnv) {
+	case "":
+	case "serve":
+		sdk.Serve(sdk.ActivateFunc(activateProbe))
+		return
+	default:
+		fmt.Fprintln(os.Stderr, "probe: refusing to start: no handshake today")
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// ProbeOutput is what the probe tool reports about its process and activation.
+type ProbeOutput struct {
+	PID       int             `json:"pid"`
+	Cwd       string          `json:"cwd"`
+	Directory string          `json:"directory"`
+	Options   json.RawMessage `json:"options,omitempty"`
+	Env       []string        `json:"env"`
+}
+
+func activateProbe(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
+	probe := sdk.NewTool("Reports the plugin's process and activation.",
+		func(ctx context.Context, _ sdk.Invocation, _ struct{}) (ProbeOutput, error) {
+			cwd, err := os.Getwd()
+			return ProbeOutput{PID: os.Getpid(), Cwd: cwd, Directory: loc.Directory, Options: loc.Options, Env: os.Environ()}, err
+		})
+	probe.OutputSchema = nil // options may be anything
+	crash := sdk.NewTool("Exits the plugin process.",
+		func(context.Context, sdk.Invocation, struct{}) (string, error) {
+			os.Exit(3)
+			return "", nil
+		})
+	_, err := tools.Register(ctx, map[string]sdk.Tool{"probe": probe, "crash": crash})
+	return err
+}
+
+func startProbe(t *testing.T, opts plugintest.Options) *plugintest.Host {
+	t.Helper()
+	if opts.Env == nil {
+		opts.Env = map[string]string{}
+	}
+	opts.Env[probeEnv] = "serve"
+	opts.Env["GORACE"] = "atexit_sleep_ms=0" // a -race binary otherwise lingers 1s on exit
+	return plugintest.Start(t, os.Args[0], opts)
+}
+
+func probe(t *testing.T, h *plugintest.Host) ProbeOutput {
+	t.Helper()
+	s, err := h.Call(t.Context(), "probe", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != registry.Completed {
+		t.Fatalf("probe: %s %q", s.Outcome, s.Text())
+	}
+	var out ProbeOutput
+	if err := json.Unmarshal(s.Structured, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWithTheExampleTextPlugin builds the example text plugin once and runs the
+// harness's call paths against one host.
+func TestWithTheExampleTextPlugin(t *testing.T) {
+	h := plugintest.Start(t, plugintest.Build(t, "../examples/plugins/text"), plugintest.Options{})
+	t.Run("StartServesThePlugin", func(t *testing.T) { testStartServesThePlugin(t, h) })
+	t.Run("CallEncodesInput", func(t *testing.T) { testCallEncodesInput(t, h) })
+	t.Run("SettleKeepsTheInvocation", func(t *testing.T) { testSettleKeepsTheInvocation(t, h) })
+	t.Run("CallsMayRunConcurrently", func(t *testing.T) { testCallsMayRunConcurrently(t, h) })
+}
+
+func testStartServesThePlugin(t *testing.T, h *plugintest.Host) {
+	defs := h.Definitions()
+	var names []string
+	for _, d := range defs {
+		names = append(names, d.Name)
+	}
+	if want := []string{"find", "upper", "word_count"}; !slices.Equal(names, want) {
+		t.Fatalf("definitions %v, want %v", names, want)
+	}
+	defs[0].Name = "changed" // the caller's copy
+	if h.Definitions()[0].Name != "find" {
+		t.Error("Definitions returned the registry's shared slice")
+	}
+
+	s, err := h.Call(t.Context(), "word_count", map[string]string{"text": "a b\nc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != registry.Completed || s.Text() != "2 lines, 3 words, 5 bytes" {
+		t.Errorf("word_count: %s %q", s.Outcome, s.Text())
+	}
+	if s.Name != "word_count" || !strings.HasPrefix(s.ToolCallID, "plugintest-call-") {
+		t.Errorf("settlement names %q, call id %q", s.Name, s.ToolCallID)
+	}
+}
+
+func testCallEncodesInput(t *testing.T, h *plugintest.Host) {
+	for _, tc := range []struct {
+		name  string
+		input any
+		want  registry.Outcome
+	}{
+		{"StructIsMarshalled", struct {
+			Text string `json:"text"`
+		}{"hi"}, registry.Completed},
+		{"MapIsMarshalled", map[string]any{"text": "hi"}, registry.Completed},
+		{"RawMessagePassesAsIs", json.RawMessage(`{"text":"hi"}`), registry.Completed},
+		{"BytesPassAsIs", []byte(`{"text":"hi"}`), registry.Completed},
+		{"NilIsAnEmptyObject", nil, registry.InvalidInput},
+		{"StringIsAJSONString", `{"text":"hi"}`, registry.InvalidInput},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := h.Call(t.Context(), "upper", tc.input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Outcome != tc.want {
+				t.Fatalf("outcome %s %q, want %s", s.Outcome, s.Text(), tc.want)
+			}
+			if tc.want == registry.Completed && s.Text() != "HI" {
+				t.Errorf("upper = %q", s.Text())
+			}
+		})
+	}
+	t.Run("UnencodableInputIsAnError", func(t *testing.T) {
+		if _, err := h.Call(t.Context(), "upper", make(chan int)); err == nil {
+			t.Error("want an encoding error")
+		}
+	})
+}
+
+func testSettleKeepsTheInvocation(t *testing.T, h *plugintest.Host) {
+	call := registry.Call{
+		Name:       "upper",
+		Input:      json.RawMessage(`{"text":"x"}`),
+		Invocation: sdk.Invocation{SessionID: "s", Agent: "a", AssistantMessageID: "m", ToolCallID: "my-call"},
+	}
+	s, err := h.Settle(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ToolCallID != "my-call" || s.Text() != "X" {
+		t.Errorf("settlement %+v", s)
+	}
+}
+
+func testCallsMayRunConcurrently(t *testing.T, h *plugintest.Host) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			text := fmt.Sprintf("call %d", i)
+			s, err := h.Call(t.Context(), "upper", map[string]string{"text": text})
+			switch {
+			case err != nil:
+				errs <- err
+			case s.Text() != strings.ToUpper(text):
+				errs <- fmt.Errorf("upper(%q) = %q", text, s.Text())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestStartPassesOptionsEnvAndDirectory(t *testing.T) {
+	t.Setenv("PLUGINTEST_HOST_ONLY", "1") // must not reach the plugin
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	want, err := filepath.EvalSymlinks(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startProbe(t, plugintest.Options{
+		Options:   json.RawMessage(`{"greeting":"hello"}`),
+		Env:       map[string]string{"PROBE_COLOUR": "blue"},
+		Directory: link,
+	})
+	if h.Location() != want {
+		t.Errorf("Location() = %q, want the canonical %q", h.Location(), want)
+	}
+	got := probe(t, h)
+	if got.Directory != want || got.Cwd != want {
+		t.Errorf("plugin directory %q, working directory %q, want %q", got.Directory, got.Cwd, want)
+	}
+	if string(got.Options) != `{"greeting":"hello"}` {
+		t.Errorf("options %s", got.Options)
+	}
+	if !slices.Contains(got.Env, "PROBE_COLOUR=blue") {
+		t.Errorf("env %v lacks PROBE_COLOUR=blue", got.Env)
+	}
+	for _, kv := range got.Env {
+		if strings.HasPrefix(kv, "PLUGINTEST_HOST_ONLY=") {
+			t.Errorf("the test process's environment reached the plugin: %s", kv)
+		}
+	}
+}
+
+func TestDefaultDirectoryIsATemporaryLocation(t *testing.T) {
+	h := startProbe(t, plugintest.Options{})
+	if fi, err := os.Stat(h.Location()); err != nil || !fi.IsDir() || !filepath.IsAbs(h.Location()) {
+		t.Fatalf("Location() = %q: %v", h.Location(), err)
+	}
+	if got := probe(t, h); got.Cwd != h.Location() || got.Options != nil {
+		t.Errorf("probe %+v", got)
+	}
+}
+
+func TestCleanupStopsThePlugin(t *testing.T) {
+	var pid int
+	t.Run("Start", func(t *testing.T) {
+		pid = probe(t, startProbe(t, plugintest.Options{})).PID
+	})
+	if pid == 0 {
+		t.Fatal("no plugin process was seen")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("plugin process %d after cleanup: kill 0 = %v, want ESRCH", pid, err)
+	}
+}
+
+func TestCleanupStopsARestartedPlugin(t *testing.T) {
+	var pids []int
+	t.Run("Crash", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{})
+		pids = append(pids, probe(t, h).PID)
+		_, err := h.Call(t.Context(), "crash", nil)
+		if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+			t.Fatalf("crash: %v, want an operational error naming the exit status", err)
+		}
+		// The supervisor restarts the plugin; until its new process has registered,
+		// calls fail (the old generation's tools are being removed) or are unknown.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s, err := h.Call(t.Context(), "probe", nil)
+			var got ProbeOutput
+			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil && got.PID != pids[0] {
+				pids = append(pids, got.PID)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the plugin was not restarted; last call: %+v, %v", s, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("plugin process %d after cleanup: kill 0 = %v, want ESRCH", pid, err)
+		}
+	}
+}
+
+// fatalTB records a Fatalf instead of failing the test, so the tests can check what
+// the harness reports. Everything else goes to the real test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// fatalOf runs fn on a fatalTB in its own goroutine, as Fatalf stops the goroutine,
+// and returns the Fatalf message ("" if none).
+func fatalOf(t *testing.T, fn func(tb testing.TB)) string {
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	return f.msg
+}
+
+func TestBuildFailureShowsTheCompilerOutput(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":  "module broken\n\ngo 1.26\n",
+		"main.go": "package main\n\nfunc main() { undefinedThing() }\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg := fatalOf(t, func(tb testing.TB) { plugintest.Build(tb, dir) })
+	if !strings.Contains(msg, "go build") || !strings.Contains(msg, "undefined: undefinedThing") {
+		t.Errorf("Build failure message %q should quote the compiler", msg)
+	}
+}
+
+func TestStartFailureShowsThePluginStderr(t *testing.T) {
+	msg := fatalOf(t, func(tb testing.TB) {
+		plugintest.Start(tb, os.Args[0], plugintest.Options{Env: map[string]string{probeEnv: "broken"}})
+	})
+	if !strings.Contains(msg, "no handshake today") {
+		t.Errorf("Start failure message %q should quote the plugin's stderr", msg)
+	}
+}
+
+func TestStartRefusesInvalidOptions(t *testing.T) {
+	msg := fatalOf(t, func(tb testing.TB) {
+		plugintest.Start(tb, os.Args[0], plugintest.Options{Options: json.RawMessage(`{`)})
+	})
+	if !strings.Contains(msg, "not valid JSON") {
+		t.Errorf("message %q", msg)
+	}
+}
+
+func TestExampleWorkspaceConfigIsValid(t *testing.T) {
+	dir, err := location.Canonicalize("../examples/workspace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, filepath.FromSlash(location.ConfigPath))
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := location.ParseConfig(dir, file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.WorkspaceID == "" || cfg.ToolOutput.MaxLines == 0 || cfg.ToolOutput.MaxBytes == 0 {
+		t.Errorf("the example should show a workspace_id and tool_output limits: %+v", cfg)
+	}
+	var names []string
+	for _, p := range cfg.Plugins {
+		names = append(names, p.Name)
+		if _, err := os.Stat(filepath.Join(p.Source, "main.go")); err != nil {
+			t.Errorf("plugin %q: source %q: %v", p.Name, p.Source, err)
+		}
+	}
+	if want := []string{"text", "slow", "runtime"}; !slices.Equal(names, want) {
+		t.Errorf("plugins %v, want %v", names, want)
+	}
+}
+
+// TestExampleWorkspaceActivates activates the example workspace as toolhost would:
+// the Location builds the three example plugins from source and starts them.
+func TestExampleWorkspaceActivates(t *testing.T) {
+	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: storage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := scope.New(context.Background())
+	var pids []int
+	defer func() {
+		if err := root.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("plugin process %d after close: kill 0 = %v, want ESRCH", pid, err)
+			}
+		}
+	}()
+	loc, err := location.Activate(t.Context(), root, "../examples/workspace", location.Options{
+		Registry:   reg,
+		BuildCache: t.TempDir(),
+		Env:        []string{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sup := range loc.Plugins() {
+		pids = append(pids, sup.Current().PID())
+	}
+	q, err := loc.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range q.Definitions() {
+		names = append(names, d.Name)
+	}
+	want := []string{"clock_now", "countdown", "feature_toggle", "find", "upper", "word_count"}
+	if !slices.Equal(names, want) {
+		t.Errorf("tools %v, want %v", names, want)
+	}
+	poem, err := os.ReadFile("../examples/workspace/poem.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, _ := json.Marshal(map[string]string{"text": string(poem)})
+	s, err := q.Settle(t.Context(), registry.Call{Name: "word_count", Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("6 lines, %d words, %d bytes", len(strings.Fields(string(poem))), len(poem)); s.Text() != want {
+		t.Errorf("word_count of poem.txt: %s %q, want %q", s.Outcome, s.Text(), want)
+	}
+}
+
+// ExampleStart is how a plugin's own main_test.go uses the harness: build the plugin
+// in the package directory, start it against a real host, settle calls.
+func ExampleStart() {
+	var t *testing.T // in a real test: the test's *testing.T
+
+	h := plugintest.Start(t, plugintest.Build(t, "."), plugintest.Options{
+		Options: json.RawMessage(`{"max_matches": 10}`),
+	})
+	s, err := h.Call(t.Context(), "upper", map[string]string{"text": "hello"})
+	if err != nil {
+		t.Fatal(err) // interrupted, a defect, or an operational failure such as a crash
+	}
+	if s.Outcome != registry.Completed || s.Text() != "HELLO" {
+		t.Errorf("upper: %s %q", s.Outcome, s.Text())
+	}
+}
