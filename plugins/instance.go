@@ -327,36 +327,33 @@ func (inst *Instance) crashed(ctx context.Context) *CrashError {
 	if inst.proc != nil {
 		cerr.Status = inst.proc.exitStatus()
 	}
+	ctx, cancel := context.WithTimeout(ctx, inst.cfg.StopGrace)
+	defer cancel()
 	_ = inst.scope.CloseWithCause(ctx, cerr)
 	return cerr
 }
 
-// stop ends the process: go-plugin's graceful shutdown, then, after the grace (or
-// the close deadline, whichever is first), SIGKILL to the process group.
+// stop ends the process: go-plugin's graceful shutdown (it asks the plugin's server
+// to stop), and SIGKILL to the whole process group once the grace (or the close
+// deadline, whichever is first) has passed without an exit.
 func (inst *Instance) stop(ctx context.Context) error {
-	if inst.proc == nil || inst.proc.cmd.Process == nil {
+	if inst.proc == nil {
 		// Reattached, or never launched: only disconnect.
 		inst.client.Kill()
 		return nil
 	}
-	asked := make(chan struct{})
-	go func() {
-		defer close(asked)
-		if inst.rpcClient != nil {
-			_ = inst.rpcClient.Close() // asks the plugin to shut down; returns when it did or died
-		}
-	}()
-	grace := time.NewTimer(inst.cfg.StopGrace)
-	defer grace.Stop()
-	select {
-	case <-inst.proc.exited:
-	case <-grace.C:
-	case <-ctx.Done():
+	deadline := time.Now().Add(inst.cfg.StopGrace)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	inst.proc.killGroup() // also reaps children the plugin left in its group
-	inst.client.Kill()    // waits for go-plugin's goroutines, removes the socket dir
-	<-asked
-	<-inst.proc.exited
+	// go-plugin's Kill waits a hard-coded 2s before calling the runner's Kill; ours
+	// waits for our own deadline instead, and this watchdog covers a plugin too
+	// wedged to answer the shutdown request.
+	inst.proc.killAfter(deadline)
+	watchdog := time.AfterFunc(time.Until(deadline), inst.proc.killGroup)
+	defer watchdog.Stop()
+	inst.client.Kill() // returns once the process is reaped and the socket dir removed
+	inst.proc.killGroup()
 	return nil
 }
 

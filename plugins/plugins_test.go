@@ -260,6 +260,40 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	}
 }
 
+func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
+	h := newHost(t)
+	cfg := h.config(map[string]string{"FAULT": "linger", "PATH": os.Getenv("PATH")}, "")
+	cfg.StopGrace = 200 * time.Millisecond
+	s, err := h.supervise(cfg, plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
+		t.Fatalf("spawn: %v", err)
+	}
+	pid := s.Current().PID()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("a plugin that ignores the stop request survived its grace: %v", err)
+	}
+	// The child is not ours to reap, so it may linger as a zombie until init does;
+	// what matters is that it was killed: it is no longer running.
+	waitFor(t, func() bool { return !running(child) })
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
 func TestCrashRestartsUnderBudget(t *testing.T) {
 	h := newHost(t)
 	s, err := h.supervise(h.config(nil, ""), plugins.Budget{Crashes: 1, MinBackoff: time.Millisecond})

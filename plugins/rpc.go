@@ -84,6 +84,10 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
+		// Returning on the terminal event without reading to EOF is fine only
+		// because the stream's context ends here.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		stream, err := inst.rpc.Execute(ctx, &pluginpb.ExecuteRequest{
 			Registration: registration,
 			Tool:         name,
@@ -143,7 +147,12 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				part.Write(e.PartData)
 			case *pluginpb.ExecuteEvent_Done:
 				finishPart()
-				result := sdk.Output{JSON: out.Bytes(), Content: content, HasContent: e.Done.HasContent}
+				output := e.Done.Output
+				if out.Len() > 0 {
+					out.Write(e.Done.Output)
+					output = out.Bytes()
+				}
+				result := sdk.Output{JSON: output, Content: content, HasContent: e.Done.HasContent}
 				if e.Done.HasStructured {
 					result.Structured = structured.Bytes()
 				}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // procRunner runs a plugin process for go-plugin (its runner.Runner): in its own
@@ -20,6 +21,9 @@ type procRunner struct {
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
 	exitErr  error         // the process's exit status; set before exited closes
+
+	mu         sync.Mutex
+	killByTime time.Time // Kill waits until then for a graceful exit; zero: kill at once
 }
 
 func newProcRunner(cmd *exec.Cmd) *procRunner {
@@ -54,8 +58,27 @@ func (r *procRunner) Wait(context.Context) error {
 	return r.exitErr
 }
 
-// Kill kills the process group.
+// killAfter makes Kill wait until t for the process to exit by itself.
+func (r *procRunner) killAfter(t time.Time) {
+	r.mu.Lock()
+	r.killByTime = t
+	r.mu.Unlock()
+}
+
+// Kill kills the process group, after the grace set by killAfter unless the process
+// exits first. go-plugin calls it on a failed start and at the end of its own Kill.
 func (r *procRunner) Kill(context.Context) error {
+	r.mu.Lock()
+	wait := time.Until(r.killByTime)
+	r.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-r.exited:
+		case <-t.C:
+		}
+	}
 	r.killGroup()
 	return nil
 }

@@ -116,7 +116,7 @@ func (s *Supervisor) watch(ctx context.Context) {
 			s.setState(Stopped, nil)
 			return
 		}
-		crash := inst.crashed(ctx)
+		crash := inst.crashed(context.WithoutCancel(ctx))
 		s.cfg.Logger.Error("plugin crashed", "plugin", s.cfg.Name, "generation", inst.generation, "status", crash.Status)
 		if !s.restart(ctx, crash) {
 			return

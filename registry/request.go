@@ -166,7 +166,8 @@ func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
 		return nil, err // interruption, defect or operational failure
 	}
 
-	if _, problems := e.output.validate(out.JSON); problems != nil {
+	decoded, problems := e.output.validate(out.JSON)
+	if problems != nil {
 		return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
 	}
 	structured := out.JSON
@@ -181,8 +182,12 @@ func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
 	if err != nil {
 		return nil, err
 	}
-	if content != nil && out.Structured == nil && isJSONString(out.JSON) && e.tool.Project == nil && !out.HasContent {
-		structured = nil // an encoded string is published as text only
+	if text, ok := decoded.(string); ok && e.tool.Project == nil && !out.HasContent {
+		// An encoded string is published as one text part only.
+		content = []sdk.Part{sdk.Text(text)}
+		if out.Structured == nil {
+			structured = nil
+		}
 	}
 
 	content, structured, managed, err := bound(q.reg.storage, q.limits, content, structured)
@@ -270,7 +275,8 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 }
 
 // project computes the model content: the tool's projection, else the producer's
-// precomputed content, else one text part for an encoded string.
+// precomputed content. (An encoded string's text part is made by the caller from the
+// value it already decoded.)
 func project(e *entry, input json.RawMessage, out sdk.Output) (content []sdk.Part, err error) {
 	switch {
 	case e.tool.Project != nil:
@@ -282,19 +288,8 @@ func project(e *entry, input json.RawMessage, out sdk.Output) (content []sdk.Par
 		return e.tool.Project(input, out.JSON), nil
 	case out.HasContent:
 		return out.Content, nil
-	case isJSONString(out.JSON):
-		var s string
-		if err := json.Unmarshal(out.JSON, &s); err != nil {
-			return nil, &OperationalError{Tool: e.name, Op: "project", Err: err}
-		}
-		return []sdk.Part{sdk.Text(s)}, nil
 	}
 	return nil, nil
-}
-
-func isJSONString(data json.RawMessage) bool {
-	data = bytes.TrimLeft(data, " \t\r\n")
-	return len(data) > 0 && data[0] == '"'
 }
 
 func refusal(call Call, o Outcome, msg string, problems []Problem) *Settlement {

@@ -92,17 +92,19 @@ func (p Problem) String() string {
 	return ptr + ": " + p.Message
 }
 
-// validate decodes data and checks it against s. It returns the decoded value (with
-// json.Number numbers) and the problems found; a decode failure is one problem at "".
+// validate decodes data and checks it against s (nil: any JSON). It returns the
+// decoded value and the problems found; a decode failure is one problem at "".
+// Numbers decode as float64, which the validator handles; integers beyond 2^53 lose
+// precision in range checks only.
 func (s *compiledSchema) validate(data []byte) (any, []Problem) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, []Problem{{Message: "not valid JSON: " + err.Error()}}
 	}
 	if s == nil {
 		return v, nil
 	}
-	err = s.schema.Validate(v)
+	err := s.schema.Validate(v)
 	if err == nil {
 		return v, nil
 	}

@@ -200,6 +200,11 @@ func (s *Scope) waitWork(ctx context.Context) error {
 	case <-finished:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("scope: tracked work still running: %w", context.Cause(ctx))
+		select {
+		case <-finished: // both were ready; the work did finish
+			return nil
+		default:
+			return fmt.Errorf("scope: tracked work still running: %w", context.Cause(ctx))
+		}
 	}
 }

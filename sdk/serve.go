@@ -165,10 +165,14 @@ func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plu
 		}
 		return status.Error(codes.Unknown, err.Error())
 	}
-	if err := sendChunks(send, out.JSON, func(b []byte) *pluginpb.ExecuteEvent {
-		return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: b}}
-	}); err != nil {
-		return err
+	// All output chunks but the last go first; the last rides in Done, so a small
+	// result is one message.
+	output := out.JSON
+	for len(output) > pluginpb.ChunkSize {
+		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: output[:pluginpb.ChunkSize]}}); err != nil {
+			return err
+		}
+		output = output[pluginpb.ChunkSize:]
 	}
 	if out.Structured != nil {
 		if err := sendChunks(send, out.Structured, func(b []byte) *pluginpb.ExecuteEvent {
@@ -191,7 +195,11 @@ func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plu
 			return err
 		}
 	}
-	return send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{HasContent: tool.Project != nil, HasStructured: out.Structured != nil}}})
+	return send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{
+		HasContent:    tool.Project != nil,
+		HasStructured: out.Structured != nil,
+		Output:        output,
+	}}})
 }
 
 // run executes the tool and, if it has one, its projection, recovering panics as

@@ -623,6 +623,9 @@ type Done struct {
 	HasContent bool `protobuf:"varint,1,opt,name=has_content,json=hasContent,proto3" json:"has_content,omitempty"`
 	// has_structured says the plugin sent a smaller structured result.
 	HasStructured bool `protobuf:"varint,2,opt,name=has_structured,json=hasStructured,proto3" json:"has_structured,omitempty"`
+	// output is the last chunk of the encoded output (all of it, for small outputs:
+	// one message per call).
+	Output        []byte `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -669,6 +672,13 @@ func (x *Done) GetHasStructured() bool {
 		return x.HasStructured
 	}
 	return false
+}
+
+func (x *Done) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 // Failure is an expected, model-visible failure.
@@ -1069,11 +1079,12 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"<\n" +
 	"\tPartStart\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1b\n" +
-	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"N\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"f\n" +
 	"\x04Done\x12\x1f\n" +
 	"\vhas_content\x18\x01 \x01(\bR\n" +
 	"hasContent\x12%\n" +
-	"\x0ehas_structured\x18\x02 \x01(\bR\rhasStructured\"\x92\x01\n" +
+	"\x0ehas_structured\x18\x02 \x01(\bR\rhasStructured\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\fR\x06output\"\x92\x01\n" +
 	"\aFailure\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .toolhost.plugin.v1.Failure.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"7\n" +

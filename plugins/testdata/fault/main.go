@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ func main() {
 		os.Exit(3)
 	}
 	sdk.Serve(sdk.ActivateFunc(activate))
+	if os.Getenv("FAULT") == "linger" {
+		// Ignores the host's request to stop: only the kill ends it.
+		time.Sleep(time.Hour)
+	}
 }
 
 func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
@@ -89,6 +94,13 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			fmt.Fprintln(os.Stderr, "crash: about to exit")
 			os.Exit(7)
 			return "", nil
+		}),
+		"spawn": sdk.NewTool("starts a child process and returns its pid", func(context.Context, sdk.Invocation, struct{}) (int, error) {
+			cmd := exec.Command("sleep", "1000")
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
 		}),
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
 		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {

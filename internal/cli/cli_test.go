@@ -1,0 +1,536 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/internal/cli"
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/registry"
+)
+
+var (
+	// pluginBin is the test plugin (testdata/plugin), built once.
+	pluginBin string
+	// outputDir is the managed storage the commands use (TOOLHOST_OUTPUT_DIR).
+	outputDir string
+)
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "toolhost-cli-test-")
+	if err == nil {
+		outputDir = filepath.Join(tmp, "tool-output")
+		err = os.Setenv("TOOLHOST_OUTPUT_DIR", outputDir)
+	}
+	if err == nil {
+		var src string
+		if src, err = filepath.Abs(filepath.Join("testdata", "plugin")); err == nil {
+			pluginBin, _, err = location.BuildPlugin(context.Background(), filepath.Join(tmp, "build"), "plugin", src)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "set up:", err)
+		os.RemoveAll(tmp)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(tmp)
+		os.Exit(code)
+	}))
+}
+
+// workspace makes a Location whose config is data ("" means one plugin, "test", that
+// runs the test plugin) and returns its canonical directory.
+func workspace(t *testing.T, data string) string {
+	t.Helper()
+	if data == "" {
+		data = fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q}]}`, pluginBin)
+	}
+	dir, err := location.Canonicalize(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, location.ConfigPath)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs the command in-process and checks that it left no plugin process behind.
+func run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return runContext(t, t.Context(), stdin, nil, args...)
+}
+
+func runContext(t *testing.T, ctx context.Context, stdin string, stderr *watchWriter, args ...string) result {
+	t.Helper()
+	if stderr == nil {
+		stderr = &watchWriter{}
+	}
+	var stdout bytes.Buffer
+	code := cli.Run(ctx, args, strings.NewReader(stdin), &stdout, stderr)
+	if pids := children(t, pluginBin); len(pids) != 0 {
+		t.Errorf("plugin processes left running after %q: %v", args, pids)
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func (r result) want(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+// watchWriter is a stderr that can tell when something has been written to it.
+type watchWriter struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	pattern string
+	seen    chan struct{}
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if w.seen != nil && strings.Contains(w.b.String(), w.pattern) {
+		close(w.seen)
+		w.seen = nil
+	}
+	return n, err
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// children returns the pids of this process's children running binary.
+func children(t *testing.T, binary string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// withoutStopNoise drops the two warnings go-plugin logs when plugins.Instance stops a
+// plugin that already exited gracefully (its Kill closes the client a second time).
+// TODO: remove once the plugins package stops through Client.Kill alone.
+func withoutStopNoise(stderr string) string {
+	var kept []string
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if !strings.Contains(line, "error closing client during Kill") && !strings.Contains(line, "plugin failed to exit gracefully") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "")
+}
+
+var allTools = []string{"big", "block", "echo", "fail", "picture", "progress"}
+
+func TestTools(t *testing.T) {
+	dir := workspace(t, "")
+	r := run(t, "", "tools", "--location", dir)
+	r.want(t, cli.ExitOK)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 1+len(allTools) || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("want a header and one line per tool:\n%s", r.stdout)
+	}
+	for i, name := range allTools {
+		if fields := strings.Fields(lines[i+1]); len(fields) == 0 || fields[0] != name {
+			t.Errorf("line %d is %q, want tool %s", i+1, lines[i+1], name)
+		}
+	}
+	if !strings.Contains(r.stdout, "Echo the text back.") || strings.Contains(r.stdout, "second line") {
+		t.Errorf("want the first line of each description only:\n%s", r.stdout)
+	}
+	if rest := withoutStopNoise(r.stderr); rest != "" {
+		t.Errorf("stderr is not empty:\n%s", rest)
+	}
+}
+
+func TestToolsJSON(t *testing.T) {
+	dir := workspace(t, "")
+	r := run(t, "", "tools", "--json", "--location", dir)
+	r.want(t, cli.ExitOK)
+	var got struct {
+		Location string                `json:"location"`
+		Tools    []registry.Definition `json:"tools"`
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("decode %s: %v", r.stdout, err)
+	}
+	if got.Location != dir {
+		t.Errorf("location %q, want %q", got.Location, dir)
+	}
+	var names []string
+	for _, d := range got.Tools {
+		names = append(names, d.Name)
+	}
+	if !slices.Equal(names, allTools) {
+		t.Errorf("tools %v, want %v", names, allTools)
+	}
+	echo := got.Tools[slices.Index(names, "echo")]
+	if !strings.Contains(string(echo.InputSchema), `"text"`) || len(echo.OutputSchema) == 0 ||
+		echo.Description != "Echo the text back.\nThe second line is not shown in listings." {
+		t.Errorf("echo definition %+v", echo)
+	}
+}
+
+func TestToolsEmptyLocation(t *testing.T) {
+	r := run(t, "", "tools", "--location", t.TempDir(), "--json")
+	r.want(t, cli.ExitOK)
+	if !strings.Contains(r.stdout, `"tools": []`) {
+		t.Errorf("want an empty tools array:\n%s", r.stdout)
+	}
+}
+
+func TestCall(t *testing.T) {
+	dir := workspace(t, "")
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		code       int
+		stdout     []string // substrings of stdout
+		stderr     []string // substrings of stderr
+		notStdout  []string
+		checkFiles bool
+	}{
+		{
+			name:   "Completed",
+			args:   []string{"echo", `{"text": "hi"}`},
+			code:   cli.ExitOK,
+			stdout: []string{"echo: hi\n", `"text": "hi"`, `"agent": "toolhost"`, `"call": "call_`},
+		},
+		{
+			name:   "NoInputMeansEmptyObject",
+			args:   []string{"progress"},
+			code:   cli.ExitOK,
+			stdout: []string{"done\n"},
+		},
+		{
+			name:   "InvocationFromFlags",
+			args:   []string{"--agent", "reviewer", "--call-id", "c42", "--session", "s1", "--message", "m1", "echo", `{"text": "x"}`},
+			code:   cli.ExitOK,
+			stdout: []string{`"agent": "reviewer"`, `"call": "c42"`},
+		},
+		{
+			name:   "Stdin",
+			stdin:  `{"text": "from stdin"}`,
+			args:   []string{"echo", "-"},
+			code:   cli.ExitOK,
+			stdout: []string{"echo: from stdin\n"},
+		},
+		{
+			name:   "Progress",
+			args:   []string{"progress"},
+			code:   cli.ExitOK,
+			stderr: []string{"progress: 1/3 step\nprogress: 2/3 step\nprogress: 3/3 step\n"},
+		},
+		{
+			name:   "Media",
+			args:   []string{"picture"},
+			code:   cli.ExitOK,
+			stdout: []string{"a picture:\n[media image/png, 4 bytes]\n"},
+		},
+		{
+			name:       "ManagedOutput",
+			args:       []string{"big"},
+			code:       cli.ExitOK,
+			stdout:     []string{"full output: " + outputDir + string(filepath.Separator)},
+			checkFiles: true,
+		},
+		{
+			name:   "ToolFailure",
+			args:   []string{"fail"},
+			code:   cli.ExitToolError,
+			stdout: []string{`tool_failure: the file "missing.txt" does not exist`},
+		},
+		{
+			name:   "UnknownTool",
+			args:   []string{"nope"},
+			code:   cli.ExitToolError,
+			stdout: []string{`unknown: unknown tool "nope"`},
+		},
+		{
+			name:   "InvalidJSON",
+			args:   []string{"echo", `{"text": `},
+			code:   cli.ExitToolError,
+			stdout: []string{"invalid_input: ", "not valid JSON"},
+		},
+		{
+			name:   "InvalidInput",
+			args:   []string{"echo", `{"txt": 1}`},
+			code:   cli.ExitToolError,
+			stdout: []string{"invalid_input: ", "missing property 'text'", "received keys: txt"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, tt.stdin, append([]string{"call", "--location", dir}, tt.args...)...)
+			r.want(t, tt.code)
+			for _, s := range tt.stdout {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("stdout does not contain %q:\n%s", s, r.stdout)
+				}
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, r.stderr)
+				}
+			}
+			if tt.checkFiles {
+				_, path, _ := strings.Cut(r.stdout, "full output: ")
+				path = strings.TrimSpace(path)
+				if data, err := os.ReadFile(path); err != nil || string(data) != strings.Repeat("line\n", 5000) {
+					t.Errorf("managed file %s does not hold the complete output (%d bytes, %v)", path, len(data), err)
+				}
+			}
+		})
+	}
+}
+
+func TestCallJSON(t *testing.T) {
+	dir := workspace(t, "")
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		outcome registry.Outcome
+		check   func(t *testing.T, s registry.Settlement)
+	}{
+		{
+			name:    "Completed",
+			args:    []string{"echo", `{"text": "hi"}`, "--call-id", "c1"}, // flags after the arguments
+			code:    cli.ExitOK,
+			outcome: registry.Completed,
+			check: func(t *testing.T, s registry.Settlement) {
+				if s.Name != "echo" || s.ToolCallID != "c1" || s.Text() != "echo: hi" {
+					t.Errorf("settlement %+v", s)
+				}
+				var out struct{ Text, Call string }
+				if err := json.Unmarshal(s.Structured, &out); err != nil || out.Text != "hi" || out.Call != "c1" {
+					t.Errorf("structured %s: %v", s.Structured, err)
+				}
+			},
+		},
+		{
+			name:    "Media",
+			args:    []string{"picture"},
+			code:    cli.ExitOK,
+			outcome: registry.Completed,
+			check: func(t *testing.T, s registry.Settlement) {
+				if len(s.Content) != 2 || s.Content[1].MIMEType != "image/png" || string(s.Content[1].Data) != "\x89PNG" {
+					t.Errorf("content %+v", s.Content)
+				}
+			},
+		},
+		{
+			name:    "ManagedPaths",
+			args:    []string{"big"},
+			code:    cli.ExitOK,
+			outcome: registry.Completed,
+			check: func(t *testing.T, s registry.Settlement) {
+				if len(s.ManagedPaths) != 1 || !strings.HasPrefix(s.ManagedPaths[0], outputDir) {
+					t.Errorf("managed paths %v", s.ManagedPaths)
+				}
+			},
+		},
+		{
+			name:    "ToolFailure",
+			args:    []string{"fail"},
+			code:    cli.ExitToolError,
+			outcome: registry.ToolFailed,
+		},
+		{
+			name:    "InvalidInputProblems",
+			args:    []string{"echo", `{"txt": 1}`},
+			code:    cli.ExitToolError,
+			outcome: registry.InvalidInput,
+			check: func(t *testing.T, s registry.Settlement) {
+				if len(s.Problems) == 0 {
+					t.Error("no problems listed")
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, "", append([]string{"call", "--json", "--location", dir}, tt.args...)...)
+			r.want(t, tt.code)
+			var s registry.Settlement
+			dec := json.NewDecoder(strings.NewReader(r.stdout))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&s); err != nil {
+				t.Fatalf("decode %s: %v", r.stdout, err)
+			}
+			if s.Outcome != tt.outcome {
+				t.Errorf("outcome %q, want %q", s.Outcome, tt.outcome)
+			}
+			if !strings.HasPrefix(s.ToolCallID, "c") {
+				t.Errorf("tool_call_id %q", s.ToolCallID)
+			}
+			if tt.check != nil {
+				tt.check(t, s)
+			}
+		})
+	}
+}
+
+func TestCallInterrupted(t *testing.T) {
+	dir := workspace(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &watchWriter{pattern: "progress: 0 blocking", seen: make(chan struct{})}
+	seen := stderr.seen
+	go func() {
+		<-seen
+		cancel()
+	}()
+	r := runContext(t, ctx, "", stderr, "call", "--location", dir, "block")
+	r.want(t, cli.ExitInterrupted)
+	if !strings.Contains(r.stderr, "interrupted\n") {
+		t.Errorf("stderr does not say interrupted:\n%s", r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("an interruption printed a settlement:\n%s", r.stdout)
+	}
+}
+
+func TestOperationalFailures(t *testing.T) {
+	invalid := workspace(t, `{"plugins": [{"name": "x"}]}`)
+	missing := workspace(t, `{"plugins": [{"name": "ghost", "path": "/nonexistent/toolhost-plugin"}]}`)
+	tests := []struct {
+		name   string
+		args   []string
+		stderr []string
+	}{
+		{"InvalidConfigTools", []string{"tools", "--location", invalid}, []string{filepath.Join(invalid, location.ConfigPath), "/plugins/0"}},
+		{"InvalidConfigCall", []string{"call", "--location", invalid, "echo"}, []string{filepath.Join(invalid, location.ConfigPath), "/plugins/0"}},
+		{"PluginDoesNotStart", []string{"call", "--location", missing, "echo"}, []string{`"ghost"`, "/nonexistent/toolhost-plugin"}},
+		{"NoSuchLocation", []string{"tools", "--location", filepath.Join(t.TempDir(), "missing")}, []string{"missing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, "", tt.args...)
+			r.want(t, cli.ExitFailure)
+			for _, s := range tt.stderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, r.stderr)
+				}
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"NoCommand", nil, "usage: toolhost"},
+		{"UnknownCommand", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"ToolsWithoutLocation", []string{"tools"}, "missing --location"},
+		{"ToolsExtraArgument", []string{"tools", "--location", dir, "extra"}, "unexpected arguments"},
+		{"CallWithoutLocation", []string{"call", "echo"}, "missing --location"},
+		{"CallWithoutName", []string{"call", "--location", dir}, "missing the tool NAME"},
+		{"CallTooManyArguments", []string{"call", "--location", dir, "echo", "{}", "more"}, "unexpected arguments"},
+		{"UnknownFlag", []string{"call", "--location", dir, "--frob", "echo"}, "flag provided but not defined: -frob"},
+		{"VersionWithArguments", []string{"version", "x"}, "unexpected arguments"},
+		{"HelpUnknownCommand", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, "", tt.args...)
+			r.want(t, cli.ExitUsage)
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.want, r.stderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "exit status:"},
+		{[]string{"--help"}, "exit status:"},
+		{[]string{"help", "call"}, "usage: toolhost call"},
+		{[]string{"help", "tools"}, "usage: toolhost tools"},
+		{[]string{"call", "-h"}, "usage: toolhost call"},
+		{[]string{"tools", "--help"}, "usage: toolhost tools"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
+			r := run(t, "", tt.args...)
+			r.want(t, cli.ExitOK)
+			if !strings.Contains(r.stdout+r.stderr, tt.want) {
+				t.Errorf("help does not contain %q:\n%s%s", tt.want, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, "", "version")
+	r.want(t, cli.ExitOK)
+	if !strings.HasPrefix(r.stdout, "toolhost ") || len(strings.TrimSpace(r.stdout)) <= len("toolhost ") {
+		t.Errorf("version printed %q", r.stdout)
+	}
+}

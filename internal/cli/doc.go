@@ -1,0 +1,53 @@
+// Package cli implements the toolhost command; cmd/host is only its main. [Run] takes
+// the arguments, the standard streams and a context that interrupts it, and returns
+// the exit status, so every command is testable in-process.
+//
+// # Commands
+//
+//	toolhost tools --location DIR [--json] [--verbose]
+//	toolhost call --location DIR [--json] [--verbose] [--session ID] [--agent NAME]
+//	              [--message ID] [--call-id ID] NAME [JSON|-]
+//	toolhost version
+//	toolhost help [COMMAND]
+//
+// Each command activates the Location at DIR for its own duration and deactivates it
+// before exiting (within 10s). Logs go to stderr: warnings and errors only, everything
+// with --verbose.
+//
+// # Exit status
+//
+//	0   success; for call, the call completed
+//	1   the call settled with a model-visible error (tool_failure, unknown,
+//	    invalid_input, invalid_output, unavailable)
+//	2   operational failure: activation failed, defect, plugin crash, storage failure
+//	3   interrupted (SIGINT or SIGTERM); "interrupted" is printed to stderr
+//	64  usage error
+//
+// # JSON output (stable)
+//
+// tools --json prints one object: the Location id (its canonical directory) and the
+// advertised definitions, sorted by name, exactly as registry.Definition encodes them
+// (schemas canonical: sorted keys; output_schema omitted when the tool has none):
+//
+//	{"location": "/abs/dir", "tools": [{"name": "echo", "description": "...",
+//	  "input_schema": {...}, "output_schema": {...}}]}
+//
+// call --json prints the registry.Settlement; fields that are empty are omitted:
+//
+//	{
+//	  "name": "echo",                  // the tool name called
+//	  "tool_call_id": "call_...",      // --call-id or the generated id
+//	  "outcome": "completed",          // completed | tool_failure | unknown |
+//	                                   // invalid_input | invalid_output | unavailable
+//	  "content": [                     // model-facing content; for every outcome but
+//	    {"type": "text", "text": "..."},          // completed, one text part with the error
+//	    {"type": "media", "mime_type": "image/png", "data": "<base64>"}
+//	  ],
+//	  "structured": {...},             // structured output, when there is one
+//	  "problems": [{"pointer": "/text", "message": "..."}],  // invalid_input/output
+//	  "managed_paths": ["/.../tool-output-..."]  // complete output replaced by a preview
+//	}
+//
+// Interruptions and operational failures print no settlement; they go to stderr with
+// exit status 3 or 2.
+package cli

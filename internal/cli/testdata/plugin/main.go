@@ -1,0 +1,68 @@
+// Command plugin is the plugin the cli tests call: a typed "echo" tool, a "fail" tool
+// that returns a ToolFailure, a "progress" tool that reports three progress events, a
+// "picture" tool with media content, a "big" tool whose output exceeds the limits,
+// and a "block" tool that waits until its call is cancelled.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+type echoInput struct {
+	Text string `json:"text" jsonschema:"description=The text to echo."`
+}
+
+type echoOutput struct {
+	Text  string `json:"text"`
+	Agent string `json:"agent"`
+	Call  string `json:"call"`
+}
+
+type empty struct{}
+
+func main() {
+	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, _ sdk.Location, tools sdk.Tools) error {
+		echo := sdk.NewTool("Echo the text back.\nThe second line is not shown in listings.",
+			func(_ context.Context, inv sdk.Invocation, in echoInput) (echoOutput, error) {
+				return echoOutput{Text: in.Text, Agent: inv.Agent, Call: inv.ToolCallID}, nil
+			})
+		echo.Project = sdk.ProjectTyped(func(_ echoInput, out echoOutput) []sdk.Part {
+			return []sdk.Part{sdk.Text("echo: " + out.Text)}
+		})
+		picture := sdk.NewTool("Return a tiny picture.",
+			func(context.Context, sdk.Invocation, empty) (string, error) { return "picture", nil })
+		picture.Project = func(_, _ json.RawMessage) []sdk.Part {
+			return []sdk.Part{sdk.Text("a picture:"), sdk.Media("image/png", []byte{0x89, 'P', 'N', 'G'})}
+		}
+		_, err := tools.Register(ctx, map[string]sdk.Tool{
+			"echo":    echo,
+			"picture": picture,
+			"fail": sdk.NewTool("Always fail.",
+				func(context.Context, sdk.Invocation, empty) (string, error) {
+					return "", sdk.Failf("the file %q does not exist", "missing.txt")
+				}),
+			"progress": sdk.NewTool("Report three progress events.",
+				func(ctx context.Context, _ sdk.Invocation, _ empty) (string, error) {
+					for i := 1; i <= 3; i++ {
+						sdk.ReportProgress(ctx, sdk.Progress{Progress: float64(i), Total: 3, Message: "step"})
+					}
+					return "done", nil
+				}),
+			"big": sdk.NewTool("Return more lines than the model may see.",
+				func(context.Context, sdk.Invocation, empty) (string, error) {
+					return strings.Repeat("line\n", 5000), nil
+				}),
+			"block": sdk.NewTool("Report progress, then wait until cancelled.",
+				func(ctx context.Context, _ sdk.Invocation, _ empty) (string, error) {
+					sdk.ReportProgress(ctx, sdk.Progress{Progress: 0, Message: "blocking"})
+					<-ctx.Done()
+					return "", context.Cause(ctx)
+				}),
+		})
+		return err
+	}))
+}
