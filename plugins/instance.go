@@ -142,7 +142,9 @@ type Instance struct {
 	client     *plugin.Client
 	rpcClient  plugin.ClientProtocol // nil until the handshake succeeded
 	rpc        pluginpb.PluginClient
-	proc       *procRunner // nil when reattached
+	broker     *plugin.GRPCBroker
+	proc       *procRunner     // nil when reattached
+	attached   *attachedRunner // set when reattached
 	stderr     *ring
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
@@ -195,6 +197,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		inst.attached = newAttachedRunner(rc.Pid)
+		rc.ReattachFunc = func() (runner.AttachedRunner, error) { return inst.attached, nil }
 		clientCfg.Reattach = rc
 	} else {
 		if _, err := os.Stat(cfg.Path); err != nil {
@@ -224,11 +228,11 @@ func (inst *Instance) start(ctx context.Context) error {
 		return err
 	}
 	conn := raw.(*hostConn)
-	inst.rpc = conn.client
+	inst.rpc, inst.broker = conn.client, conn.broker
 	if inst.proc != nil {
 		inst.exited = inst.proc.exited
 	} else {
-		inst.exited = watchExited(inst.scope, inst.client)
+		inst.exited = inst.attached.exited
 	}
 
 	// The Tools capability: one broker id, one connection, served until the plugin's
@@ -257,27 +261,6 @@ func (inst *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("activate: %w", statusError(err))
 	}
 	return nil
-}
-
-// watchExited reports the exit of a reattached process, which go-plugin watches by pid.
-func watchExited(sc *scope.Scope, client *plugin.Client) <-chan struct{} {
-	exited := make(chan struct{})
-	_ = sc.Go(func(ctx context.Context) {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if client.Exited() {
-					close(exited)
-					return
-				}
-			}
-		}
-	})
-	return exited
 }
 
 func envList(env map[string]string) []string {
@@ -338,8 +321,17 @@ func (inst *Instance) crashed(ctx context.Context) *CrashError {
 // deadline, whichever is first) has passed without an exit.
 func (inst *Instance) stop(ctx context.Context) error {
 	if inst.proc == nil {
-		// Reattached, or never launched: only disconnect.
-		inst.client.Kill()
+		// Reattached: the process is not ours; only disconnect (go-plugin's Kill
+		// would ask it to shut down).
+		if inst.broker != nil {
+			_ = inst.broker.Close()
+		}
+		if gc, ok := inst.rpcClient.(*plugin.GRPCClient); ok {
+			_ = gc.Conn.Close()
+		}
+		if inst.attached != nil {
+			_ = inst.attached.Kill(ctx)
+		}
 		return nil
 	}
 	deadline := time.Now().Add(inst.cfg.StopGrace)

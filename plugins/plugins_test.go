@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -26,6 +27,10 @@ import (
 var faultBinary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("PLUGINS_TEST_HOST") != "" {
+		runHostProcess()
+		return
+	}
 	dir, err := os.MkdirTemp("", "plugins-test")
 	if err != nil {
 		panic(err)
@@ -401,6 +406,126 @@ func TestTwoLocationsAreIsolated(t *testing.T) {
 	s1.Close(context.Background())
 	if got := h2.mustCall("echo", `{"text":"y"}`).Text(); got != "y" {
 		t.Fatal("closing one Location broke the other")
+	}
+}
+
+// runHostProcess is the test binary re-executed as a host: it starts the plugin named
+// by PLUGINS_TEST_HOST, prints the plugin's pid and waits to be killed.
+func runHostProcess() {
+	st, _ := registry.OpenStorage(os.Getenv("PLUGINS_TEST_STORE"), registry.StorageOptions{})
+	reg, _ := registry.New(registry.Options{Storage: st})
+	dir := os.Getenv("PLUGINS_TEST_STORE")
+	reg.OpenLocation(dir, registry.Limits{})
+	s, err := plugins.Supervise(context.Background(), scope.New(context.Background()),
+		plugins.Config{Name: "fault", Path: os.Getenv("PLUGINS_TEST_HOST")},
+		plugins.Target{Registry: reg, Location: dir, Directory: dir}, plugins.Budget{})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println(s.Current().PID())
+	time.Sleep(time.Hour)
+}
+
+func TestPluginExitsWhenItsHostDies(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PLUGINS_TEST_HOST="+faultBinary, "PLUGINS_TEST_STORE="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil || pid == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("host did not report its plugin: %v", err)
+	}
+	if !running(pid) {
+		t.Fatal("plugin not running under the host")
+	}
+	cmd.Process.Kill() // SIGKILL: the host gets no chance to stop its plugin
+	cmd.Wait()
+	waitFor(t, func() bool { return !running(pid) })
+}
+
+func TestDebugModeReattach(t *testing.T) {
+	h := newHost(t)
+	cmd := exec.Command(faultBinary, "-debug")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var line string
+	buf := make([]byte, 4096)
+	for !strings.Contains(line, "}'") {
+		n, err := out.Read(buf)
+		if err != nil {
+			t.Fatalf("reading the reattach line: %v (got %q)", err, line)
+		}
+		line += string(buf[:n])
+	}
+	value := line[strings.Index(line, pluginpb.ReattachEnv+"='")+len(pluginpb.ReattachEnv)+2:]
+	value = value[:strings.Index(value, "'")]
+	m, err := pluginpb.ParseReattach(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, ok := m["fault"]
+	if !ok || rc.Pid != cmd.Process.Pid {
+		t.Fatalf("reattach line %q does not name the fault binary and its pid", value)
+	}
+	cfg := h.config(nil, "")
+	cfg.Reattach = &rc
+	s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.mustCall("echo", `{"text":"debugging"}`).Text(); got != "debugging" {
+		t.Fatalf("echo through the reattached plugin = %q", got)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !running(cmd.Process.Pid) {
+		t.Fatal("closing a reattached plugin killed a process the host does not own")
+	}
+}
+
+func TestSocketsArePrivate(t *testing.T) {
+	h := newHost(t)
+	cfg := h.config(nil, "")
+	cfg.SocketDir = t.TempDir()
+	if _, err := h.supervise(cfg, plugins.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(cfg.SocketDir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("socket dir holds %v (%v), want one private directory", entries, err)
+	}
+	dir := filepath.Join(cfg.SocketDir, entries[0].Name())
+	info, _ := os.Stat(dir)
+	if info.Mode().Perm() != 0o700 {
+		t.Fatalf("%s has mode %v, want 0700", dir, info.Mode().Perm())
+	}
+	sockets, _ := os.ReadDir(dir)
+	var n int
+	for _, e := range sockets {
+		if e.Type()&os.ModeSocket != 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no sockets in %s: the plugin does not listen in its private directory", dir)
 	}
 }
 

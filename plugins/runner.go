@@ -117,3 +117,46 @@ func (r *procRunner) PluginToHost(network, addr string) (string, string, error) 
 func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
 	return network, addr, nil
 }
+
+// attachedRunner follows a plugin process the host attached to but does not own (a
+// plugin started by hand with -debug): Wait returns when the process is gone or the
+// host detached; Kill only detaches.
+type attachedRunner struct {
+	pid      int
+	detached chan struct{}
+	once     sync.Once
+	exited   chan struct{} // closed when the process is gone (not on detach)
+}
+
+func newAttachedRunner(pid int) *attachedRunner {
+	return &attachedRunner{pid: pid, detached: make(chan struct{}), exited: make(chan struct{})}
+}
+
+func (r *attachedRunner) Wait(context.Context) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.detached:
+			return nil
+		case <-t.C:
+			if err := syscall.Kill(r.pid, 0); errors.Is(err, syscall.ESRCH) {
+				close(r.exited)
+				return nil
+			}
+		}
+	}
+}
+
+func (r *attachedRunner) Kill(context.Context) error {
+	r.once.Do(func() { close(r.detached) })
+	return nil
+}
+
+func (r *attachedRunner) ID() string { return strconv.Itoa(r.pid) }
+func (r *attachedRunner) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+func (r *attachedRunner) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
