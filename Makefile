@@ -4,12 +4,29 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
+WORKSPACE := examples/workspace
+
 .PHONY: all build demo test bench proto tools-proto
 
 all: build
 
+# build produces bin/toolhost (named so, not "host", which is the DNS utility).
 build:
-	$(GO) build ./...
+	$(GO) build -o bin/toolhost ./cmd/host
+
+# demo runs the toolhost command on the bundled example workspace: its plugins are
+# built from source on first activation, then listed and called.
+demo: build
+	bin/toolhost tools --location $(WORKSPACE)
+	@echo
+	bin/toolhost call --location $(WORKSPACE) upper '{"text": "hello from a plugin"}'
+	@echo
+	bin/toolhost call --location $(WORKSPACE) word_count '{"text": "Shall I compare thee\nto a summer day?"}'
+	@echo
+	bin/toolhost call --location $(WORKSPACE) countdown '{"seconds": 2}'
+	@echo
+	@echo '# a failure the model sees (exit status 1):'
+	-bin/toolhost call --location $(WORKSPACE) find '{"text": "x", "pattern": "("}'
 
 test:
 	$(GO) vet ./...

@@ -115,7 +115,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
 	// Deferred first, so released last: after every plugin scope has closed.
-	_ = sc.Defer(ctx, func(context.Context) error { release(); return nil })
+	if err := sc.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
+		return nil, fmt.Errorf("location: activate %s: %w", id, err) // parent closed meanwhile
+	}
 
 	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
 	warnUnsupported(logger, id, cfg)
@@ -125,8 +127,15 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	errs := make([]error, len(cfg.Plugins))
 	var wg sync.WaitGroup
 	for i, pc := range cfg.Plugins {
+		// Each plugin gets its own scope, made here, one at a time, so the parallel
+		// starts never add children to one scope concurrently.
+		psc, err := sc.Child()
+		if err != nil {
+			errs[i] = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+			continue
+		}
 		wg.Go(func() {
-			sups[i], errs[i] = startPlugin(ctx, sc, pc, target, opts, logger, cacheDir, reattach)
+			sups[i], errs[i] = startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
 		})
 	}
 	wg.Wait()
@@ -168,7 +177,11 @@ func startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target p
 		}
 		cfg.Path = path
 	}
-	return plugins.Supervise(ctx, sc, cfg, target, plugins.Budget{})
+	sup, err := plugins.Supervise(ctx, sc, cfg, target, plugins.Budget{})
+	if serr := (*plugins.StartError)(nil); err != nil && !errors.As(err, &serr) {
+		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+	}
+	return sup, err
 }
 
 // ID returns the Location's id: its canonical directory.

@@ -69,9 +69,10 @@ func (s *Scope) deferRelease(ctx context.Context, fn func(context.Context) error
 	s.mu.Lock()
 	if s.state == open {
 		s.nextID++
-		s.releases = append(s.releases, release{id: s.nextID, fn: fn})
+		id := s.nextID
+		s.releases = append(s.releases, release{id: id, fn: fn})
 		s.mu.Unlock()
-		return s.nextID, nil
+		return id, nil
 	}
 	s.mu.Unlock()
 	return 0, errors.Join(ErrClosed, fn(ctx))

@@ -181,3 +181,35 @@ func TestScope(t *testing.T) {
 		}
 	})
 }
+
+func TestConcurrentChildrenCloseIndependently(t *testing.T) {
+	parent := scope.New(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	closedBy := map[int]int{}
+	for i := range 16 {
+		wg.Go(func() {
+			child, err := parent.Child()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			child.Defer(t.Context(), func(context.Context) error {
+				mu.Lock()
+				closedBy[i]++
+				mu.Unlock()
+				return nil
+			})
+			if i%2 == 0 {
+				child.Close(t.Context())
+			}
+		})
+	}
+	wg.Wait()
+	parent.Close(t.Context())
+	for i := range 16 {
+		if closedBy[i] != 1 {
+			t.Fatalf("child %d released %d times, want once", i, closedBy[i])
+		}
+	}
+}

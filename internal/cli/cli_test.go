@@ -159,19 +159,6 @@ func children(t *testing.T, binary string) []int {
 	return pids
 }
 
-// withoutStopNoise drops the two warnings go-plugin logs when plugins.Instance stops a
-// plugin that already exited gracefully (its Kill closes the client a second time).
-// TODO: remove once the plugins package stops through Client.Kill alone.
-func withoutStopNoise(stderr string) string {
-	var kept []string
-	for _, line := range strings.SplitAfter(stderr, "\n") {
-		if !strings.Contains(line, "error closing client during Kill") && !strings.Contains(line, "plugin failed to exit gracefully") {
-			kept = append(kept, line)
-		}
-	}
-	return strings.Join(kept, "")
-}
-
 var allTools = []string{"big", "block", "echo", "fail", "picture", "progress"}
 
 func TestTools(t *testing.T) {
@@ -190,8 +177,8 @@ func TestTools(t *testing.T) {
 	if !strings.Contains(r.stdout, "Echo the text back.") || strings.Contains(r.stdout, "second line") {
 		t.Errorf("want the first line of each description only:\n%s", r.stdout)
 	}
-	if rest := withoutStopNoise(r.stderr); rest != "" {
-		t.Errorf("stderr is not empty:\n%s", rest)
+	if r.stderr != "" {
+		t.Errorf("stderr is not empty:\n%s", r.stderr)
 	}
 }
 

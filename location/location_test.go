@@ -1,0 +1,716 @@
+package location_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+var (
+	// buildCache holds the plugins built for the tests.
+	buildCache string
+	// echoSource and echoBin are the test plugin's package directory and binary.
+	echoSource, echoBin string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")
+	if err == nil {
+		echoSource, err = filepath.Abs(filepath.Join("testdata", "plugins", "echo"))
+	}
+	if err == nil {
+		echoBin, _, err = location.BuildPlugin(context.Background(), buildCache, "echo", echoSource)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build the test plugin:", err)
+		os.RemoveAll(buildCache)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(buildCache)
+		os.Exit(code)
+	}))
+}
+
+// env is the harness's fixture: a registry, a root scope and activation options.
+type env struct {
+	reg  *registry.Registry
+	root *scope.Scope
+	opts location.Options
+	logs *syncBuffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := scope.New(context.Background())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := root.Close(ctx); err != nil {
+			t.Errorf("close root scope: %v", err)
+		}
+	})
+	logs := &syncBuffer{}
+	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
+	return &env{reg: reg, root: root, logs: logs, opts: location.Options{
+		Registry:   reg,
+		Logger:     logger,
+		BuildCache: buildCache,
+		Env:        []string{},
+	}}
+}
+
+func (e *env) activate(t *testing.T, dir string) *location.Location {
+	t.Helper()
+	l, err := location.Activate(t.Context(), e.root, dir, e.opts)
+	if err != nil {
+		t.Fatalf("activate: %v", err)
+	}
+	return l
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// workspace makes a Location directory whose config is cfg (marshalled to JSON) and
+// returns its canonical path.
+func workspace(t *testing.T, cfg any) string {
+	t.Helper()
+	dir := canonicalDir(t, t.TempDir())
+	setConfig(t, dir, cfg)
+	return dir
+}
+
+func setConfig(t *testing.T, dir string, cfg any) {
+	t.Helper()
+	data, ok := cfg.(string)
+	if !ok {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = string(b)
+	}
+	file := filepath.Join(dir, location.ConfigPath)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type obj = map[string]any
+
+func pluginsConfig(ps ...obj) obj { return obj{"plugins": ps} }
+
+func echoPlugin(name string) obj { return obj{"name": name, "path": echoBin} }
+
+// children returns the pids of this process's children running binary.
+func children(t *testing.T, binary string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("plugin process %d still exists", pid)
+		}
+	}
+}
+
+func names(defs []registry.Definition) []string {
+	var out []string
+	for _, d := range defs {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+type echoResult struct {
+	Text      string `json:"text"`
+	PID       int    `json:"pid"`
+	Directory string `json:"directory"`
+}
+
+func callEcho(t *testing.T, l *location.Location, text string) echoResult {
+	t.Helper()
+	q, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(obj{"text": text})
+	s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: in, Invocation: sdk.Invocation{ToolCallID: "call_1"}})
+	if err != nil {
+		t.Fatalf("settle echo: %v", err)
+	}
+	if s.Outcome != registry.Completed {
+		t.Fatalf("settle echo: outcome %s: %s", s.Outcome, s.Text())
+	}
+	var out echoResult
+	if err := json.Unmarshal(s.Structured, &out); err != nil {
+		t.Fatalf("echo output %s: %v", s.Structured, err)
+	}
+	return out
+}
+
+func TestActivateRegistersPluginTools(t *testing.T) {
+	e := newEnv(t)
+	dir := workspace(t, pluginsConfig(echoPlugin("echo")))
+	l := e.activate(t, dir)
+	if l.ID() != dir {
+		t.Errorf("ID() = %q, want %q", l.ID(), dir)
+	}
+	if got := l.Plugins(); len(got) != 1 || got[0].Name() != "echo" {
+		t.Fatalf("Plugins() = %v", got)
+	} else if st, err := got[0].State(); st != plugins.Running {
+		t.Errorf("plugin state %s (%v), want running", st, err)
+	}
+	pids := children(t, echoBin)
+	if len(pids) != 1 {
+		t.Fatalf("plugin processes %v, want one", pids)
+	}
+
+	q, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(q.Definitions()), []string{"echo", "wait"}; !slices.Equal(got, want) {
+		t.Errorf("definitions %v, want %v", got, want)
+	}
+	out := callEcho(t, l, "hello")
+	if out.Text != "hello" || out.PID != pids[0] || out.Directory != dir {
+		t.Errorf("echo = %+v, want text hello from pid %d in %s", out, pids[0], dir)
+	}
+
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+	if _, err := l.Prepare(); !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("Prepare after Close: %v, want ErrLocationNotOpen", err)
+	}
+	if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("registry Prepare after Close: %v, want ErrLocationNotOpen", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestActivateCanonicalizesDirectory(t *testing.T) {
+	e := newEnv(t)
+	dir := workspace(t, pluginsConfig(echoPlugin("echo")))
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	l := e.activate(t, link+"/.")
+	if l.ID() != dir {
+		t.Errorf("ID() = %q, want the canonical %q", l.ID(), dir)
+	}
+	if out := callEcho(t, l, "x"); out.Directory != dir {
+		t.Errorf("plugin saw directory %q, want %q", out.Directory, dir)
+	}
+}
+
+func TestCloseInterruptsInFlightCalls(t *testing.T) {
+	e := newEnv(t)
+	l := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
+	pids := children(t, echoBin)
+	q, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	result := make(chan error, 1)
+	go func() {
+		_, err := q.Settle(t.Context(), registry.Call{Name: "wait", Progress: func(sdk.Progress) { once.Do(func() { close(started) }) }})
+		result <- err
+	}()
+	select {
+	case <-started:
+	case err := <-result:
+		t.Fatalf("wait returned before it was interrupted: %v", err)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-result; !errors.Is(err, context.Canceled) {
+		t.Errorf("in-flight call ended with %v, want an interruption (context.Canceled)", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestLocationsAreIsolated(t *testing.T) {
+	e := newEnv(t)
+	a := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
+	pidsA := children(t, echoBin)
+	b := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
+	var pidsB []int
+	for _, pid := range children(t, echoBin) {
+		if !slices.Contains(pidsA, pid) {
+			pidsB = append(pidsB, pid)
+		}
+	}
+	if len(pidsA) != 1 || len(pidsB) != 1 {
+		t.Fatalf("processes A %v, B %v: want one each", pidsA, pidsB)
+	}
+	if out := callEcho(t, a, "a"); out.PID != pidsA[0] || out.Directory != a.ID() {
+		t.Errorf("A served by %+v, want pid %d in %s", out, pidsA[0], a.ID())
+	}
+	if out := callEcho(t, b, "b"); out.PID != pidsB[0] || out.Directory != b.ID() {
+		t.Errorf("B served by %+v, want pid %d in %s", out, pidsB[0], b.ID())
+	}
+
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, pidsA)
+	if !alive(pidsB[0]) {
+		t.Fatal("closing A stopped B's plugin")
+	}
+	if out := callEcho(t, b, "still"); out.Text != "still" || out.PID != pidsB[0] {
+		t.Errorf("B after closing A: %+v", out)
+	}
+	if _, err := a.Prepare(); !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("Prepare on closed A: %v", err)
+	}
+}
+
+func TestActivateSameDirectoryTwiceFails(t *testing.T) {
+	e := newEnv(t)
+	dir := workspace(t, pluginsConfig(echoPlugin("echo")))
+	l := e.activate(t, dir)
+	before := children(t, echoBin)
+	_, err := location.Activate(t.Context(), e.root, dir, e.opts)
+	if !errors.Is(err, registry.ErrLocationOpen) {
+		t.Fatalf("second activation: %v, want ErrLocationOpen", err)
+	}
+	if after := children(t, echoBin); !slices.Equal(before, after) {
+		t.Errorf("second activation changed the processes: %v → %v", before, after)
+	}
+	if out := callEcho(t, l, "first"); out.Text != "first" {
+		t.Errorf("first activation after the refused second: %+v", out)
+	}
+}
+
+func TestActivateFailureRollsBack(t *testing.T) {
+	compileError := t.TempDir()
+	writeFiles(t, compileError, map[string]string{
+		"go.mod":  "module example.com/broken\n\ngo 1.26\n",
+		"main.go": "package main\n\nfunc main() { notDefined() }\n",
+	})
+	tests := []struct {
+		name  string
+		bad   []obj
+		check func(t *testing.T, err error)
+	}{
+		{
+			name: "MissingBinary",
+			bad:  []obj{{"name": "ghost", "path": "/nonexistent/toolhost-plugin"}},
+			check: func(t *testing.T, err error) {
+				var serr *plugins.StartError
+				if !errors.As(err, &serr) || serr.Plugin != "ghost" {
+					t.Errorf("error %v: want a *plugins.StartError for ghost", err)
+				}
+			},
+		},
+		{
+			name: "ChecksumMismatch",
+			bad:  []obj{{"name": "pinned", "path": echoBin, "sha256": strings.Repeat("0", 64)}},
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, plugins.ErrChecksum) {
+					t.Errorf("error %v: want plugins.ErrChecksum", err)
+				}
+			},
+		},
+		{
+			name: "CompileError",
+			bad:  []obj{{"name": "broken", "source": compileError}},
+			check: func(t *testing.T, err error) {
+				var berr *location.BuildError
+				if !errors.As(err, &berr) || berr.Plugin != "broken" || !strings.Contains(berr.Output, "notDefined") {
+					t.Errorf("error %v: want a *location.BuildError for broken quoting the compiler", err)
+				}
+			},
+		},
+		{
+			name: "EveryFailureNamed",
+			bad: []obj{
+				{"name": "ghost", "path": "/nonexistent/toolhost-plugin"},
+				{"name": "pinned", "path": echoBin, "sha256": strings.Repeat("0", 64)},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			dir := workspace(t, pluginsConfig(append([]obj{echoPlugin("good")}, tt.bad...)...))
+			_, err := location.Activate(t.Context(), e.root, dir, e.opts)
+			if err == nil {
+				t.Fatal("activation succeeded")
+			}
+			for _, b := range tt.bad {
+				if name := b["name"].(string); !strings.Contains(err.Error(), strconv.Quote(name)) {
+					t.Errorf("error does not name plugin %q:\n%v", name, err)
+				}
+			}
+			if strings.Contains(err.Error(), `"good"`) {
+				t.Errorf("error names the plugin that started:\n%v", err)
+			}
+			if tt.check != nil {
+				tt.check(t, err)
+			}
+			if pids := children(t, echoBin); len(pids) != 0 {
+				t.Errorf("plugin processes left running: %v", pids)
+			}
+			if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
+				t.Errorf("placement after failed activation: %v, want ErrLocationNotOpen", err)
+			}
+
+			setConfig(t, dir, pluginsConfig(echoPlugin("good")))
+			l := e.activate(t, dir)
+			if out := callEcho(t, l, "again"); out.Text != "again" {
+				t.Errorf("echo after reactivation: %+v", out)
+			}
+		})
+	}
+}
+
+func TestActivateInvalidConfig(t *testing.T) {
+	e := newEnv(t)
+	dir := workspace(t, `{"plugins": [{"name": "x"}]}`)
+	_, err := location.Activate(t.Context(), e.root, dir, e.opts)
+	var cerr *location.ConfigError
+	if !errors.As(err, &cerr) {
+		t.Fatalf("error %v: want a *location.ConfigError", err)
+	}
+	file := filepath.Join(dir, location.ConfigPath)
+	if cerr.File != file || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "/plugins/0") {
+		t.Errorf("error does not name the file %s and the path /plugins/0:\n%v", file, err)
+	}
+	if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("placement after invalid config: %v, want ErrLocationNotOpen", err)
+	}
+}
+
+func TestActivateRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  any
+		env  []string
+		want string
+	}{
+		{"BadReattach", pluginsConfig(echoPlugin("echo")), []string{"TOOLHOST_REATTACH={not json"}, "TOOLHOST_REATTACH"},
+		{"OutputLimitsBelowMinimum", `{"tool_output": {"max_lines": 2}}`, nil, "/tool_output"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.opts.Env = tt.env
+			dir := workspace(t, tt.cfg)
+			_, err := location.Activate(t.Context(), e.root, dir, e.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v: want one naming %s", err, tt.want)
+			}
+			if pids := children(t, echoBin); len(pids) != 0 {
+				t.Errorf("plugin processes running: %v", pids)
+			}
+			if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
+				t.Errorf("placement: %v, want ErrLocationNotOpen", err)
+			}
+		})
+	}
+}
+
+func TestActivateWithoutConfig(t *testing.T) {
+	e := newEnv(t)
+	l := e.activate(t, canonicalDir(t, t.TempDir()))
+	q, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if defs := q.Definitions(); len(defs) != 0 {
+		t.Errorf("definitions %v, want none", names(defs))
+	}
+}
+
+func TestActivateBuildsSource(t *testing.T) {
+	e := newEnv(t)
+	// The cache already holds this source's build (TestMain), so nothing compiles.
+	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "echo", "source": echoSource})))
+	if pids := children(t, echoBin); len(pids) != 1 {
+		t.Errorf("processes of the cached binary: %v, want one", pids)
+	}
+	if out := callEcho(t, l, "built"); out.Text != "built" {
+		t.Errorf("echo: %+v", out)
+	}
+}
+
+func TestActivateWarnsAboutUnsupportedSources(t *testing.T) {
+	e := newEnv(t)
+	e.activate(t, workspace(t, obj{
+		"mcp_servers": []obj{{"name": "everything", "command": "node"}},
+		"tools":       []obj{{"name": "count", "description": "Count.", "command": []string{"wc"}}},
+	}))
+	logs := e.logs.String()
+	if n := strings.Count(logs, "not supported yet"); n != 1 {
+		t.Errorf("want one warning, got %d:\n%s", n, logs)
+	}
+	for _, want := range []string{"everything", "count"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("warning does not name %q:\n%s", want, logs)
+		}
+	}
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBuildPlugin(t *testing.T) {
+	mod := t.TempDir()
+	writeFiles(t, mod, map[string]string{
+		"go.mod":              "module example.com/tiny\n\ngo 1.26\n",
+		"lib/lib.go":          "package lib\n\nconst Greeting = \"one\"\n",
+		"cmd/tiny/main.go":    "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/tiny/lib\"\n)\n\nfunc main() { fmt.Print(lib.Greeting) }\n",
+		"unrelated/x.go":      "package unrelated\n",
+		"cmd/tiny/.hidden/x":  "a",
+		"cmd/tiny/testdata/x": "a",
+	})
+	src := filepath.Join(mod, "cmd", "tiny")
+	cache := t.TempDir()
+	build := func(wantBuilt bool, wantOutput string) string {
+		t.Helper()
+		path, built, err := location.BuildPlugin(t.Context(), cache, "tiny", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if built != wantBuilt {
+			t.Errorf("built = %v, want %v", built, wantBuilt)
+		}
+		if filepath.Base(path) != "tiny" || !strings.HasPrefix(path, cache+string(filepath.Separator)) {
+			t.Errorf("binary %s is not <cache>/<key>/tiny", path)
+		}
+		out, err := exec.Command(path).Output()
+		if err != nil || string(out) != wantOutput {
+			t.Errorf("binary printed %q (%v), want %q", out, err, wantOutput)
+		}
+		return path
+	}
+
+	first := build(true, "one")
+	if again := build(false, "one"); again != first {
+		t.Errorf("cached path %s, want %s", again, first)
+	}
+	// Files the build never reads do not invalidate the cache.
+	writeFiles(t, mod, map[string]string{
+		"cmd/tiny/.hidden/x":  "b",
+		"cmd/tiny/testdata/x": "b",
+		"unrelated/x.go":      "package unrelated\n\nvar X = 1\n",
+	})
+	build(false, "one")
+
+	writeFiles(t, mod, map[string]string{"cmd/tiny/main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/tiny/lib\"\n)\n\nfunc main() { fmt.Print(lib.Greeting + \"!\") }\n"})
+	second := build(true, "one!")
+	if second == first {
+		t.Error("a changed source reused the old binary's path")
+	}
+	// A package of the same module outside the source directory is part of the key.
+	writeFiles(t, mod, map[string]string{"lib/lib.go": "package lib\n\nconst Greeting = \"two\"\n"})
+	build(true, "two!")
+
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("temporary build directory %s left in the cache", e.Name())
+		}
+	}
+}
+
+func TestBuildPluginCompileError(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{
+		"go.mod":  "module example.com/broken\n\ngo 1.26\n",
+		"main.go": "package main\n\nfunc main() {\n\tnotDefined()\n}\n",
+	})
+	cache := t.TempDir()
+	_, _, err := location.BuildPlugin(t.Context(), cache, "broken", src)
+	var berr *location.BuildError
+	if !errors.As(err, &berr) {
+		t.Fatalf("error %v: want a *location.BuildError", err)
+	}
+	if berr.Plugin != "broken" || berr.Source != src {
+		t.Errorf("BuildError names plugin %q source %q", berr.Plugin, berr.Source)
+	}
+	if !strings.Contains(berr.Output, "undefined: notDefined") || !strings.Contains(err.Error(), "undefined: notDefined") {
+		t.Errorf("error does not quote the compiler:\n%v", err)
+	}
+	if !strings.Contains(err.Error(), `"broken"`) {
+		t.Errorf("error does not name the plugin:\n%v", err)
+	}
+}
+
+func TestBuildPluginRefusesBadArguments(t *testing.T) {
+	tests := []struct {
+		name, cache, binary, src string
+	}{
+		{"NameWithSlash", t.TempDir(), "a/b", echoSource},
+		{"EmptyName", t.TempDir(), "", echoSource},
+		{"NoCache", "", "echo", echoSource},
+		{"MissingSource", t.TempDir(), "echo", filepath.Join(t.TempDir(), "missing")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := location.BuildPlugin(t.Context(), tt.cache, tt.binary, tt.src); err == nil {
+				t.Error("BuildPlugin succeeded")
+			}
+		})
+	}
+}
+
+func TestActivateReattachesDebugPlugin(t *testing.T) {
+	cmd := exec.Command(echoBin, "-debug")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	before := goleak.IgnoreCurrent()
+	// The plugin prints: TOOLHOST_REATTACH='{"echo":{...}}'
+	var out []byte
+	for !bytes.Contains(out, []byte("}}'")) {
+		chunk := make([]byte, 1024)
+		n, err := stdout.Read(chunk)
+		if err != nil {
+			t.Fatalf("read the reattach line: %v (got %q)", err, out)
+		}
+		out = append(out, chunk[:n]...)
+	}
+	_, value, _ := strings.Cut(string(out), "TOOLHOST_REATTACH='")
+	value, _, _ = strings.Cut(value, "'")
+
+	e := newEnv(t)
+	e.opts.Env = []string{"TOOLHOST_REATTACH=" + value}
+	// The path is never launched: the host attaches to the running process.
+	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "echo", "path": "/nonexistent/echo"})))
+	if out := callEcho(t, l, "attached"); out.PID != cmd.Process.Pid {
+		t.Errorf("echo served by pid %d, want the debug process %d", out.PID, cmd.Process.Pid)
+	}
+	if pids := children(t, echoBin); len(pids) != 1 || pids[0] != cmd.Process.Pid {
+		t.Errorf("plugin processes %v: want only the debug process %d", pids, cmd.Process.Pid)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// The host does not own a reattached process: deactivation only disconnects.
+	select {
+	case <-exited:
+		t.Error("deactivation stopped the debug plugin the host does not own")
+	default:
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Errorf("goroutines left after detaching from the plugin: %v", err)
+	}
+}
