@@ -2,6 +2,8 @@ package location
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+
+	"github.com/toolhost/toolhost/builtin"
+	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -39,6 +45,13 @@ type Options struct {
 	// from. Default: os.Environ(). It is never passed to plugins: their environment is
 	// the config's env alone.
 	Env []string
+	// Asker reaches a person when a permission rule says "ask". nil: nobody to ask,
+	// so those requests are denied with a message saying how to allow them.
+	Asker permission.Asker
+	// StateDir is where "always" approvals persist, one file per Location. Default:
+	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
+	// Never inside the workspace: a cloned repository must not carry approvals.
+	StateDir string
 }
 
 // Location is one activated workspace: a Location scope holding the registry placement
@@ -49,6 +62,8 @@ type Location struct {
 	scope   *scope.Scope
 	plugins []*plugins.Supervisor
 	reg     *registry.Registry
+	perm    *permission.Service
+	fs      *fsys.FS
 }
 
 // Activate activates the Location at dir in a fresh child scope of parent.
@@ -121,6 +136,10 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 
 	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
 	warnUnsupported(logger, id, cfg)
+	if err := l.startServices(ctx, opts, env, logger); err != nil {
+		_ = sc.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("location: activate %s: %w", id, err)
+	}
 
 	target := plugins.Target{Registry: opts.Registry, Location: id, Directory: id, WorkspaceID: cfg.WorkspaceID}
 	sups := make([]*plugins.Supervisor, len(cfg.Plugins))
@@ -135,7 +154,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			continue
 		}
 		wg.Go(func() {
-			sups[i], errs[i] = startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
+			sups[i], errs[i] = l.startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
 		})
 	}
 	wg.Wait()
@@ -151,7 +170,66 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	return l, nil
 }
 
-func startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target plugins.Target, opts Options,
+// startServices builds the Location's services — the FileSystem rooted at the
+// directory and the Permission service with the config's rules — and registers the
+// built-in tools, which capture them, before any plugin starts.
+func (l *Location) startServices(ctx context.Context, opts Options, env []string, logger hclog.Logger) error {
+	var err error
+	if l.fs, err = fsys.New(l.id); err != nil {
+		return err
+	}
+	stateFile := ""
+	stateDir := opts.StateDir
+	if stateDir == "" {
+		stateDir = defaultStateDir(env)
+	}
+	if stateDir != "" {
+		sum := sha256.Sum256([]byte(l.id))
+		stateFile = filepath.Join(stateDir, hex.EncodeToString(sum[:12])+".json")
+	} else {
+		logger.Warn("no XDG_DATA_HOME or HOME: \"always\" approvals will last only while the Location is active", "location", l.id)
+	}
+	rules := make([]permission.Rule, len(l.cfg.Permission))
+	for i, r := range l.cfg.Permission {
+		rules[i] = permission.Rule{Action: r.Action, Resource: r.Resource, Effect: permission.Effect(r.Effect)}
+	}
+	l.perm, err = permission.New(permission.Options{
+		Rules:      rules,
+		StateFile:  stateFile,
+		Asker:      opts.Asker,
+		ConfigHint: filepath.Join(l.id, filepath.FromSlash(ConfigPath)),
+	})
+	if err != nil {
+		return err
+	}
+	// Closing declines every pending ask of the Location.
+	_ = l.scope.Defer(ctx, func(context.Context) error { l.perm.Close(); return nil })
+
+	release, err := l.reg.Register(registry.Batch{
+		Location: l.id,
+		Source:   registry.Source{Kind: "builtin"},
+		Tools:    builtin.Tools(l.fs, l.perm),
+		Owner:    l.scope,
+	})
+	if err != nil {
+		return err
+	}
+	return l.scope.Defer(ctx, func(context.Context) error { release(); return nil })
+}
+
+// defaultStateDir is where saved approvals live by default, or "" when env names no
+// data directory.
+func defaultStateDir(env []string) string {
+	if dir := lookupEnv(env, "XDG_DATA_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "toolhost", "permissions")
+	}
+	if home := lookupEnv(env, "HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "share", "toolhost", "permissions")
+	}
+	return ""
+}
+
+func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target plugins.Target, opts Options,
 	logger hclog.Logger, cacheDir string, reattach map[string]pluginpb.Reattach) (*plugins.Supervisor, error) {
 	cfg := plugins.Config{
 		Name:         pc.Name,
@@ -163,6 +241,13 @@ func startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target p
 		StopGrace:    pc.StopGrace,
 		SocketDir:    opts.SocketDir,
 		Logger:       logger.Named(pc.Name),
+	}
+	// Sharing the tool type does not mean sharing authority: only a trusted plugin
+	// gets the Location's services; an untrusted one is checked by the host instead.
+	if pc.Trusted {
+		cfg.Services = &plugins.Services{FS: l.fs, Permission: l.perm}
+	} else {
+		cfg.Authorize = l.perm.AssertTool
 	}
 	if r, ok := reattach[pc.Name]; ok {
 		cfg.Reattach = &r
@@ -183,6 +268,13 @@ func startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target p
 	}
 	return sup, err
 }
+
+// Permission returns the Location's permission service (to answer asks out of
+// band, list pending ones, or end a session).
+func (l *Location) Permission() *permission.Service { return l.perm }
+
+// FileSystem returns the Location's file system service.
+func (l *Location) FileSystem() *fsys.FS { return l.fs }
 
 // ID returns the Location's id: its canonical directory.
 func (l *Location) ID() string { return l.id }

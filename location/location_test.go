@@ -87,6 +87,7 @@ func newEnv(t *testing.T) *env {
 		Logger:     logger,
 		BuildCache: buildCache,
 		Env:        []string{},
+		StateDir:   t.TempDir(),
 	}}
 }
 
@@ -146,7 +147,10 @@ func setConfig(t *testing.T, dir string, cfg any) {
 
 type obj = map[string]any
 
-func pluginsConfig(ps ...obj) obj { return obj{"plugins": ps} }
+// allowAll is a permission rule list that lets every call through.
+var allowAll = []obj{{"action": "*", "resource": "*", "effect": "allow"}}
+
+func pluginsConfig(ps ...obj) obj { return obj{"plugins": ps, "permission": allowAll} }
 
 func echoPlugin(name string) obj { return obj{"name": name, "path": echoBin} }
 
@@ -251,7 +255,7 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(q.Definitions()), []string{"echo", "wait"}; !slices.Equal(got, want) {
+	if got, want := names(q.Definitions()), []string{"echo", "glob", "grep", "list", "read", "wait"}; !slices.Equal(got, want) {
 		t.Errorf("definitions %v, want %v", got, want)
 	}
 	out := callEcho(t, l, "hello")
@@ -508,8 +512,9 @@ func TestActivateWithoutConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if defs := q.Definitions(); len(defs) != 0 {
-		t.Errorf("definitions %v, want none", names(defs))
+	// Only the built-in tools, which every Location has.
+	if got := strings.Join(names(q.Definitions()), ","); got != "glob,grep,list,read" {
+		t.Errorf("definitions %s, want the built-ins only", got)
 	}
 }
 

@@ -44,7 +44,12 @@ func buildBare(b *testing.B) string {
 
 // startBare launches the baseline plugin the plain go-plugin way.
 func startBare(b *testing.B) (echopb.EchoClient, *plugin.Client) {
+	return startBareWith(b, false)
+}
+
+func startBareWith(b *testing.B, mtls bool) (echopb.EchoClient, *plugin.Client) {
 	c := plugin.NewClient(&plugin.ClientConfig{
+		AutoMTLS:         mtls,
 		HandshakeConfig:  echopb.Handshake,
 		Plugins:          plugin.PluginSet{"echo": &echopb.Plugin{}},
 		Cmd:              exec.Command(buildBare(b)),
@@ -112,6 +117,22 @@ func BenchmarkCall(b *testing.B) {
 		}
 		b.Run("bare/"+name, func(b *testing.B) {
 			client, c := startBare(b)
+			defer c.Kill()
+			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
+			lat := make(latencies, 0, b.N)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				if _, err := client.Echo(context.Background(), msg); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			lat.report(b)
+		})
+		b.Run("bare-mtls/"+name, func(b *testing.B) {
+			client, c := startBareWith(b, true)
 			defer c.Kill()
 			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
 			lat := make(latencies, 0, b.N)

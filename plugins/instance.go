@@ -24,6 +24,7 @@ import (
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // Config describes one plugin of one Location.
@@ -57,6 +58,14 @@ type Config struct {
 	Reattach *pluginpb.Reattach
 	// Logger receives the plugin's logs. Default: discard.
 	Logger hclog.Logger
+	// Services, for a plugin the Location trusts, are served to it beside the Tools
+	// capability. nil (untrusted, the default): the plugin gets the Tools capability
+	// and nothing else.
+	Services *Services
+	// Authorize, if set, runs before each call is forwarded to the plugin, with the
+	// tool's (normalized) name; an error is the call's result and the plugin never
+	// sees the call. Locations set it for untrusted plugins.
+	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
 }
 
 func (c Config) withDefaults() Config {
@@ -188,6 +197,10 @@ func (inst *Instance) start(ctx context.Context) error {
 		StartTimeout:     cfg.StartTimeout,
 		Stderr:           inst.stderr,
 		SkipHostEnv:      true,
+		// Mutual TLS on the plugin's connection and every broker connection: the
+		// private socket directory keeps other users out, but plugins run as the
+		// host's user, so without it one plugin could dial another's sockets.
+		AutoMTLS: cfg.Reattach == nil,
 		GRPCDialOptions: []grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2 * pluginpb.ChunkSize)),
 		},
@@ -244,15 +257,27 @@ func (inst *Instance) start(ctx context.Context) error {
 		return s
 	})
 
+	var servicesID uint32
+	if svc := cfg.Services; svc != nil {
+		servicesID = conn.broker.NextId()
+		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20))...)
+			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
+			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission})
+			return s
+		})
+	}
+
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
 	_, err = inst.rpc.Activate(actx, &pluginpb.ActivateRequest{
-		Directory:     inst.target.Directory,
-		WorkspaceId:   inst.target.WorkspaceID,
-		Options:       cfg.Options,
-		ToolsBrokerId: toolsID,
+		Directory:        inst.target.Directory,
+		WorkspaceId:      inst.target.WorkspaceID,
+		Options:          cfg.Options,
+		ToolsBrokerId:    toolsID,
+		ServicesBrokerId: servicesID,
 	})
 	if err != nil {
 		if actx.Err() != nil && ctx.Err() == nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -56,7 +57,7 @@ func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest)
 			InputSchema:      def.InputSchema,
 			OutputSchema:     def.OutputSchema,
 			StructuredSchema: def.StructuredSchema,
-			Execute:          inst.executor(req.Registration, def.Name),
+			Execute:          inst.authorized(def.Name, inst.executor(req.Registration, def.Name)),
 		}
 	}
 	err := inst.register(req.Registration, registry.Batch{
@@ -77,6 +78,21 @@ func (s *toolsServer) Close(_ context.Context, req *pluginpb.CloseRequest) (*plu
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	return &pluginpb.CloseResponse{}, nil
+}
+
+// authorized puts the host's permission check (Config.Authorize) in front of exec.
+func (inst *Instance) authorized(authored string, exec sdk.Executor) sdk.Executor {
+	authorize := inst.cfg.Authorize
+	if authorize == nil {
+		return exec
+	}
+	name, _ := registry.NormalizeName(authored) // registration refuses names that fail
+	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
+		if err := authorize(ctx, name, inv); err != nil {
+			return sdk.Output{}, err
+		}
+		return exec(ctx, inv, input)
+	}
 }
 
 // executor proxies one tool's executions to the plugin process.
@@ -163,6 +179,8 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 					return sdk.Output{}, &sdk.InputDecodingError{Err: errors.New(e.Failure.Message)}
 				case pluginpb.Failure_INVALID_OUTPUT:
 					return sdk.Output{}, &sdk.OutputEncodingError{Err: errors.New(e.Failure.Message)}
+				case pluginpb.Failure_DECLINED:
+					return sdk.Output{}, &permission.DeclinedError{Action: name, Reason: "declined (in plugin " + inst.cfg.Name + "): " + e.Failure.Message}
 				}
 				return sdk.Output{}, &sdk.ToolFailure{Message: e.Failure.Message}
 			case *pluginpb.ExecuteEvent_Defect:

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -39,6 +41,14 @@ type Options struct {
 	// Directory is the Location directory, passed to the plugin's activation and
 	// used as its working directory. Default: a new t.TempDir().
 	Directory string
+	// Trusted gives the plugin the Location's FileSystem (rooted at Directory) and
+	// Permission services, as "trusted": true in a Location config does. Untrusted
+	// (the default), the host asserts permission before each call instead.
+	Trusted bool
+	// Permission is the Location's rule list; nil allows every request. Asker
+	// answers "ask" rules; nil means nobody to ask (a deny).
+	Permission []permission.Rule
+	Asker      permission.Asker
 }
 
 // Host is a real toolhost host running one plugin in a temporary Location: a
@@ -142,6 +152,24 @@ func Start(t testing.TB, path string, opts Options) *Host {
 			Output:      logs,
 			DisableTime: true,
 		}),
+	}
+	rules := opts.Permission
+	if rules == nil {
+		rules = []permission.Rule{{Action: "*", Resource: "*", Effect: permission.Allow}}
+	}
+	perm, err := permission.New(permission.Options{Rules: rules, Asker: opts.Asker})
+	if err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	t.Cleanup(perm.Close)
+	if opts.Trusted {
+		files, err := fsys.New(dir)
+		if err != nil {
+			t.Fatalf("plugintest: %v", err)
+		}
+		cfg.Services = &plugins.Services{FS: files, Permission: perm}
+	} else {
+		cfg.Authorize = perm.AssertTool
 	}
 	target := plugins.Target{Registry: reg, Location: dir, Directory: dir}
 	sup, err := plugins.Supervise(t.Context(), h.root, cfg, target, plugins.Budget{})

@@ -377,13 +377,13 @@ func TestExampleWorkspaceConfigIsValid(t *testing.T) {
 			t.Errorf("plugin %q: source %q: %v", p.Name, p.Source, err)
 		}
 	}
-	if want := []string{"text", "slow", "runtime"}; !slices.Equal(names, want) {
+	if want := []string{"text", "slow", "runtime", "todos"}; !slices.Equal(names, want) {
 		t.Errorf("plugins %v, want %v", names, want)
 	}
 }
 
 // TestExampleWorkspaceActivates activates the example workspace as toolhost would:
-// the Location builds the three example plugins from source and starts them.
+// the Location builds the example plugins from source and starts them.
 func TestExampleWorkspaceActivates(t *testing.T) {
 	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
 	if err != nil {
@@ -424,9 +424,14 @@ func TestExampleWorkspaceActivates(t *testing.T) {
 	for _, d := range q.Definitions() {
 		names = append(names, d.Name)
 	}
-	want := []string{"clock_now", "countdown", "feature_toggle", "find", "upper", "word_count"}
+	want := []string{"clock_now", "countdown", "feature_toggle", "find", "glob", "grep", "list", "read", "todo_scan", "upper", "word_count"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
+	}
+	// The trusted todos plugin reads the workspace through the Location's services.
+	scan, err := q.Settle(t.Context(), registry.Call{Name: "todo_scan"})
+	if err != nil || !strings.Contains(scan.Text(), "notes.md:3: - TODO: pin the text plugin") {
+		t.Errorf("todo_scan: %v %v", scan, err)
 	}
 	poem, err := os.ReadFile("../examples/workspace/poem.txt")
 	if err != nil {

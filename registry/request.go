@@ -270,6 +270,10 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 		return out, interruption(ownerCtx)
 	case err == nil, errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
 		return out, err
+	case errors.Is(err, context.Canceled):
+		// A deliberate interruption-like end, such as a permission ask declined
+		// without a message: passed through, never model-visible.
+		return out, err
 	}
 	return out, &OperationalError{Tool: call.Name, Op: "execute", Err: err}
 }

@@ -33,6 +33,9 @@ type Location struct {
 	WorkspaceID string
 	// Options is the plugin's "options" object from the Location config (JSON), or nil.
 	Options json.RawMessage
+	// Services are the Location's FileSystem and Permission services, for plugins the
+	// Location config marks trusted; nil for untrusted plugins.
+	Services *Services
 }
 
 // Tools is the narrow capability a plugin receives: it can register tools into its

@@ -123,6 +123,13 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	// The connection lives as long as the process, which lives as long as the scope.
 	tools := &toolsClient{server: s, client: pluginpb.NewToolsClient(conn)}
 	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
+	if req.ServicesBrokerId != 0 {
+		conn, err := s.broker.Dial(req.ServicesBrokerId)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
+		}
+		loc.Services = newServices(conn)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger.Error("activation panicked", "panic", v, "stack", string(debug.Stack()))
@@ -241,6 +248,8 @@ func terminalEvent(err error) *pluginpb.ExecuteEvent {
 		return fail(pluginpb.Failure_INVALID_INPUT, decodeErr.Err.Error())
 	case errors.As(err, &encodeErr):
 		return fail(pluginpb.Failure_INVALID_OUTPUT, encodeErr.Err.Error())
+	case errors.Is(err, ErrDeclined):
+		return fail(pluginpb.Failure_DECLINED, err.Error())
 	case errors.As(err, &defect):
 		return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Defect{Defect: &pluginpb.Defect{Message: defect.message, Stack: defect.stack}}}
 	}

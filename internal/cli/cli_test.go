@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 func workspace(t *testing.T, data string) string {
 	t.Helper()
 	if data == "" {
-		data = fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q}]}`, pluginBin)
+		data = fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, pluginBin)
 	}
 	dir, err := location.Canonicalize(t.TempDir())
 	if err != nil {
@@ -159,7 +159,8 @@ func children(t *testing.T, binary string) []int {
 	return pids
 }
 
-var allTools = []string{"big", "block", "echo", "fail", "picture", "progress"}
+// allTools are the test plugin's tools and the built-ins every Location has.
+var allTools = []string{"big", "block", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
 
 func TestTools(t *testing.T) {
 	dir := workspace(t, "")
@@ -215,8 +216,18 @@ func TestToolsJSON(t *testing.T) {
 func TestToolsEmptyLocation(t *testing.T) {
 	r := run(t, "", "tools", "--location", t.TempDir(), "--json")
 	r.want(t, cli.ExitOK)
-	if !strings.Contains(r.stdout, `"tools": []`) {
-		t.Errorf("want an empty tools array:\n%s", r.stdout)
+	var got struct {
+		Tools []registry.Definition `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range got.Tools {
+		names = append(names, d.Name)
+	}
+	if strings.Join(names, ",") != "glob,grep,list,read" {
+		t.Errorf("want the built-ins only:\n%s", r.stdout)
 	}
 }
 

@@ -33,6 +33,9 @@ const (
 	Failure_INVALID_INPUT Failure_Kind = 1
 	// INVALID_OUTPUT is a *sdk.OutputEncodingError.
 	Failure_INVALID_OUTPUT Failure_Kind = 2
+	// DECLINED: a permission ask was declined without a message (sdk.ErrDeclined);
+	// the call ends like an interruption and the model sees nothing.
+	Failure_DECLINED Failure_Kind = 3
 )
 
 // Enum value maps for Failure_Kind.
@@ -41,11 +44,13 @@ var (
 		0: "TOOL",
 		1: "INVALID_INPUT",
 		2: "INVALID_OUTPUT",
+		3: "DECLINED",
 	}
 	Failure_Kind_value = map[string]int32{
 		"TOOL":           0,
 		"INVALID_INPUT":  1,
 		"INVALID_OUTPUT": 2,
+		"DECLINED":       3,
 	}
 )
 
@@ -76,6 +81,59 @@ func (Failure_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8, 0}
 }
 
+type PermissionResponse_Verdict int32
+
+const (
+	PermissionResponse_ALLOWED PermissionResponse_Verdict = 0
+	// DENIED: a model-visible refusal; message says why (and carries the person's
+	// feedback when they rejected with one).
+	PermissionResponse_DENIED PermissionResponse_Verdict = 1
+	// DECLINED: the person declined without a message; the call ends like an
+	// interruption and the model sees nothing.
+	PermissionResponse_DECLINED PermissionResponse_Verdict = 2
+)
+
+// Enum value maps for PermissionResponse_Verdict.
+var (
+	PermissionResponse_Verdict_name = map[int32]string{
+		0: "ALLOWED",
+		1: "DENIED",
+		2: "DECLINED",
+	}
+	PermissionResponse_Verdict_value = map[string]int32{
+		"ALLOWED":  0,
+		"DENIED":   1,
+		"DECLINED": 2,
+	}
+)
+
+func (x PermissionResponse_Verdict) Enum() *PermissionResponse_Verdict {
+	p := new(PermissionResponse_Verdict)
+	*p = x
+	return p
+}
+
+func (x PermissionResponse_Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PermissionResponse_Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_pluginpb_plugin_proto_enumTypes[1].Descriptor()
+}
+
+func (PermissionResponse_Verdict) Type() protoreflect.EnumType {
+	return &file_internal_pluginpb_plugin_proto_enumTypes[1]
+}
+
+func (x PermissionResponse_Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PermissionResponse_Verdict.Descriptor instead.
+func (PermissionResponse_Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27, 0}
+}
+
 type ActivateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// directory is the Location's canonical absolute directory.
@@ -85,8 +143,11 @@ type ActivateRequest struct {
 	Options []byte `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
 	// tools_broker_id is the go-plugin broker id of the Tools capability.
 	ToolsBrokerId uint32 `protobuf:"varint,4,opt,name=tools_broker_id,json=toolsBrokerId,proto3" json:"tools_broker_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// services_broker_id, for trusted plugins only (0 otherwise), is the broker id
+	// serving the Location's FileSystem and Permission services.
+	ServicesBrokerId uint32 `protobuf:"varint,5,opt,name=services_broker_id,json=servicesBrokerId,proto3" json:"services_broker_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActivateRequest) Reset() {
@@ -143,6 +204,13 @@ func (x *ActivateRequest) GetOptions() []byte {
 func (x *ActivateRequest) GetToolsBrokerId() uint32 {
 	if x != nil {
 		return x.ToolsBrokerId
+	}
+	return 0
+}
+
+func (x *ActivateRequest) GetServicesBrokerId() uint32 {
+	if x != nil {
+		return x.ServicesBrokerId
 	}
 	return 0
 }
@@ -1035,16 +1103,753 @@ func (*CloseResponse) Descriptor() ([]byte, []int) {
 	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
+type PathRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PathRequest) Reset() {
+	*x = PathRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PathRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PathRequest) ProtoMessage() {}
+
+func (x *PathRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PathRequest.ProtoReflect.Descriptor instead.
+func (*PathRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PathRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ResolveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is the absolute path inside the Location root.
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveResponse) Reset() {
+	*x = ResolveResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveResponse) ProtoMessage() {}
+
+func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
+func (*ResolveResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResolveResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ReadRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// limit is the number of bytes to read; 0 reads to the end.
+	Limit         int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadRequest) Reset() {
+	*x = ReadRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadRequest) ProtoMessage() {}
+
+func (x *ReadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
+func (*ReadRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReadRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ReadResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResponse) Reset() {
+	*x = ReadResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResponse) ProtoMessage() {}
+
+func (x *ReadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
+func (*ReadResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReadResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type FileEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// type is "file", "dir", "symlink" or "other".
+	Type            string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Size            int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	ModTimeUnixNano int64  `protobuf:"varint,4,opt,name=mod_time_unix_nano,json=modTimeUnixNano,proto3" json:"mod_time_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FileEntry) Reset() {
+	*x = FileEntry{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileEntry) ProtoMessage() {}
+
+func (x *FileEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
+func (*FileEntry) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FileEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileEntry) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *FileEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileEntry) GetModTimeUnixNano() int64 {
+	if x != nil {
+		return x.ModTimeUnixNano
+	}
+	return 0
+}
+
+type ListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*FileEntry           `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResponse) Reset() {
+	*x = ListResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResponse) ProtoMessage() {}
+
+func (x *ListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
+func (*ListResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListResponse) GetEntries() []*FileEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type GlobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GlobRequest) Reset() {
+	*x = GlobRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlobRequest) ProtoMessage() {}
+
+func (x *GlobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
+func (*GlobRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GlobRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *GlobRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type PathsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paths         []string               `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PathsResponse) Reset() {
+	*x = PathsResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PathsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PathsResponse) ProtoMessage() {}
+
+func (x *PathsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PathsResponse.ProtoReflect.Descriptor instead.
+func (*PathsResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PathsResponse) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+type GrepRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Include       string                 `protobuf:"bytes,3,opt,name=include,proto3" json:"include,omitempty"`
+	Limit         int32                  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrepRequest) Reset() {
+	*x = GrepRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepRequest) ProtoMessage() {}
+
+func (x *GrepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
+func (*GrepRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GrepRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetInclude() string {
+	if x != nil {
+		return x.Include
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GrepMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Line          int32                  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrepMatch) Reset() {
+	*x = GrepMatch{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepMatch) ProtoMessage() {}
+
+func (x *GrepMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
+func (*GrepMatch) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GrepMatch) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GrepMatch) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *GrepMatch) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type GrepResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matches       []*GrepMatch           `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrepResponse) Reset() {
+	*x = GrepResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepResponse) ProtoMessage() {}
+
+func (x *GrepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
+func (*GrepResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GrepResponse) GetMatches() []*GrepMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+type PermissionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Agent     string                 `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	Tool      string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	MessageId string                 `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	CallId    string                 `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Action    string                 `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
+	Resources []string               `protobuf:"bytes,7,rep,name=resources,proto3" json:"resources,omitempty"`
+	Save      []string               `protobuf:"bytes,8,rep,name=save,proto3" json:"save,omitempty"`
+	// metadata is a JSON object.
+	Metadata      []byte `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionRequest) Reset() {
+	*x = PermissionRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionRequest) ProtoMessage() {}
+
+func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
+func (*PermissionRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PermissionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PermissionRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *PermissionRequest) GetSave() []string {
+	if x != nil {
+		return x.Save
+	}
+	return nil
+}
+
+func (x *PermissionRequest) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type PermissionResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Verdict       PermissionResponse_Verdict `protobuf:"varint,1,opt,name=verdict,proto3,enum=toolhost.plugin.v1.PermissionResponse_Verdict" json:"verdict,omitempty"`
+	Message       string                     `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionResponse) Reset() {
+	*x = PermissionResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionResponse) ProtoMessage() {}
+
+func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionResponse.ProtoReflect.Descriptor instead.
+func (*PermissionResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PermissionResponse) GetVerdict() PermissionResponse_Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return PermissionResponse_ALLOWED
+}
+
+func (x *PermissionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_internal_pluginpb_plugin_proto protoreflect.FileDescriptor
 
 const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"\x94\x01\n" +
+	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"\xc2\x01\n" +
 	"\x0fActivateRequest\x12\x1c\n" +
 	"\tdirectory\x18\x01 \x01(\tR\tdirectory\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x18\n" +
 	"\aoptions\x18\x03 \x01(\fR\aoptions\x12&\n" +
-	"\x0ftools_broker_id\x18\x04 \x01(\rR\rtoolsBrokerId\"\x12\n" +
+	"\x0ftools_broker_id\x18\x04 \x01(\rR\rtoolsBrokerId\x12,\n" +
+	"\x12services_broker_id\x18\x05 \x01(\rR\x10servicesBrokerId\"\x12\n" +
 	"\x10ActivateResponse\"\x95\x01\n" +
 	"\n" +
 	"Invocation\x12\x1d\n" +
@@ -1084,14 +1889,15 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\vhas_content\x18\x01 \x01(\bR\n" +
 	"hasContent\x12%\n" +
 	"\x0ehas_structured\x18\x02 \x01(\bR\rhasStructured\x12\x16\n" +
-	"\x06output\x18\x03 \x01(\fR\x06output\"\x92\x01\n" +
+	"\x06output\x18\x03 \x01(\fR\x06output\"\xa0\x01\n" +
 	"\aFailure\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .toolhost.plugin.v1.Failure.KindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"7\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"E\n" +
 	"\x04Kind\x12\b\n" +
 	"\x04TOOL\x10\x00\x12\x11\n" +
 	"\rINVALID_INPUT\x10\x01\x12\x12\n" +
-	"\x0eINVALID_OUTPUT\x10\x02\"8\n" +
+	"\x0eINVALID_OUTPUT\x10\x02\x12\f\n" +
+	"\bDECLINED\x10\x03\"8\n" +
 	"\x06Defect\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stack\x18\x02 \x01(\tR\x05stack\"\xbb\x01\n" +
@@ -1107,13 +1913,76 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x10RegisterResponse\"2\n" +
 	"\fCloseRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\"\x0f\n" +
-	"\rCloseResponse2\xb2\x01\n" +
+	"\rCloseResponse\"!\n" +
+	"\vPathRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"%\n" +
+	"\x0fResolveResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"O\n" +
+	"\vReadRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\"\"\n" +
+	"\fReadResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"t\n" +
+	"\tFileEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12+\n" +
+	"\x12mod_time_unix_nano\x18\x04 \x01(\x03R\x0fmodTimeUnixNano\"G\n" +
+	"\fListResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.toolhost.plugin.v1.FileEntryR\aentries\"=\n" +
+	"\vGlobRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"%\n" +
+	"\rPathsResponse\x12\x14\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"k\n" +
+	"\vGrepRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
+	"\ainclude\x18\x03 \x01(\tR\ainclude\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"G\n" +
+	"\tGrepMatch\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"G\n" +
+	"\fGrepResponse\x127\n" +
+	"\amatches\x18\x01 \x03(\v2\x1d.toolhost.plugin.v1.GrepMatchR\amatches\"\xfa\x01\n" +
+	"\x11PermissionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x17\n" +
+	"\acall_id\x18\x05 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06action\x18\x06 \x01(\tR\x06action\x12\x1c\n" +
+	"\tresources\x18\a \x03(\tR\tresources\x12\x12\n" +
+	"\x04save\x18\b \x03(\tR\x04save\x12\x1a\n" +
+	"\bmetadata\x18\t \x01(\fR\bmetadata\"\xaa\x01\n" +
+	"\x12PermissionResponse\x12H\n" +
+	"\averdict\x18\x01 \x01(\x0e2..toolhost.plugin.v1.PermissionResponse.VerdictR\averdict\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"0\n" +
+	"\aVerdict\x12\v\n" +
+	"\aALLOWED\x10\x00\x12\n" +
+	"\n" +
+	"\x06DENIED\x10\x01\x12\f\n" +
+	"\bDECLINED\x10\x022\xb2\x01\n" +
 	"\x06Plugin\x12U\n" +
 	"\bActivate\x12#.toolhost.plugin.v1.ActivateRequest\x1a$.toolhost.plugin.v1.ActivateResponse\x12Q\n" +
 	"\aExecute\x12\".toolhost.plugin.v1.ExecuteRequest\x1a .toolhost.plugin.v1.ExecuteEvent0\x012\xac\x01\n" +
 	"\x05Tools\x12U\n" +
 	"\bRegister\x12#.toolhost.plugin.v1.RegisterRequest\x1a$.toolhost.plugin.v1.RegisterResponse\x12L\n" +
-	"\x05Close\x12 .toolhost.plugin.v1.CloseRequest\x1a!.toolhost.plugin.v1.CloseResponseB0Z.github.com/toolhost/toolhost/internal/pluginpbb\x06proto3"
+	"\x05Close\x12 .toolhost.plugin.v1.CloseRequest\x1a!.toolhost.plugin.v1.CloseResponse2\x8a\x03\n" +
+	"\n" +
+	"FileSystem\x12O\n" +
+	"\aResolve\x12\x1f.toolhost.plugin.v1.PathRequest\x1a#.toolhost.plugin.v1.ResolveResponse\x12I\n" +
+	"\x04Read\x12\x1f.toolhost.plugin.v1.ReadRequest\x1a .toolhost.plugin.v1.ReadResponse\x12I\n" +
+	"\x04List\x12\x1f.toolhost.plugin.v1.PathRequest\x1a .toolhost.plugin.v1.ListResponse\x12J\n" +
+	"\x04Glob\x12\x1f.toolhost.plugin.v1.GlobRequest\x1a!.toolhost.plugin.v1.PathsResponse\x12I\n" +
+	"\x04Grep\x12\x1f.toolhost.plugin.v1.GrepRequest\x1a .toolhost.plugin.v1.GrepResponse2e\n" +
+	"\n" +
+	"Permission\x12W\n" +
+	"\x06Assert\x12%.toolhost.plugin.v1.PermissionRequest\x1a&.toolhost.plugin.v1.PermissionResponseB0Z.github.com/toolhost/toolhost/internal/pluginpbb\x06proto3"
 
 var (
 	file_internal_pluginpb_plugin_proto_rawDescOnce sync.Once
@@ -1127,48 +1996,77 @@ func file_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 	return file_internal_pluginpb_plugin_proto_rawDescData
 }
 
-var file_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_internal_pluginpb_plugin_proto_goTypes = []any{
-	(Failure_Kind)(0),        // 0: toolhost.plugin.v1.Failure.Kind
-	(*ActivateRequest)(nil),  // 1: toolhost.plugin.v1.ActivateRequest
-	(*ActivateResponse)(nil), // 2: toolhost.plugin.v1.ActivateResponse
-	(*Invocation)(nil),       // 3: toolhost.plugin.v1.Invocation
-	(*ExecuteRequest)(nil),   // 4: toolhost.plugin.v1.ExecuteRequest
-	(*ExecuteEvent)(nil),     // 5: toolhost.plugin.v1.ExecuteEvent
-	(*Progress)(nil),         // 6: toolhost.plugin.v1.Progress
-	(*PartStart)(nil),        // 7: toolhost.plugin.v1.PartStart
-	(*Done)(nil),             // 8: toolhost.plugin.v1.Done
-	(*Failure)(nil),          // 9: toolhost.plugin.v1.Failure
-	(*Defect)(nil),           // 10: toolhost.plugin.v1.Defect
-	(*ToolDefinition)(nil),   // 11: toolhost.plugin.v1.ToolDefinition
-	(*RegisterRequest)(nil),  // 12: toolhost.plugin.v1.RegisterRequest
-	(*RegisterResponse)(nil), // 13: toolhost.plugin.v1.RegisterResponse
-	(*CloseRequest)(nil),     // 14: toolhost.plugin.v1.CloseRequest
-	(*CloseResponse)(nil),    // 15: toolhost.plugin.v1.CloseResponse
+	(Failure_Kind)(0),               // 0: toolhost.plugin.v1.Failure.Kind
+	(PermissionResponse_Verdict)(0), // 1: toolhost.plugin.v1.PermissionResponse.Verdict
+	(*ActivateRequest)(nil),         // 2: toolhost.plugin.v1.ActivateRequest
+	(*ActivateResponse)(nil),        // 3: toolhost.plugin.v1.ActivateResponse
+	(*Invocation)(nil),              // 4: toolhost.plugin.v1.Invocation
+	(*ExecuteRequest)(nil),          // 5: toolhost.plugin.v1.ExecuteRequest
+	(*ExecuteEvent)(nil),            // 6: toolhost.plugin.v1.ExecuteEvent
+	(*Progress)(nil),                // 7: toolhost.plugin.v1.Progress
+	(*PartStart)(nil),               // 8: toolhost.plugin.v1.PartStart
+	(*Done)(nil),                    // 9: toolhost.plugin.v1.Done
+	(*Failure)(nil),                 // 10: toolhost.plugin.v1.Failure
+	(*Defect)(nil),                  // 11: toolhost.plugin.v1.Defect
+	(*ToolDefinition)(nil),          // 12: toolhost.plugin.v1.ToolDefinition
+	(*RegisterRequest)(nil),         // 13: toolhost.plugin.v1.RegisterRequest
+	(*RegisterResponse)(nil),        // 14: toolhost.plugin.v1.RegisterResponse
+	(*CloseRequest)(nil),            // 15: toolhost.plugin.v1.CloseRequest
+	(*CloseResponse)(nil),           // 16: toolhost.plugin.v1.CloseResponse
+	(*PathRequest)(nil),             // 17: toolhost.plugin.v1.PathRequest
+	(*ResolveResponse)(nil),         // 18: toolhost.plugin.v1.ResolveResponse
+	(*ReadRequest)(nil),             // 19: toolhost.plugin.v1.ReadRequest
+	(*ReadResponse)(nil),            // 20: toolhost.plugin.v1.ReadResponse
+	(*FileEntry)(nil),               // 21: toolhost.plugin.v1.FileEntry
+	(*ListResponse)(nil),            // 22: toolhost.plugin.v1.ListResponse
+	(*GlobRequest)(nil),             // 23: toolhost.plugin.v1.GlobRequest
+	(*PathsResponse)(nil),           // 24: toolhost.plugin.v1.PathsResponse
+	(*GrepRequest)(nil),             // 25: toolhost.plugin.v1.GrepRequest
+	(*GrepMatch)(nil),               // 26: toolhost.plugin.v1.GrepMatch
+	(*GrepResponse)(nil),            // 27: toolhost.plugin.v1.GrepResponse
+	(*PermissionRequest)(nil),       // 28: toolhost.plugin.v1.PermissionRequest
+	(*PermissionResponse)(nil),      // 29: toolhost.plugin.v1.PermissionResponse
 }
 var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
-	3,  // 0: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
-	6,  // 1: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
-	7,  // 2: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
-	8,  // 3: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
-	9,  // 4: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
-	10, // 5: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
+	4,  // 0: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
+	7,  // 1: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
+	8,  // 2: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
+	9,  // 3: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
+	10, // 4: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
+	11, // 5: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
 	0,  // 6: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
-	11, // 7: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
-	1,  // 8: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
-	4,  // 9: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
-	12, // 10: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
-	14, // 11: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
-	2,  // 12: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
-	5,  // 13: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
-	13, // 14: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
-	15, // 15: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 7: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
+	21, // 8: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
+	26, // 9: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
+	1,  // 10: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
+	2,  // 11: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
+	5,  // 12: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
+	13, // 13: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
+	15, // 14: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
+	17, // 15: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
+	19, // 16: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
+	17, // 17: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
+	23, // 18: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
+	25, // 19: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
+	28, // 20: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
+	3,  // 21: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
+	6,  // 22: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
+	14, // 23: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
+	16, // 24: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
+	18, // 25: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
+	20, // 26: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
+	22, // 27: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
+	24, // 28: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
+	27, // 29: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
+	29, // 30: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_internal_pluginpb_plugin_proto_init() }
@@ -1191,10 +2089,10 @@ func file_internal_pluginpb_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_pluginpb_plugin_proto_rawDesc), len(file_internal_pluginpb_plugin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   15,
+			NumEnums:      2,
+			NumMessages:   28,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   4,
 		},
 		GoTypes:           file_internal_pluginpb_plugin_proto_goTypes,
 		DependencyIndexes: file_internal_pluginpb_plugin_proto_depIdxs,

@@ -326,3 +326,371 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "internal/pluginpb/plugin.proto",
 }
+
+const (
+	FileSystem_Resolve_FullMethodName = "/toolhost.plugin.v1.FileSystem/Resolve"
+	FileSystem_Read_FullMethodName    = "/toolhost.plugin.v1.FileSystem/Read"
+	FileSystem_List_FullMethodName    = "/toolhost.plugin.v1.FileSystem/List"
+	FileSystem_Glob_FullMethodName    = "/toolhost.plugin.v1.FileSystem/Glob"
+	FileSystem_Grep_FullMethodName    = "/toolhost.plugin.v1.FileSystem/Grep"
+)
+
+// FileSystemClient is the client API for FileSystem service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// FileSystem is the Location's file system, confined to its root. Served only to
+// trusted plugins.
+type FileSystemClient interface {
+	Resolve(ctx context.Context, in *PathRequest, opts ...grpc.CallOption) (*ResolveResponse, error)
+	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
+	List(ctx context.Context, in *PathRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	Glob(ctx context.Context, in *GlobRequest, opts ...grpc.CallOption) (*PathsResponse, error)
+	Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error)
+}
+
+type fileSystemClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewFileSystemClient(cc grpc.ClientConnInterface) FileSystemClient {
+	return &fileSystemClient{cc}
+}
+
+func (c *fileSystemClient) Resolve(ctx context.Context, in *PathRequest, opts ...grpc.CallOption) (*ResolveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveResponse)
+	err := c.cc.Invoke(ctx, FileSystem_Resolve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileSystemClient) Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadResponse)
+	err := c.cc.Invoke(ctx, FileSystem_Read_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileSystemClient) List(ctx context.Context, in *PathRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResponse)
+	err := c.cc.Invoke(ctx, FileSystem_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileSystemClient) Glob(ctx context.Context, in *GlobRequest, opts ...grpc.CallOption) (*PathsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PathsResponse)
+	err := c.cc.Invoke(ctx, FileSystem_Glob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileSystemClient) Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrepResponse)
+	err := c.cc.Invoke(ctx, FileSystem_Grep_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FileSystemServer is the server API for FileSystem service.
+// All implementations must embed UnimplementedFileSystemServer
+// for forward compatibility.
+//
+// FileSystem is the Location's file system, confined to its root. Served only to
+// trusted plugins.
+type FileSystemServer interface {
+	Resolve(context.Context, *PathRequest) (*ResolveResponse, error)
+	Read(context.Context, *ReadRequest) (*ReadResponse, error)
+	List(context.Context, *PathRequest) (*ListResponse, error)
+	Glob(context.Context, *GlobRequest) (*PathsResponse, error)
+	Grep(context.Context, *GrepRequest) (*GrepResponse, error)
+	mustEmbedUnimplementedFileSystemServer()
+}
+
+// UnimplementedFileSystemServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedFileSystemServer struct{}
+
+func (UnimplementedFileSystemServer) Resolve(context.Context, *PathRequest) (*ResolveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Resolve not implemented")
+}
+func (UnimplementedFileSystemServer) Read(context.Context, *ReadRequest) (*ReadResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Read not implemented")
+}
+func (UnimplementedFileSystemServer) List(context.Context, *PathRequest) (*ListResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedFileSystemServer) Glob(context.Context, *GlobRequest) (*PathsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Glob not implemented")
+}
+func (UnimplementedFileSystemServer) Grep(context.Context, *GrepRequest) (*GrepResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Grep not implemented")
+}
+func (UnimplementedFileSystemServer) mustEmbedUnimplementedFileSystemServer() {}
+func (UnimplementedFileSystemServer) testEmbeddedByValue()                    {}
+
+// UnsafeFileSystemServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to FileSystemServer will
+// result in compilation errors.
+type UnsafeFileSystemServer interface {
+	mustEmbedUnimplementedFileSystemServer()
+}
+
+func RegisterFileSystemServer(s grpc.ServiceRegistrar, srv FileSystemServer) {
+	// If the following call pancis, it indicates UnimplementedFileSystemServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&FileSystem_ServiceDesc, srv)
+}
+
+func _FileSystem_Resolve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PathRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileSystemServer).Resolve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileSystem_Resolve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileSystemServer).Resolve(ctx, req.(*PathRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileSystem_Read_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileSystemServer).Read(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileSystem_Read_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileSystemServer).Read(ctx, req.(*ReadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileSystem_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PathRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileSystemServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileSystem_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileSystemServer).List(ctx, req.(*PathRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileSystem_Glob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GlobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileSystemServer).Glob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileSystem_Glob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileSystemServer).Glob(ctx, req.(*GlobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileSystem_Grep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileSystemServer).Grep(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileSystem_Grep_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileSystemServer).Grep(ctx, req.(*GrepRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// FileSystem_ServiceDesc is the grpc.ServiceDesc for FileSystem service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var FileSystem_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolhost.plugin.v1.FileSystem",
+	HandlerType: (*FileSystemServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Resolve",
+			Handler:    _FileSystem_Resolve_Handler,
+		},
+		{
+			MethodName: "Read",
+			Handler:    _FileSystem_Read_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _FileSystem_List_Handler,
+		},
+		{
+			MethodName: "Glob",
+			Handler:    _FileSystem_Glob_Handler,
+		},
+		{
+			MethodName: "Grep",
+			Handler:    _FileSystem_Grep_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internal/pluginpb/plugin.proto",
+}
+
+const (
+	Permission_Assert_FullMethodName = "/toolhost.plugin.v1.Permission/Assert"
+)
+
+// PermissionClient is the client API for Permission service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Permission is the Location's permission service. Served only to trusted plugins,
+// which formulate their own requests.
+type PermissionClient interface {
+	Assert(ctx context.Context, in *PermissionRequest, opts ...grpc.CallOption) (*PermissionResponse, error)
+}
+
+type permissionClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPermissionClient(cc grpc.ClientConnInterface) PermissionClient {
+	return &permissionClient{cc}
+}
+
+func (c *permissionClient) Assert(ctx context.Context, in *PermissionRequest, opts ...grpc.CallOption) (*PermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PermissionResponse)
+	err := c.cc.Invoke(ctx, Permission_Assert_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PermissionServer is the server API for Permission service.
+// All implementations must embed UnimplementedPermissionServer
+// for forward compatibility.
+//
+// Permission is the Location's permission service. Served only to trusted plugins,
+// which formulate their own requests.
+type PermissionServer interface {
+	Assert(context.Context, *PermissionRequest) (*PermissionResponse, error)
+	mustEmbedUnimplementedPermissionServer()
+}
+
+// UnimplementedPermissionServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPermissionServer struct{}
+
+func (UnimplementedPermissionServer) Assert(context.Context, *PermissionRequest) (*PermissionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Assert not implemented")
+}
+func (UnimplementedPermissionServer) mustEmbedUnimplementedPermissionServer() {}
+func (UnimplementedPermissionServer) testEmbeddedByValue()                    {}
+
+// UnsafePermissionServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PermissionServer will
+// result in compilation errors.
+type UnsafePermissionServer interface {
+	mustEmbedUnimplementedPermissionServer()
+}
+
+func RegisterPermissionServer(s grpc.ServiceRegistrar, srv PermissionServer) {
+	// If the following call pancis, it indicates UnimplementedPermissionServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Permission_ServiceDesc, srv)
+}
+
+func _Permission_Assert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PermissionServer).Assert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Permission_Assert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PermissionServer).Assert(ctx, req.(*PermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Permission_ServiceDesc is the grpc.ServiceDesc for Permission service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Permission_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolhost.plugin.v1.Permission",
+	HandlerType: (*PermissionServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Assert",
+			Handler:    _Permission_Assert_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internal/pluginpb/plugin.proto",
+}

@@ -1,0 +1,62 @@
+package permission
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Match reports whether s matches the wildcard pattern. In a pattern, '*' matches any
+// run of characters, '/' included, '?' matches exactly one character (one UTF-8
+// encoded rune; an invalid byte counts as one character), and every other character
+// matches itself. A pattern ending in " *" also matches what precedes that suffix
+// alone, so "git *" matches "git" as well as "git status". Match never fails and is
+// safe for concurrent use; it runs in O(len(pattern)·len(s)) time.
+func Match(pattern, s string) bool {
+	if match(pattern, s) {
+		return true
+	}
+	if bare, ok := strings.CutSuffix(pattern, " *"); ok {
+		return match(bare, s)
+	}
+	return false
+}
+
+// match is the classic greedy wildcard match with one backtracking point: on a
+// mismatch, retry from the latest '*' with it absorbing one more character.
+func match(p, s string) bool {
+	pi, si := 0, 0
+	star, mark := -1, 0 // position after the latest '*' in p, and where s resumed
+	for si < len(s) {
+		if pi < len(p) {
+			switch c := p[pi]; c {
+			case '*':
+				pi++
+				star, mark = pi, si
+				continue
+			case '?':
+				_, w := utf8.DecodeRuneInString(s[si:])
+				pi++
+				si += w
+				continue
+			default:
+				pr, pw := utf8.DecodeRuneInString(p[pi:])
+				sr, sw := utf8.DecodeRuneInString(s[si:])
+				if pr == sr && (pr != utf8.RuneError || pw == sw && p[pi:pi+pw] == s[si:si+sw]) {
+					pi += pw
+					si += sw
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		_, w := utf8.DecodeRuneInString(s[mark:])
+		mark += w
+		pi, si = star, mark
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}

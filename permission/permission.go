@@ -1,0 +1,562 @@
+package permission
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Effect is what a rule decides for a request.
+type Effect string
+
+// The effects of a rule, and the results of [Service.Evaluate].
+const (
+	Allow Effect = "allow"
+	Deny  Effect = "deny"
+	Ask   Effect = "ask"
+)
+
+// Rule is one configured {action, resource, effect} rule. Action and Resource are
+// wildcard patterns (see [Match]) and must be non-empty.
+type Rule struct {
+	Action   string
+	Resource string
+	Effect   Effect
+}
+
+// Source identifies what asked.
+type Source struct {
+	// Type is the kind of asker; "tool" for a tool call.
+	Type string `json:"type"`
+	// Tool is the name of the tool that asks.
+	Tool string `json:"tool"`
+	// MessageID and CallID are the Invocation's AssistantMessageID and ToolCallID.
+	MessageID string `json:"message_id"`
+	CallID    string `json:"call_id"`
+}
+
+// Request is one permission request, formulated by the tool that needs it.
+type Request struct {
+	// SessionID and Agent come from the call's Invocation.
+	SessionID string `json:"session_id"`
+	Agent     string `json:"agent"`
+	Source    Source `json:"source"`
+	// Action is what is to be done; by convention the tool's name.
+	Action string `json:"action"`
+	// Resources are what the action touches, such as root-relative paths. Each is
+	// evaluated separately (any deny denies; else any ask asks). An empty list is
+	// evaluated as the single resource "*", the whole tool.
+	Resources []string `json:"resources"`
+	// Save are the patterns persisted as allow rules for Action when the person
+	// answers "always". With none, "always" allows this request only, like "once".
+	Save []string `json:"save,omitempty"`
+	// Metadata is shown to the person; it does not affect the decision.
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// Reply is a person's answer to an ask.
+type Reply string
+
+// The replies a person can give.
+const (
+	// Once allows this request only.
+	Once Reply = "once"
+	// Always allows this request and saves its Save patterns as allow rules.
+	Always Reply = "always"
+	// Reject refuses this request and every other pending request of its session.
+	Reject Reply = "reject"
+)
+
+// Answer is a person's reply, with an optional message. A message only matters with
+// Reject: the model sees it as feedback.
+type Answer struct {
+	Reply   Reply  `json:"reply"`
+	Message string `json:"message,omitempty"`
+}
+
+// Asker reaches a person. Runners implement it: the serve API streams asks, the CLI
+// prompts on a terminal. Ask blocks until the person answers or ctx ends, and must
+// return promptly when ctx ends (the service cancels ctx when the ask is answered
+// some other way, such as [Service.Reply], [Service.EndSession] or [Service.Close]).
+// It may be called from many goroutines at once.
+type Asker interface {
+	Ask(ctx context.Context, id string, req Request) (Answer, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Rules are the Location's configured rules, in order; the last match wins.
+	Rules []Rule
+	// StateFile is where "always" approvals persist for this Location (JSON); ""
+	// keeps them in memory only.
+	StateFile string
+	// Asker reaches a person; nil means nobody can be asked, so asks are denied.
+	Asker Asker
+	// ConfigHint names where rules are configured (such as the config file's path);
+	// deny messages use it to say how to allow a request.
+	ConfigHint string
+}
+
+// PendingAsk is an ask waiting for an answer.
+type PendingAsk struct {
+	ID      string  `json:"id"`
+	Request Request `json:"request"`
+}
+
+// Service evaluates one Location's policy and manages its approvals and asks. It is
+// safe for concurrent use. Close it when the Location closes.
+type Service struct {
+	rules []Rule
+	file  string
+	asker Asker
+	hint  string
+
+	// saveMu serializes writers of saved (and of the state file); readers use mu.
+	saveMu sync.Mutex
+
+	mu      sync.Mutex
+	saved   []approval
+	pending map[string]*pending
+	seq     uint64
+	closed  bool
+}
+
+// pending is one registered ask. It is resolved exactly once: the resolver claims it
+// (removing it from Service.pending under mu), then sets err and closes done.
+type pending struct {
+	id     string
+	seq    uint64
+	req    Request
+	cancel context.CancelCauseFunc // ends the Asker's context
+	done   chan struct{}
+	err    error
+}
+
+// errAnswered is the cause given to an Asker's context when its ask was resolved
+// some other way.
+var errAnswered = errors.New("permission: ask answered elsewhere")
+
+// New returns a Service for one Location. It validates the rules and loads the saved
+// approvals from opts.StateFile; a file that is unreadable or corrupt is a
+// *StateError naming the file and what is wrong, and no Service. A missing file
+// holds no approvals.
+func New(opts Options) (*Service, error) {
+	for i, r := range opts.Rules {
+		if r.Action == "" || r.Resource == "" {
+			return nil, fmt.Errorf("permission: rule %d: action and resource must be non-empty", i)
+		}
+		switch r.Effect {
+		case Allow, Deny, Ask:
+		default:
+			return nil, fmt.Errorf("permission: rule %d: unknown effect %q (want allow, deny or ask)", i, r.Effect)
+		}
+	}
+	s := &Service{
+		rules:   slices.Clone(opts.Rules),
+		file:    opts.StateFile,
+		asker:   opts.Asker,
+		hint:    opts.ConfigHint,
+		pending: map[string]*pending{},
+	}
+	if s.file != "" {
+		saved, err := loadState(s.file)
+		if err != nil {
+			return nil, err
+		}
+		s.saved = saved
+	}
+	return s, nil
+}
+
+// Evaluate returns the policy's effect for action on resources, from the configured
+// rules and the saved approvals, without asking anyone. For each resource the last
+// matching configured rule decides (no match: Ask), except that a saved approval
+// turns Ask into Allow; a configured Deny always wins. Across resources: any Deny
+// denies, else any Ask asks, else Allow. An empty resources list is evaluated as
+// ["*"]. It is safe for concurrent use.
+func (s *Service) Evaluate(action string, resources []string) Effect {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eff, _ := s.evaluateLocked(action, resources)
+	return eff
+}
+
+// evaluateLocked returns the combined effect and each resource's effect.
+func (s *Service) evaluateLocked(action string, resources []string) (Effect, []Effect) {
+	if len(resources) == 0 {
+		resources = []string{"*"}
+	}
+	each := make([]Effect, len(resources))
+	combined := Allow
+	for i, res := range resources {
+		each[i] = s.effectOf(action, res)
+		switch {
+		case each[i] == Deny:
+			combined = Deny
+		case each[i] == Ask && combined == Allow:
+			combined = Ask
+		}
+	}
+	return combined, each
+}
+
+func (s *Service) effectOf(action, resource string) Effect {
+	eff := Ask
+	for _, r := range s.rules {
+		if Match(r.Action, action) && Match(r.Resource, resource) {
+			eff = r.Effect
+		}
+	}
+	if eff != Ask {
+		return eff
+	}
+	for _, a := range s.saved {
+		if Match(a.Action, action) && Match(a.Resource, resource) {
+			return Allow
+		}
+	}
+	return Ask
+}
+
+// Assert returns nil when req is allowed, asking a person when the policy says ask.
+//
+// It returns a *sdk.ToolFailure (model-visible) when a rule denies req, when nobody
+// can be asked (both wrap ErrDenied, and the message says how to allow req in the
+// config), or when the person rejects with a message (wrapping ErrRejected and
+// carrying the message). It returns a *DeclinedError (errors.Is context.Canceled and
+// ErrDeclined) when the person rejects without a message, another request of the
+// session was rejected, the session ended, or the Service is closed. When ctx ends
+// while asking it returns context.Cause(ctx); when the Asker fails, its error
+// wrapped; when saving an "always" answer fails, a *StateError (the approval is not
+// applied).
+//
+// An ask is registered (see Pending) for as long as it waits; the Asker's answer or
+// one given through Reply, whichever comes first, resolves it. Assert blocks until
+// then and until the Asker has returned. It is safe for concurrent use.
+func (s *Service) Assert(ctx context.Context, req Request) error {
+	if req.Action == "" {
+		return errors.New("permission: request has no action")
+	}
+	s.mu.Lock()
+	eff, each := s.evaluateLocked(req.Action, req.Resources)
+	switch {
+	case eff == Allow:
+		s.mu.Unlock()
+		return nil
+	case eff == Deny:
+		s.mu.Unlock()
+		return s.denied(req, each, Deny)
+	case s.closed:
+		s.mu.Unlock()
+		return &DeclinedError{Action: req.Action, Reason: "the location is closed"}
+	case s.asker == nil:
+		s.mu.Unlock()
+		return s.denied(req, each, Ask)
+	}
+	askCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p := &pending{req: cloneRequest(req), cancel: cancel, done: make(chan struct{})}
+	s.seq++
+	p.seq = s.seq
+	for p.id == "" || s.pending[p.id] != nil {
+		p.id = "ask_" + rand.Text()
+	}
+	s.pending[p.id] = p
+	s.mu.Unlock()
+
+	ans, err := s.asker.Ask(askCtx, p.id, cloneRequest(req))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		s.fail(p, context.Cause(ctx))
+	case err != nil:
+		s.fail(p, fmt.Errorf("permission: ask %s: %w", p.id, err))
+	default:
+		if rerr := s.resolve(p, ans); errors.Is(rerr, errInvalidAnswer) {
+			s.fail(p, fmt.Errorf("permission: asker answered ask %s: %w", p.id, rerr))
+		}
+	}
+	<-p.done
+	return p.err
+}
+
+var errInvalidAnswer = errors.New("invalid answer")
+
+// Pending returns the asks waiting for an answer, oldest first. Each Request is a
+// copy. It is safe for concurrent use.
+func (s *Service) Pending() []PendingAsk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := slices.SortedFunc(maps.Values(s.pending), bySeq)
+	out := make([]PendingAsk, len(ps))
+	for i, p := range ps {
+		out[i] = PendingAsk{ID: p.id, Request: cloneRequest(p.req)}
+	}
+	return out
+}
+
+// Reply answers the pending ask id out of band (the serve API uses it), exactly as
+// if the Asker had returned a. It fails with ErrUnknownAsk when id is not pending,
+// and for an invalid Reply value (the ask stays pending). With Always, it returns
+// the *StateError if saving fails (the waiting Assert returns it too). It is safe
+// for concurrent use.
+func (s *Service) Reply(id string, a Answer) error {
+	if err := checkAnswer(a); err != nil {
+		return fmt.Errorf("permission: reply to %s: %w", id, err)
+	}
+	s.mu.Lock()
+	p := s.pending[id]
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownAsk, id)
+	}
+	return s.resolve(p, a)
+}
+
+// EndSession declines every pending ask of the session: their Asserts return a
+// *DeclinedError. Asks made later for the same id are unaffected. It is idempotent
+// and safe for concurrent use.
+func (s *Service) EndSession(sessionID string) {
+	for _, p := range s.claimSession(sessionID, "", nil) {
+		s.finish(p, &DeclinedError{ID: p.id, Action: p.req.Action, Reason: "the session ended"})
+	}
+}
+
+// Close declines every pending ask (their Asserts return a *DeclinedError); from
+// then on an Assert that would need to ask declines at once, while Evaluate and
+// requests the rules decide keep working. It is idempotent and safe for concurrent
+// use; it does not wait for Askers to return.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	ps := s.claimLocked(func(*pending) bool { return true })
+	s.mu.Unlock()
+	for _, p := range ps {
+		s.finish(p, &DeclinedError{ID: p.id, Action: p.req.Action, Reason: "the location closed"})
+	}
+}
+
+// resolve applies answer a to p unless p was already resolved. Claiming first makes
+// exactly one answer count, and only that one saves.
+func (s *Service) resolve(p *pending, a Answer) error {
+	if err := checkAnswer(a); err != nil {
+		return err
+	}
+	if !s.claim(p) {
+		return fmt.Errorf("%w: %q (already answered)", ErrUnknownAsk, p.id)
+	}
+	switch a.Reply {
+	case Once:
+		s.finish(p, nil)
+	case Always:
+		if err := s.save(p.req.Action, p.req.Save); err != nil {
+			s.finish(p, err)
+			return err
+		}
+		s.finish(p, nil)
+		s.recheckSession(p)
+	case Reject:
+		s.finish(p, s.rejection(p, a.Message, "rejected"))
+		for _, o := range s.claimSession(p.req.SessionID, p.id, nil) {
+			s.finish(o, s.rejection(o, a.Message, "another request of the session was rejected"))
+		}
+	}
+	return nil
+}
+
+// fail resolves p with err unless p was already resolved.
+func (s *Service) fail(p *pending, err error) {
+	if s.claim(p) {
+		s.finish(p, err)
+	}
+}
+
+func (s *Service) claim(p *pending) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[p.id] != p {
+		return false
+	}
+	delete(s.pending, p.id)
+	return true
+}
+
+// claimSession claims the pending asks of a session other than except that keep
+// satisfies (nil: all).
+func (s *Service) claimSession(sessionID, except string, keep func(*pending) bool) []*pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimLocked(func(p *pending) bool {
+		return p.req.SessionID == sessionID && p.id != except && (keep == nil || keep(p))
+	})
+}
+
+func (s *Service) claimLocked(keep func(*pending) bool) []*pending {
+	var out []*pending
+	for id, p := range s.pending {
+		if keep(p) {
+			delete(s.pending, id)
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, bySeq)
+	return out
+}
+
+func bySeq(a, b *pending) int { return cmp.Compare(a.seq, b.seq) }
+
+func (s *Service) finish(p *pending, err error) {
+	p.err = err
+	close(p.done)
+	p.cancel(errAnswered)
+}
+
+// recheckSession allows the other pending asks of p's session that the rules now
+// allow.
+func (s *Service) recheckSession(p *pending) {
+	allowed := s.claimSession(p.req.SessionID, p.id, func(o *pending) bool {
+		eff, _ := s.evaluateLocked(o.req.Action, o.req.Resources)
+		return eff == Allow
+	})
+	for _, o := range allowed {
+		s.finish(o, nil)
+	}
+}
+
+// save persists allow rules for (action, pattern) for each new pattern, then
+// installs them. When persisting fails nothing is installed.
+func (s *Service) save(action string, patterns []string) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.mu.Lock()
+	next := slices.Clone(s.saved)
+	s.mu.Unlock()
+	added := false
+	for _, pat := range patterns {
+		a := approval{Action: action, Resource: pat}
+		if pat == "" || slices.Contains(next, a) {
+			continue
+		}
+		next = append(next, a)
+		added = true
+	}
+	if !added {
+		return nil
+	}
+	if s.file != "" {
+		if err := saveState(s.file, next); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.saved = next
+	s.mu.Unlock()
+	return nil
+}
+
+func checkAnswer(a Answer) error {
+	switch a.Reply {
+	case Once, Always, Reject:
+		return nil
+	}
+	return fmt.Errorf("%w: reply %q (want once, always or reject)", errInvalidAnswer, a.Reply)
+}
+
+// rejection is the error for a rejected ask: a model-visible failure carrying the
+// person's feedback, or a decline when there is none.
+func (s *Service) rejection(p *pending, message, reason string) error {
+	if strings.TrimSpace(message) == "" {
+		return &DeclinedError{ID: p.id, Action: p.req.Action, Reason: reason}
+	}
+	return &sdk.ToolFailure{
+		Message: fmt.Sprintf("permission rejected: the person rejected %s on %s with this feedback: %s",
+			quote(p.req.Action), describe(resourcesOf(p.req)), message),
+		Err: ErrRejected,
+	}
+}
+
+// denied is the model-visible failure for a request a rule denies (effect Deny) or
+// that nobody can be asked about (effect Ask). It names the resources with that
+// effect and shows a rule that would allow the first.
+func (s *Service) denied(req Request, each []Effect, eff Effect) error {
+	var which []string
+	for i, res := range resourcesOf(req) {
+		if each[i] == eff {
+			which = append(which, res)
+		}
+	}
+	where := s.hint
+	if where == "" {
+		where = "the Location config"
+	}
+	example, _ := json.Marshal(struct {
+		Action   string `json:"action"`
+		Resource string `json:"resource"`
+		Effect   Effect `json:"effect"`
+	}{req.Action, which[0], Allow})
+	var msg string
+	if eff == Deny {
+		msg = fmt.Sprintf("permission denied: a rule denies %s on %s. To allow it, add a rule after the denying one in the \"permission\" list of %s, for example %s",
+			quote(req.Action), describe(which), where, example)
+	} else {
+		msg = fmt.Sprintf("permission denied: %s on %s needs approval, but there is no one to ask. To allow it, add a rule to the \"permission\" list of %s, for example %s",
+			quote(req.Action), describe(which), where, example)
+	}
+	return &sdk.ToolFailure{Message: msg, Err: ErrDenied}
+}
+
+func resourcesOf(req Request) []string {
+	if len(req.Resources) == 0 {
+		return []string{"*"}
+	}
+	return req.Resources
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// describe lists up to five quoted resources.
+func describe(res []string) string {
+	const max = 5
+	q := make([]string, 0, max)
+	for _, r := range res[:min(len(res), max)] {
+		q = append(q, quote(r))
+	}
+	s := strings.Join(q, ", ")
+	if len(res) > max {
+		s += fmt.Sprintf(" and %d more", len(res)-max)
+	}
+	return s
+}
+
+func cloneRequest(r Request) Request {
+	r.Resources = slices.Clone(r.Resources)
+	r.Save = slices.Clone(r.Save)
+	r.Metadata = maps.Clone(r.Metadata)
+	return r
+}
+
+// AssertTool is the host's check before a call reaches an untrusted source (a plugin
+// not marked trusted, an MCP server, a manifest tool): action = the tool's name,
+// resources ["*"], saved as "*" on "always", identified by the call's Invocation.
+// It returns what Assert returns.
+func (s *Service) AssertTool(ctx context.Context, tool string, inv sdk.Invocation) error {
+	return s.Assert(ctx, Request{
+		SessionID: inv.SessionID,
+		Agent:     inv.Agent,
+		Source:    Source{Type: "tool", Tool: tool, MessageID: inv.AssistantMessageID, CallID: inv.ToolCallID},
+		Action:    tool,
+		Resources: []string{"*"},
+		Save:      []string{"*"},
+	})
+}
