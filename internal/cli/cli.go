@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 )
@@ -67,6 +68,9 @@ environment:
 // and logs to stderr; it never writes to either after it returns.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: stderr}}
+	if isTerminal(stdin) {
+		a.asker = newPromptAsker(stdin, a.stderr)
+	}
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, usage)
 		return ExitUsage
@@ -90,6 +94,9 @@ type app struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// asker answers permission asks: the person at the terminal when stdin is one;
+	// nil otherwise, so asks are denied with a message saying how to allow them.
+	asker permission.Asker
 }
 
 func (a *app) errorf(format string, args ...any) {
@@ -226,7 +233,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 			a.errorf("toolhost %s: deactivate: %v", cmd, err)
 		}
 	}()
-	loc, err := location.Activate(ctx, root, dir, location.Options{Registry: reg, Logger: logger})
+	loc, err := location.Activate(ctx, root, dir, location.Options{Registry: reg, Logger: logger, Asker: a.asker})
 	if err != nil {
 		if ctx.Err() != nil {
 			a.errorf("interrupted")
