@@ -100,8 +100,7 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
-		// Returning on the terminal event without reading to EOF is fine only
-		// because the stream's context ends here.
+		// The stream's context ends here, whatever path returns.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stream, err := inst.rpc.Execute(ctx, &pluginpb.ExecuteRequest{
@@ -171,6 +170,11 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				result := sdk.Output{JSON: output, Content: content, HasContent: e.Done.HasContent}
 				if e.Done.HasStructured {
 					result.Structured = structured.Bytes()
+				}
+				// Read the trailers too, so the stream ends cleanly instead of being
+				// reset by the cancel above.
+				if _, err := stream.Recv(); err != io.EOF {
+					return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: data after the result", inst.cfg.Name, name)
 				}
 				return result, nil
 			case *pluginpb.ExecuteEvent_Failure:
