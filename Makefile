@@ -6,7 +6,10 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 
 WORKSPACE := examples/workspace
 
-.PHONY: all build demo test bench proto tools-proto
+# The pinned MCP servers the end-to-end tests run (from npm).
+MCP_NODE := mcp/testdata/node
+
+.PHONY: all build demo test test-deps bench proto tools-proto
 
 all: build
 
@@ -28,9 +31,14 @@ demo: build
 	@echo '# a failure the model sees (exit status 1):'
 	-bin/toolhost call --location $(WORKSPACE) find '{"text": "x", "pattern": "("}'
 
-test:
+test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+test-deps: $(MCP_NODE)/node_modules/.package-lock.json
+
+$(MCP_NODE)/node_modules/.package-lock.json: $(MCP_NODE)/package-lock.json
+	npm ci --prefix $(MCP_NODE) --no-audit --no-fund
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -39,7 +47,7 @@ bench:
 # Needs protoc (Debian: protobuf-compiler).
 proto: tools-proto
 	PATH="$(GOBIN):$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative internal/pluginpb/plugin.proto internal/echopb/echo.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative internal/pluginpb/plugin.proto internal/echopb/echo.proto internal/servepb/serve.proto
 
 tools-proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

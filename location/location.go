@@ -18,6 +18,8 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/manifest"
+	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -61,6 +63,7 @@ type Location struct {
 	cfg     *Config
 	scope   *scope.Scope
 	plugins []*plugins.Supervisor
+	servers []*mcp.Supervisor
 	reg     *registry.Registry
 	perm    *permission.Service
 	fs      *fsys.FS
@@ -135,7 +138,6 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 
 	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
-	warnUnsupported(logger, id, cfg)
 	if err := l.startServices(ctx, opts, env, logger); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
@@ -143,11 +145,12 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 
 	target := plugins.Target{Registry: opts.Registry, Location: id, Directory: id, WorkspaceID: cfg.WorkspaceID}
 	sups := make([]*plugins.Supervisor, len(cfg.Plugins))
-	errs := make([]error, len(cfg.Plugins))
+	servers := make([]*mcp.Supervisor, len(cfg.MCPServers))
+	errs := make([]error, len(cfg.Plugins)+len(cfg.MCPServers))
 	var wg sync.WaitGroup
+	// Each source gets its own scope, made here, one at a time; the sources then
+	// start in parallel.
 	for i, pc := range cfg.Plugins {
-		// Each plugin gets its own scope, made here, one at a time, so the parallel
-		// starts never add children to one scope concurrently.
 		psc, err := sc.Child()
 		if err != nil {
 			errs[i] = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
@@ -157,7 +160,31 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			sups[i], errs[i] = l.startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
 		})
 	}
+	for i, mc := range cfg.MCPServers {
+		k := len(cfg.Plugins) + i
+		msc, err := sc.Child()
+		if err != nil {
+			errs[k] = fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+			continue
+		}
+		wg.Go(func() {
+			servers[i], errs[k] = mcp.Supervise(ctx, msc, mcp.Config{
+				Name:      mc.Name,
+				Command:   mc.Command,
+				Args:      mc.Args,
+				Env:       mc.Env,
+				Dir:       mc.Dir,
+				Timeout:   mc.Timeout,
+				Authorize: l.perm.AssertTool, // MCP tools are untrusted
+				Logger:    logger.Named(mc.Name),
+			}, mcp.Target{Registry: opts.Registry, Location: id})
+		})
+	}
 	wg.Wait()
+	if err := errors.Join(errs...); err == nil {
+		err = l.registerManifestTools(ctx, logger)
+		errs = append(errs, err)
+	}
 
 	if err := errors.Join(errs...); err != nil {
 		// Rollback: every plugin that started stops within its own grace.
@@ -166,8 +193,31 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		}
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.plugins = sups
+	l.plugins, l.servers = sups, servers
 	return l, nil
+}
+
+// registerManifestTools registers the config's manifest tools and those of
+// .toolhost/tools/*.json in the Location scope. A bad tool or file is skipped with a
+// warning; the others register.
+func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
+	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
+	for _, t := range l.cfg.Tools {
+		tools = append(tools, manifest.Tool{
+			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
+		})
+	}
+	loaded, problems := manifest.Load(l.id)
+	for _, p := range problems {
+		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
+	}
+	tools = append(tools, loaded...)
+	if len(tools) == 0 {
+		return nil
+	}
+	release, _ := manifest.Register(l.reg, l.id, l.scope, tools, l.perm.AssertTool, logger) // warnings are logged there
+	return l.scope.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
 // startServices builds the Location's services — the FileSystem rooted at the
@@ -286,6 +336,10 @@ func (l *Location) Config() *Config { return l.cfg }
 // slice is a copy.
 func (l *Location) Plugins() []*plugins.Supervisor { return slices.Clone(l.plugins) }
 
+// MCPServers returns the supervisors of the Location's MCP servers, in config order.
+// The slice is a copy.
+func (l *Location) MCPServers() []*mcp.Supervisor { return slices.Clone(l.servers) }
+
 // Prepare captures a registry Request for the Location's placement: its tools and the
 // application's, sorted by name. It fails with registry.ErrLocationNotOpen once the
 // Location is closed.
@@ -345,27 +399,4 @@ func lookupEnv(env []string, key string) string {
 		}
 	}
 	return ""
-}
-
-// warnUnsupported logs, once per activation, the config sections that are parsed but
-// not served yet, so they are never dropped silently.
-func warnUnsupported(logger hclog.Logger, id string, cfg *Config) {
-	var servers, tools []string
-	for _, m := range cfg.MCPServers {
-		servers = append(servers, m.Name)
-	}
-	for _, t := range cfg.Tools {
-		tools = append(tools, t.Name)
-	}
-	if len(servers) == 0 && len(tools) == 0 {
-		return
-	}
-	args := []any{"location", id}
-	if len(servers) > 0 {
-		args = append(args, "mcp_servers", servers)
-	}
-	if len(tools) > 0 {
-		args = append(args, "tools", tools)
-	}
-	logger.Warn("mcp_servers and manifest tools are not supported yet; ignoring them", args...)
 }

@@ -530,21 +530,60 @@ func TestActivateBuildsSource(t *testing.T) {
 	}
 }
 
-func TestActivateWarnsAboutUnsupportedSources(t *testing.T) {
-	e := newEnv(t)
-	e.activate(t, workspace(t, obj{
-		"mcp_servers": []obj{{"name": "everything", "command": "node"}},
-		"tools":       []obj{{"name": "count", "description": "Count.", "command": []string{"wc"}}},
-	}))
-	logs := e.logs.String()
-	if n := strings.Count(logs, "not supported yet"); n != 1 {
-		t.Errorf("want one warning, got %d:\n%s", n, logs)
+func TestActivateStartsMCPServersAndManifestTools(t *testing.T) {
+	script, _ := filepath.Abs("../mcp/testdata/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(script); serr != nil || err != nil {
+		msg := "node or the pinned MCP servers are missing; install them with: npm ci --prefix mcp/testdata/node"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
-	for _, want := range []string{"everything", "count"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("warning does not name %q:\n%s", want, logs)
+	path := filepath.Dir(node) + ":/usr/bin:/bin"
+	e := newEnv(t)
+	dir := workspace(t, obj{
+		"mcp_servers": []obj{{"name": "everything", "command": "node", "args": []string{script}, "env": obj{"PATH": path}}},
+		"tools": []obj{{"name": "shout", "description": "Upper-cases stdin.", "input_schema": obj{"type": "object"},
+			"command": []string{"sh", "-c", "tr a-z A-Z"}, "env": obj{"PATH": path}}},
+		"permission": []obj{
+			{"action": "*", "resource": "*", "effect": "allow"},
+			{"action": "everything_get-sum", "resource": "*", "effect": "deny"},
+		},
+	})
+	l := e.activate(t, dir)
+	q, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := names(q.Definitions())
+	for _, want := range []string{"everything_echo", "everything_get-sum", "shout", "read"} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("definitions %v lack %s", got, want)
 		}
 	}
+	settle := func(name, input string) *registry.Settlement {
+		s, err := q.Settle(t.Context(), registry.Call{Name: name, Input: json.RawMessage(input)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return s
+	}
+	if s := settle("everything_echo", `{"message":"hi"}`); s.Outcome != registry.Completed || !strings.Contains(s.Text(), "hi") {
+		t.Fatalf("mcp echo: %s %q", s.Outcome, s.Text())
+	}
+	if s := settle("shout", `{"a":"b"}`); s.Outcome != registry.Completed || !strings.Contains(s.Text(), `{"A":"B"}`) {
+		t.Fatalf("manifest tool: %s %q", s.Outcome, s.Text())
+	}
+	// MCP tools are untrusted: the host asserts permission before each call.
+	if s := settle("everything_get-sum", `{"a":1,"b":2}`); s.Outcome != registry.ToolFailed {
+		t.Fatalf("denied MCP tool: %s %q, want a tool failure", s.Outcome, s.Text())
+	}
+	pids := l.MCPServers()[0].Current().PID()
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, []int{pids})
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {

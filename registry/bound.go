@@ -28,7 +28,11 @@ func (e *MediaTooLargeError) Error() string {
 // ErrInvalidLimits) to one settlement's provider-facing channel.
 //
 // When content is not empty, only its text parts are measured, taken together and
-// joined by "\n"; structured is returned as is. A media part over MaxMediaBytes fails
+// joined by "\n"; structured is not counted with them. (One guard DESIGN.md leaves
+// open: structured output that is itself over the limits — an MCP server sending a
+// 24 MiB file both as text and as structuredContent — is retained whole too and
+// dropped from the settlement, its path listed in managed, so nothing unbounded
+// reaches the provider.) A media part over MaxMediaBytes fails
 // with a *MediaTooLargeError before anything else is done. Text within the limits leaves
 // content untouched (the same slice is returned). Text over them is retained whole in st
 // and its parts are replaced by one preview part where the first text part was; other
@@ -37,7 +41,7 @@ func (e *MediaTooLargeError) Error() string {
 // When content is empty, structured is measured. Over the limits it is retained whole
 // in st and replaced by content holding one preview part, with structured nil.
 //
-// managed lists the files retained (at most one). A failed retention is returned as an
+// managed lists the files retained. A failed retention is returned as an
 // error (a *StorageError) and never as a lossy success. st must be non-nil when the
 // output can exceed lim; bound is safe for concurrent use.
 func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outContent []sdk.Part, outStructured []byte, managed []string, err error) {
@@ -73,13 +77,22 @@ func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outC
 			text = append(text, p.Text)
 		}
 	}
+	if len(structured) > lim.MaxBytes || lineCount(structured) > lim.MaxLines {
+		path, err := st.retain(joinedText[[]byte]{structured})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		managed = append(managed, path)
+		structured = nil
+	}
 	preview, path, err := boundText(st, lim, text)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if path == "" {
-		return content, structured, nil, nil
+		return content, structured, managed, nil
 	}
+	managed = append(managed, path)
 	out := make([]sdk.Part, 0, len(content))
 	for i, p := range content {
 		switch {
@@ -89,7 +102,7 @@ func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outC
 			out = append(out, p)
 		}
 	}
-	return out, structured, []string{path}, nil
+	return out, structured, managed, nil
 }
 
 // boundText measures t against lim. Within the limits it returns an empty path. Over

@@ -160,16 +160,18 @@ func TestBound(t *testing.T) {
 			full:    numberedLines(1, 6) + "\n" + numberedLines(7, 12),
 		},
 		{
+			// Text and structured output together are over the limits, each alone
+			// is within them: structured output is not added to the text.
 			name:       "StructuredNotCountedWhenContentExists",
 			lim:        small,
-			content:    []sdk.Part{sdk.Text("short")},
-			structured: []byte(`"` + strings.Repeat("s", 10000) + `"`),
+			content:    []sdk.Part{sdk.Text(strings.Repeat("t", 800))},
+			structured: []byte(`"` + strings.Repeat("s", 900) + `"`),
 		},
 		{
 			name:       "StructuredNotCountedBesideMediaOnly",
 			lim:        small,
 			content:    []sdk.Part{sdk.Media("image/png", []byte{1, 2, 3})},
-			structured: []byte(`"` + strings.Repeat("s", 10000) + `"`),
+			structured: []byte(`"` + strings.Repeat("s", 900) + `"`),
 		},
 		{
 			name:       "StructuredWithinLimitsUntouched",
@@ -228,6 +230,25 @@ func TestBound(t *testing.T) {
 				t.Errorf("head %q or tail %q is empty", head, tail)
 			}
 		})
+	}
+}
+
+func TestBoundRetainsOversizedStructuredBesideContent(t *testing.T) {
+	st := openBoundStorage(t)
+	big := []byte(`"` + strings.Repeat("s", 10000) + `"`)
+	in := []sdk.Part{sdk.Text("short"), sdk.Media("image/png", []byte{1})}
+	content, structured, managed, err := bound(st, Limits{MaxLines: 10, MaxBytes: 1024}, in, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if structured != nil || len(managed) != 1 {
+		t.Fatalf("structured %d bytes, managed %v; want it retained and dropped", len(structured), managed)
+	}
+	if len(content) != 2 || &content[0] != &in[0] {
+		t.Fatal("content within the limits must stay as it is")
+	}
+	if got, _ := os.ReadFile(managed[0]); string(got) != string(big) {
+		t.Fatalf("retained %d bytes, want the complete structured output", len(got))
 	}
 }
 

@@ -1,0 +1,192 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// DefaultMaxMessageBytes is the default cap on one message from a server.
+const DefaultMaxMessageBytes = 64 << 20
+
+// Config describes one MCP server of one Location.
+type Config struct {
+	// Name is the server's name in the Location config. It prefixes its tools' names
+	// ("<server>_<tool>") and names the source of its registrations.
+	Name string
+	// Command is the program: an absolute path, or a bare name looked up on the PATH
+	// that Env gives (never the host's PATH).
+	Command string
+	// Args are the program's arguments.
+	Args []string
+	// Env is the server's whole environment: the host's is never inherited. To run a
+	// bare command such as "node", it must set PATH.
+	Env map[string]string
+	// Dir is the working directory; "" means the host's current directory.
+	Dir string
+	// Timeout bounds each tool call; 0 means none. A call that runs out of it is
+	// cancelled on the server and settles as a tool failure saying it timed out.
+	Timeout time.Duration
+	// StartTimeout bounds launching, the MCP initialization and the first tool
+	// listing; it also bounds each later re-listing. Default 30s.
+	StartTimeout time.Duration
+	// StopGrace is how long a stopping server gets to exit after its stdin is closed
+	// (half of it) and after SIGTERM (the other half) before its process group is
+	// killed. Default 2s.
+	StopGrace time.Duration
+	// MaxMessageBytes caps one message from the server. A larger message is read to
+	// its end and discarded; a call whose response it was fails with a
+	// *MessageTooLargeError. Default DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// Budget limits restarts after crashes.
+	Budget Budget
+	// Authorize, if set, is called before each call is forwarded to the server, with
+	// the tool's registered name; a non-nil error is returned as the call's result,
+	// unchanged, and the server is not called. MCP servers are untrusted: the host
+	// asserts permission here.
+	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
+	// Logger receives the session's logs and the server's stderr (at debug level).
+	// Default: discard.
+	Logger hclog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 2 * time.Second
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	c.Budget = c.Budget.withDefaults()
+	return c
+}
+
+// Budget limits restarts after crashes: at most Crashes crashes within Window; past
+// that the server stays failed. Backoff doubles from MinBackoff up to MaxBackoff.
+type Budget struct {
+	Crashes    int           // default 5
+	Window     time.Duration // default 1m
+	MinBackoff time.Duration // default 100ms
+	MaxBackoff time.Duration // default 5s
+}
+
+func (b Budget) withDefaults() Budget {
+	if b.Crashes <= 0 {
+		b.Crashes = 5
+	}
+	if b.Window <= 0 {
+		b.Window = time.Minute
+	}
+	if b.MinBackoff <= 0 {
+		b.MinBackoff = 100 * time.Millisecond
+	}
+	if b.MaxBackoff <= 0 {
+		b.MaxBackoff = 5 * time.Second
+	}
+	return b
+}
+
+// Target is where a server's tools go.
+type Target struct {
+	Registry *registry.Registry
+	// Location is the registry placement (the Location id).
+	Location string
+}
+
+// StartError reports a server that could not be started, initialized or listed.
+// Stderr holds the tail of what the server wrote to stderr, which usually says why.
+type StartError struct {
+	Server string
+	Err    error
+	Stderr string
+}
+
+func (e *StartError) Error() string {
+	msg := fmt.Sprintf("mcp: start server %q: %v", e.Server, e.Err)
+	if tail := strings.TrimSpace(e.Stderr); tail != "" {
+		msg += "\nserver stderr (last lines):\n" + indent(tail)
+	}
+	return msg
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// CrashError reports a server whose process exited, or whose session ended, on its
+// own. In-flight calls of that generation fail with it, as operational errors.
+type CrashError struct {
+	Server     string
+	Generation uint64
+	// Status says how it ended ("exit status 1", "signal: killed", "session closed").
+	Status string
+	Stderr string
+}
+
+func (e *CrashError) Error() string {
+	msg := fmt.Sprintf("mcp: server %q (generation %d) ended unexpectedly: %s", e.Server, e.Generation, e.Status)
+	if tail := strings.TrimSpace(e.Stderr); tail != "" {
+		msg += "\nserver stderr (last lines):\n" + indent(tail)
+	}
+	return msg
+}
+
+// MessageTooLargeError reports a message from a server over Config.MaxMessageBytes.
+// The message was read to its end and discarded; the session goes on. A call whose
+// response it was fails with this error (an operational error, never a tool result).
+type MessageTooLargeError struct {
+	Server string
+	// Size is the message's size in bytes; Limit is the cap in force.
+	Size, Limit int64
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("mcp: server %q sent a message of %d bytes, over the %d-byte message cap; it was discarded (raise the cap to accept it)", e.Server, e.Size, e.Limit)
+}
+
+// ConnectionError reports a call that could not complete because the session with
+// the server ended (the server exited or closed its stdout).
+type ConnectionError struct {
+	Server string
+	Tool   string
+	Err    error
+}
+
+func (e *ConnectionError) Error() string {
+	return fmt.Sprintf("mcp: server %q: call %q: connection lost: %v", e.Server, e.Tool, e.Err)
+}
+
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// CallError reports a JSON-RPC error (or another protocol failure) the server
+// answered a call with. It is an operational error: a tool's own failures come as
+// isError results.
+type CallError struct {
+	Server string
+	Tool   string
+	Err    error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("mcp: server %q: call %q: %v", e.Server, e.Tool, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}

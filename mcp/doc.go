@@ -1,0 +1,66 @@
+// Package mcp runs stdio Model Context Protocol servers as a tool source: it launches
+// a server's process (own process group, explicit environment), opens an MCP session
+// with the go-sdk client, discovers the server's tools and registers them in the
+// registry under the names "<server>_<tool>", forwards calls (arguments, progress,
+// cancellation, per-call timeout, permission hook), maps MCP results to sdk output,
+// keeps the tool set in step with notifications/tools/list_changed, and supervises the
+// process: a server that dies loses its tools, its in-flight calls fail operationally,
+// and it restarts with backoff under a crash budget.
+//
+// One [Instance] is one generation of one server in one Location: one process, one
+// session, one scope owning its registrations. A [Supervisor] owns the generations of
+// one server in one Location.
+//
+// # Environment
+//
+// A server's environment is exactly Config.Env: the host's environment is not
+// inherited. A bare command name (such as "node" or "npx") is looked up on the PATH
+// that Config.Env gives, so a config that runs "node" must set env.PATH; an absolute
+// command path needs no PATH, but the server's own child processes may.
+//
+// # Tool set
+//
+// Tools are listed with tools/list, page by page up to 100 pages, stopping (with a
+// warning, keeping the pages read) at the cap or at a cursor seen before. Each tool
+// is registered in a batch of its own, with source {Kind: "mcp", Name: the server,
+// Generation}, owned by the generation's scope, so a tool whose schema does not
+// compile, or whose name clashes with an earlier one after normalization, is
+// skipped with a warning (Instance.Warnings) and the others register. On
+// notifications/tools/list_changed the set is re-listed and replaced in place: an
+// unchanged tool keeps its registration, and so its precedence against other
+// sources' registrations of the same name, made before or after; a new or changed
+// tool is registered before the old registration of its name is released, so no
+// name is ever briefly missing; a vanished tool is released. The trade-off: a tool
+// the server changed becomes the latest registration of its name and so wins over
+// a later override by another source, until that source registers again.
+//
+// # Messages
+//
+// The go-sdk's CommandTransport caps one inbound message at 16 MiB and, past the cap,
+// ends the whole session. This package speaks the stdio transport itself instead (the
+// go-sdk client on a connection of ours): the cap is Config.MaxMessageBytes (64 MiB
+// by default); a message over it is read to its end and discarded, and when it is the
+// response to a call, that call fails with a *MessageTooLargeError stating the cap
+// while the session carries on. Non-JSON lines on a server's stdout are logged and
+// skipped.
+//
+// # Results
+//
+// A CallToolResult becomes sdk.Output as follows. Content parts: text → a text part;
+// image and audio → a media part (decoded bytes, MIME type); a resource link → a
+// text part naming its URI, name, MIME type, size and description; an embedded text
+// resource → a text part headed by its URI; an embedded blob resource → a media part.
+// When the result has structuredContent, it is Output.JSON (validated against the
+// tool's outputSchema, which becomes the registered OutputSchema) and the parts are
+// the content. Without structuredContent, a result of exactly one text part is
+// published like a Go tool returning a string (Output.JSON is that string; the
+// registry makes the text part and there is no structured output); any other result
+// has Output.JSON null and the parts as its content, so the content is never
+// duplicated into the settlement's structured output (which bounding does not
+// measure). structuredContent passes through the go-sdk's decoding, so integers
+// beyond 2^53 lose precision. isError results become *sdk.ToolFailure with the text
+// parts joined. JSON-RPC errors, a lost connection and oversized messages are
+// operational errors; a per-call timeout (Config.Timeout) is a tool failure saying
+// so; cancellation of the call's context sends notifications/cancelled and returns
+// the context's cause.
+package mcp

@@ -1,0 +1,564 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// maxListPages caps the pages of one tools/list.
+const maxListPages = 100
+
+// Instance is one running generation of a server: one process, one MCP session and
+// one scope. Its tools are registered into its scope; closing the scope (through Stop
+// or the parent's close) unregisters them, ends their in-flight calls and stops the
+// process. Safe for concurrent use.
+type Instance struct {
+	cfg        Config
+	target     Target
+	generation uint64
+	scope      *scope.Scope
+	proc       *process
+	conn       *conn
+	session    *gomcp.ClientSession
+	dead       chan struct{} // closed when the process exited or the session ended
+	relist     chan struct{} // a tools/list_changed is pending
+	token      atomic.Uint64
+	inFlight   atomic.Int64
+
+	progressMu sync.Mutex
+	progress   map[string]*progressSink
+
+	mu       sync.Mutex
+	tools    map[string]*registered // by registered name
+	warnings []error
+	listings int
+	changed  chan struct{} // closed and replaced after every listing
+}
+
+// registered is one tool of the server as registered now.
+type registered struct {
+	original string // the server's name for it
+	key      string // what the definition was made from; equal keys: unchanged tool
+	release  func()
+}
+
+// Start launches generation gen of the server in a new child scope of parent,
+// initializes the MCP session, lists the server's tools and registers them. It
+// returns once they are registered; on any error everything started is stopped
+// before Start returns (a *StartError). The instance lives until its scope closes
+// (see Stop).
+func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, gen uint64) (*Instance, error) {
+	cfg = cfg.withDefaults()
+	sc, err := parent.Child()
+	if err != nil {
+		return nil, &StartError{Server: cfg.Name, Err: err}
+	}
+	inst := &Instance{
+		cfg: cfg, target: target, generation: gen, scope: sc,
+		dead: make(chan struct{}), relist: make(chan struct{}, 1),
+		progress: map[string]*progressSink{}, tools: map[string]*registered{}, changed: make(chan struct{}),
+	}
+	if err := inst.start(ctx); err != nil {
+		_ = sc.Close(context.WithoutCancel(ctx))
+		serr := &StartError{Server: cfg.Name, Err: err}
+		if inst.proc != nil {
+			serr.Stderr = inst.proc.stderr.String()
+		}
+		return nil, serr
+	}
+	return inst, nil
+}
+
+func (inst *Instance) start(ctx context.Context) error {
+	cfg := inst.cfg
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout,
+		fmt.Errorf("did not start within the start timeout (%s)", cfg.StartTimeout))
+	defer cancel()
+	stop := context.AfterFunc(inst.scope.Context(), cancel)
+	defer stop()
+
+	proc, err := startProcess(cfg)
+	if err != nil {
+		return err
+	}
+	inst.proc = proc
+	inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.stdin, proc.stdout)
+	// Deferred first, so it runs last: the process stops after the tools are gone.
+	_ = inst.scope.Defer(ctx, inst.stop)
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "toolhost", Version: version()}, &gomcp.ClientOptions{
+		// No roots, sampling or elicitation: toolhost offers servers nothing but calls.
+		Capabilities:                &gomcp.ClientCapabilities{},
+		ToolListChangedHandler:      inst.onListChanged,
+		ProgressNotificationHandler: inst.onProgress,
+		Logger:                      newSlog(cfg.Logger),
+	})
+	session, err := client.Connect(sctx, transport{inst.conn}, nil)
+	if err != nil {
+		return inst.startErr(ctx, sctx, "initialize", err)
+	}
+	inst.session = session
+	sessionDone := make(chan struct{})
+	go func() {
+		_ = session.Wait()
+		close(sessionDone)
+	}()
+	go func() {
+		select {
+		case <-proc.exited:
+		case <-sessionDone:
+		}
+		close(inst.dead)
+	}()
+
+	if err := inst.sync(sctx); err != nil {
+		return inst.startErr(ctx, sctx, "list tools", err)
+	}
+	_ = inst.scope.Go(inst.relistLoop)
+	return nil
+}
+
+// startErr explains a failed start step: the timeout, the process's exit, or err.
+func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error) error {
+	select {
+	case <-inst.conn.readDone:
+		// Its stdout ended: the server is exiting; let its status explain.
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-inst.proc.exited:
+		case <-t.C:
+		}
+	default:
+	}
+	select {
+	case <-inst.proc.exited:
+		return fmt.Errorf("%s: the server exited (%s): %w", step, inst.proc.status(), err)
+	default:
+	}
+	if sctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w", step, context.Cause(sctx))
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// Generation returns the instance's generation.
+func (inst *Instance) Generation() uint64 { return inst.generation }
+
+// Scope returns the instance's scope.
+func (inst *Instance) Scope() *scope.Scope { return inst.scope }
+
+// PID returns the server process's id (its process group's id too).
+func (inst *Instance) PID() int { return inst.proc.cmd.Process.Pid }
+
+// Dead returns a channel closed when the server process has exited or its session
+// has ended, for whatever reason.
+func (inst *Instance) Dead() <-chan struct{} { return inst.dead }
+
+// InFlight returns the number of calls in progress on this instance.
+func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
+
+// Tools returns the registered tools: registered name → the server's tool name.
+func (inst *Instance) Tools() map[string]string {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	out := make(map[string]string, len(inst.tools))
+	for name, r := range inst.tools {
+		out[name] = r.original
+	}
+	return out
+}
+
+// Warnings returns the problems of the latest listing: tools skipped (a schema that
+// does not compile, a name clash), a page cap or a repeated cursor.
+func (inst *Instance) Warnings() []error {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	return slices.Clone(inst.warnings)
+}
+
+// Listed returns how many listings have been applied so far and a channel closed
+// when the next one has been. Tests and tools use it to wait for a re-listing
+// without polling.
+func (inst *Instance) Listed() (n int, next <-chan struct{}) {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	return inst.listings, inst.changed
+}
+
+// Stop closes the instance's scope: its tools are unregistered, its in-flight calls
+// end as interruptions, and its process is stopped (stdin closed, then SIGTERM, then
+// SIGKILL to its process group, within Config.StopGrace). Idempotent.
+func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
+
+// crashed closes the scope of an instance whose process or session ended on its
+// own, so in-flight calls fail with the crash rather than as interruptions.
+func (inst *Instance) crashed(ctx context.Context) *CrashError {
+	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
+	select {
+	case <-inst.proc.exited:
+		cerr.Status = inst.proc.status()
+	default:
+	}
+	cerr.Stderr = inst.proc.stderr.String()
+	_ = inst.scope.CloseWithCause(ctx, cerr)
+	return cerr
+}
+
+// stop ends the session and the process; it is the scope's last release.
+func (inst *Instance) stop(ctx context.Context) error {
+	grace := inst.cfg.StopGrace
+	if d, ok := ctx.Deadline(); ok {
+		grace = max(0, min(grace, time.Until(d)))
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		if inst.session != nil {
+			// Closes stdin; returns once the connection is done.
+			_ = inst.session.Close()
+		} else {
+			_ = inst.conn.Close()
+		}
+	}()
+	inst.proc.stop(grace)
+	<-closed // the process is gone, so the connection's reader has ended
+	<-inst.conn.readDone
+	return nil
+}
+
+// onListChanged notes a tools/list_changed; relistLoop does the listing, so the
+// session's notification handling is never blocked on a request.
+func (inst *Instance) onListChanged(context.Context, *gomcp.ToolListChangedRequest) {
+	select {
+	case inst.relist <- struct{}{}:
+	default: // one is pending already; it will see this change too
+	}
+}
+
+func (inst *Instance) relistLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-inst.relist:
+		}
+		lctx, cancel := context.WithTimeout(ctx, inst.cfg.StartTimeout)
+		err := inst.sync(lctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			inst.cfg.Logger.Warn("re-listing tools failed; keeping the current set", "server", inst.cfg.Name, "error", err)
+		}
+	}
+}
+
+// candidate is one listed tool ready to register.
+type candidate struct {
+	name, original, key string
+	tool                sdk.Tool
+}
+
+// sync lists the server's tools and brings the registrations in line, in place:
+// an unchanged tool keeps its registration (and so its precedence against other
+// sources); a new or changed tool is registered before the old registration of its
+// name is released, so no name is ever briefly missing; a vanished tool is
+// released. A new or changed registration becomes the latest for its name, ahead of
+// any other source's later registration of that name: the trade-off of replacing a
+// contract that the server itself changed.
+func (inst *Instance) sync(ctx context.Context) error {
+	listed, warnings, err := inst.list(ctx)
+	if err != nil {
+		return err
+	}
+	cands, more := inst.candidates(listed)
+	warnings = append(warnings, more...)
+
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	next := make(map[string]*registered, len(cands))
+	var fresh, stale []func()
+	for _, c := range cands {
+		if cur, ok := inst.tools[c.name]; ok && cur.key == c.key {
+			next[c.name] = cur
+			continue
+		}
+		release, err := inst.target.Registry.Register(registry.Batch{
+			Location: inst.target.Location,
+			Source:   registry.Source{Kind: "mcp", Name: inst.cfg.Name, Generation: inst.generation},
+			Tools:    map[string]sdk.Tool{c.name: c.tool},
+			Owner:    inst.scope,
+		})
+		var rerr *registry.RegistrationError
+		switch {
+		case errors.As(err, &rerr):
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: %w", inst.cfg.Name, c.original, err))
+			continue
+		case err != nil:
+			// Not about this tool (the owner closed, the Location is gone): nothing
+			// else will register either.
+			for _, release := range fresh {
+				release()
+			}
+			return err
+		}
+		fresh = append(fresh, release)
+		next[c.name] = &registered{original: c.original, key: c.key, release: release}
+	}
+	for name, cur := range inst.tools {
+		if next[name] != cur {
+			stale = append(stale, cur.release)
+		}
+	}
+	for _, release := range stale {
+		release()
+	}
+	inst.tools = next
+	inst.warnings = warnings
+	for _, w := range warnings {
+		inst.cfg.Logger.Warn("tool listing problem", "server", inst.cfg.Name, "warning", w)
+	}
+	inst.listings++
+	close(inst.changed)
+	inst.changed = make(chan struct{})
+	return nil
+}
+
+// list pages through tools/list, stopping at the page cap or a repeated cursor
+// (with a warning: the pages read so far are used).
+func (inst *Instance) list(ctx context.Context) ([]*gomcp.Tool, []error, error) {
+	var tools []*gomcp.Tool
+	var warnings []error
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tools/list stopped at the cap of %d pages; later pages are ignored", inst.cfg.Name, maxListPages))
+			break
+		}
+		res, err := inst.session.ListTools(ctx, &gomcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, context.Cause(ctx)
+			}
+			return nil, nil, err
+		}
+		tools = append(tools, res.Tools...)
+		cursor = res.NextCursor
+		if cursor == "" {
+			break
+		}
+		if seen[cursor] {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tools/list repeated cursor %q; later pages are ignored", inst.cfg.Name, cursor))
+			break
+		}
+		seen[cursor] = true
+	}
+	return tools, warnings, nil
+}
+
+// candidates turns listed tools into registrable ones, skipping (with a warning)
+// those without a usable name or whose names clash after normalization.
+func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
+	var warnings []error
+	byName := map[string]string{}
+	seenOriginal := map[string]bool{}
+	var out []candidate
+	for _, t := range listed {
+		if t == nil || seenOriginal[t.Name] {
+			continue
+		}
+		seenOriginal[t.Name] = true
+		name, err := ToolName(inst.cfg.Name, t.Name)
+		if err != nil {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: %w", inst.cfg.Name, t.Name, err))
+			continue
+		}
+		if other, dup := byName[name]; dup {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: its name %q is already used by tool %q", inst.cfg.Name, t.Name, name, other))
+			continue
+		}
+		c, err := inst.candidate(name, t)
+		if err != nil {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: %w", inst.cfg.Name, t.Name, err))
+			continue
+		}
+		byName[name] = t.Name
+		out = append(out, c)
+	}
+	return out, warnings
+}
+
+func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
+	input := json.RawMessage(`{"type":"object"}`)
+	if t.InputSchema != nil {
+		data, err := marshal(t.InputSchema)
+		if err != nil {
+			return candidate{}, fmt.Errorf("input schema: %w", err)
+		}
+		input = data
+	}
+	var output json.RawMessage
+	if t.OutputSchema != nil {
+		data, err := marshal(t.OutputSchema)
+		if err != nil {
+			return candidate{}, fmt.Errorf("output schema: %w", err)
+		}
+		output = data
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	var key bytes.Buffer
+	for _, s := range [][]byte{[]byte(t.Name), []byte(desc), input, output} {
+		key.WriteString(strconv.Itoa(len(s)))
+		key.WriteByte(':')
+		key.Write(s)
+	}
+	return candidate{
+		name: name, original: t.Name, key: key.String(),
+		tool: sdk.Tool{Description: desc, InputSchema: input, OutputSchema: output, Execute: inst.executor(name, t.Name)},
+	}, nil
+}
+
+// releaseAll removes every registration of the instance.
+func (inst *Instance) releaseAll() {
+	inst.mu.Lock()
+	tools := inst.tools
+	inst.tools = map[string]*registered{}
+	inst.mu.Unlock()
+	for _, r := range tools {
+		r.release()
+	}
+}
+
+// executor forwards calls of one tool to the server.
+func (inst *Instance) executor(name, original string) sdk.Executor {
+	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
+		if inst.cfg.Authorize != nil {
+			if err := inst.cfg.Authorize(ctx, name, inv); err != nil {
+				return sdk.Output{}, err
+			}
+		}
+		args, err := arguments(input)
+		if err != nil {
+			return sdk.Output{}, &sdk.InputDecodingError{Err: err}
+		}
+		inst.inFlight.Add(1)
+		defer inst.inFlight.Add(-1)
+
+		callCtx := ctx
+		if inst.cfg.Timeout > 0 {
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeout(ctx, inst.cfg.Timeout)
+			defer cancel()
+		}
+		params := &gomcp.CallToolParams{Name: original, Arguments: args}
+		token := strconv.FormatUint(inst.generation, 10) + "-" + strconv.FormatUint(inst.token.Add(1), 10)
+		params.SetProgressToken(token)
+		sink := inst.addSink(ctx, token)
+		res, err := inst.session.CallTool(callCtx, params)
+		inst.removeSink(token, sink)
+		if err != nil {
+			var tooLarge *MessageTooLargeError
+			switch {
+			case ctx.Err() != nil:
+				return sdk.Output{}, context.Cause(ctx)
+			case callCtx.Err() != nil:
+				return sdk.Output{}, &sdk.ToolFailure{
+					Message: fmt.Sprintf("the MCP tool %q did not finish within its timeout of %s and was cancelled", name, inst.cfg.Timeout),
+					Err:     err,
+				}
+			case errors.As(err, &tooLarge):
+				return sdk.Output{}, tooLarge
+			case errors.Is(err, gomcp.ErrConnectionClosed):
+				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
+			}
+			select {
+			case <-inst.dead:
+				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
+			default:
+			}
+			return sdk.Output{}, &CallError{Server: inst.cfg.Name, Tool: original, Err: err}
+		}
+		return output(res)
+	}
+}
+
+// arguments returns the call's arguments: always a JSON object.
+func arguments(input json.RawMessage) (json.RawMessage, error) {
+	input = bytes.TrimSpace(input)
+	if len(input) == 0 || bytes.Equal(input, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if input[0] != '{' {
+		return nil, fmt.Errorf("MCP tool arguments must be a JSON object")
+	}
+	return input, nil
+}
+
+// progressSink delivers one call's progress until the call has finished; later
+// notifications for its token are dropped.
+type progressSink struct {
+	mu   sync.Mutex
+	ctx  context.Context
+	done bool
+}
+
+func (inst *Instance) addSink(ctx context.Context, token string) *progressSink {
+	s := &progressSink{ctx: ctx}
+	inst.progressMu.Lock()
+	inst.progress[token] = s
+	inst.progressMu.Unlock()
+	return s
+}
+
+func (inst *Instance) removeSink(token string, s *progressSink) {
+	inst.progressMu.Lock()
+	delete(inst.progress, token)
+	inst.progressMu.Unlock()
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+}
+
+func (inst *Instance) onProgress(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+	if req.Params == nil {
+		return
+	}
+	token, _ := req.Params.ProgressToken.(string)
+	inst.progressMu.Lock()
+	s := inst.progress[token]
+	inst.progressMu.Unlock()
+	if s == nil {
+		return // a finished call's, or not ours
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	}
+}

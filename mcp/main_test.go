@@ -1,0 +1,251 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// nodeDir holds the pinned npm packages (npm ci --prefix mcp/testdata/node).
+var nodeDir = func() string {
+	dir, err := filepath.Abs(filepath.Join("testdata", "node"))
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}()
+
+// requireNode returns the node binary's directory, for the servers' PATH. Without
+// node or the installed packages the test is skipped, except under CI, where it
+// fails: CI must not skip these silently.
+func requireNode(t testing.TB) string {
+	t.Helper()
+	missing := func(what string) {
+		msg := what + "; install the pinned MCP servers with: npm ci --prefix mcp/testdata/node"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this fails instead of skipping)")
+		}
+		t.Skip(msg)
+	}
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")); err != nil {
+		missing("mcp/testdata/node/node_modules is missing")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not on PATH")
+	}
+	return filepath.Dir(node)
+}
+
+// serverScript returns the entry point of an installed server package.
+func serverScript(pkg string) string {
+	return filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+}
+
+// host is one registry and Location placement with a root scope, closed at the end
+// of the test, which then checks that no server process group is left.
+type host struct {
+	t    *testing.T
+	reg  *registry.Registry
+	root *scope.Scope
+	loc  string
+	path string // PATH for node servers
+
+	mu   sync.Mutex
+	pids []int
+	logs *syncBuffer
+}
+
+func newHost(t *testing.T) *host {
+	t.Helper()
+	path := requireNode(t)
+	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), path: path, logs: &syncBuffer{}}
+	release, err := reg.OpenLocation(h.loc, registry.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := h.root.Close(ctx); err != nil {
+			t.Errorf("close root scope: %v", err)
+		}
+		release()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, pid := range h.pids {
+			assertGroupGone(t, pid)
+		}
+	})
+	return h
+}
+
+// config returns a Config for a node server script with args.
+func (h *host) config(name, script string, args ...string) mcp.Config {
+	return mcp.Config{
+		Name:      name,
+		Command:   "node",
+		Args:      append([]string{script}, args...),
+		Env:       map[string]string{"PATH": h.path},
+		StopGrace: time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name: name, Level: hclog.Debug, Output: h.logs,
+		}),
+	}
+}
+
+// supervise starts a server and records its process group for the final check.
+func (h *host) supervise(cfg mcp.Config) *mcp.Supervisor {
+	h.t.Helper()
+	s, err := mcp.Supervise(h.t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.track(s.Current())
+	return s
+}
+
+func (h *host) track(inst *mcp.Instance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pids = append(h.pids, inst.PID())
+}
+
+// settle prepares a Request and settles one call on it.
+func (h *host) settle(ctx context.Context, name, input string) (*registry.Settlement, error) {
+	q, err := h.reg.Prepare(h.loc)
+	if err != nil {
+		return nil, err
+	}
+	return q.Settle(ctx, registry.Call{Name: name, Input: []byte(input), Invocation: sdk.Invocation{ToolCallID: "call-1"}})
+}
+
+// mustSettle settles a call that must complete.
+func mustSettle(t *testing.T, h *host, name, input string) *registry.Settlement {
+	t.Helper()
+	s, err := h.settle(t.Context(), name, input)
+	if err != nil {
+		t.Fatalf("settle %s: %v", name, err)
+	}
+	if s.Outcome != registry.Completed {
+		t.Fatalf("settle %s: outcome %s: %s", name, s.Outcome, s.Text())
+	}
+	return s
+}
+
+// names returns the names advertised now. Safe to call from any goroutine.
+func (h *host) names() map[string]bool {
+	out := map[string]bool{}
+	q, err := h.reg.Prepare(h.loc)
+	if err != nil {
+		h.t.Error(err)
+		return out
+	}
+	for _, d := range q.Definitions() {
+		out[d.Name] = true
+	}
+	return out
+}
+
+// waitListed waits until inst has applied a listing for which cond holds.
+func waitListed(t *testing.T, inst *mcp.Instance, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	for {
+		_, next := inst.Listed()
+		if cond() {
+			return
+		}
+		select {
+		case <-next:
+		case <-deadline.C:
+			t.Fatalf("condition not met after 15s of listings; tools: %v", inst.Tools())
+		}
+	}
+}
+
+// assertGroupGone checks that no live process (zombies aside: a container's init
+// may not reap) of the group led by pid is left.
+func assertGroupGone(t testing.TB, pid int) {
+	t.Helper()
+	var left []string
+	for range 100 {
+		if left = groupMembers(pid); len(left) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // SIGKILLed members take a moment to die
+	}
+	t.Errorf("process group %d is still alive: %v", pid, left)
+}
+
+// groupMembers lists the live processes of process group pgid, from /proc.
+func groupMembers(pgid int) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" || f[2] != fmt.Sprint(pgid) {
+			continue
+		}
+		out = append(out, e.Name()+" "+s[:i+1])
+	}
+	return out
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func (b *syncBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }
