@@ -386,7 +386,7 @@ func TestMissingCommandIsOperational(t *testing.T) {
 	_, err := h.settle(t.Context(), "ghost", `{}`)
 	var cerr *manifest.CommandError
 	var op *registry.OperationalError
-	if !errors.As(err, &cerr) || !errors.As(err, &op) || !strings.Contains(err.Error(), `"no-such-program" not found on the tool's PATH`) {
+	if !errors.As(err, &cerr) || !errors.As(err, &op) || !strings.Contains(err.Error(), `"no-such-program" not found on the configured PATH`) {
 		t.Errorf("err = %v, want an operational CommandError", err)
 	}
 }

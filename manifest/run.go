@@ -7,10 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -46,7 +43,7 @@ func run(ctx context.Context, t Tool, input []byte) (sdk.Output, error) {
 	if len(t.Command) == 0 {
 		return sdk.Output{}, &CommandError{Tool: t.Name, Err: errors.New("no command")}
 	}
-	path, err := lookPath(t.Command[0], t.Env)
+	path, err := proc.LookPath(t.Command[0], t.Env)
 	if err != nil {
 		return sdk.Output{}, &CommandError{Tool: t.Name, Err: err}
 	}
@@ -66,42 +63,42 @@ func run(ctx context.Context, t Tool, input []byte) (sdk.Output, error) {
 	stdin := append(slices.Clip(input), '\n')
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = p.stdin.Write(stdin) // EPIPE when the command does not read it: fine
-		p.stdin.Close()
+		_, _ = p.Stdin.Write(stdin) // EPIPE when the command does not read it: fine
+		p.Stdin.Close()
 	})
 	stdout := &capture{limit: limit}
 	stderr := &capture{limit: stderrTail, tail: true}
-	wg.Go(func() { _, _ = io.Copy(stdout, p.stdout) })
-	wg.Go(func() { _, _ = io.Copy(stderr, p.stderr) })
+	wg.Go(func() { _, _ = io.Copy(stdout, p.Stdout) })
+	wg.Go(func() { _, _ = io.Copy(stderr, p.Stderr) })
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var timedOut bool
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-ctx.Done():
 		p.kill()
 	case <-timer.C:
 		timedOut = true
 		p.kill()
 	}
-	<-p.exited
+	<-p.Exited()
 	// Whatever the command left running in its group goes too: a call leaves no
 	// process behind. Then the pipes end; anything that escaped the group (setsid)
 	// gets a moment before its pipes are closed under it.
-	p.signal(syscall.SIGKILL)
+	p.Signal(syscall.SIGKILL)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(time.Second):
-		p.stdin.Close()
-		p.stdout.Close()
-		p.stderr.Close()
+		p.Stdin.Close()
+		p.Stdout.Close()
+		p.Stderr.Close()
 		<-done
 	}
-	p.stdout.Close()
-	p.stderr.Close()
+	p.Stdout.Close()
+	p.Stderr.Close()
 
 	switch {
 	case ctx.Err() != nil:
@@ -109,7 +106,7 @@ func run(ctx context.Context, t Tool, input []byte) (sdk.Output, error) {
 	case timedOut:
 		return sdk.Output{}, &sdk.ToolFailure{Message: fmt.Sprintf("the command timed out after %s and was killed", timeout) + stderr.quote()}
 	}
-	if state := p.cmd.ProcessState; !state.Success() {
+	if state := p.Cmd.ProcessState; !state.Success() {
 		status := fmt.Sprintf("the command exited with status %d", state.ExitCode())
 		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			status = fmt.Sprintf("the command was killed by signal %d (%s)", ws.Signal(), ws.Signal())
@@ -141,82 +138,32 @@ func run(ctx context.Context, t Tool, input []byte) (sdk.Output, error) {
 	return sdk.Output{JSON: data}, nil
 }
 
-// process is one running command in its own process group.
+// process is one running command (see internal/proc).
 type process struct {
-	cmd            *exec.Cmd
-	stdin          *os.File // write end
-	stdout, stderr *os.File // read ends
-	exited         chan struct{}
-	killOnce       sync.Once
+	*proc.Process
+	killOnce sync.Once
 }
 
-func start(path string, t Tool) (_ *process, err error) {
-	cmd := exec.Command(path, t.Command[1:]...)
-	cmd.Args[0] = t.Command[0]
-	cmd.Dir = t.Dir
-	cmd.Env = envList(t.Env) // never nil: nil would inherit the host's environment
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
-	var files []*os.File
-	defer func() {
-		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
-		}
-	}()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err := pipe()
+func start(path string, t Tool) (*process, error) {
+	p, err := proc.Start(path, t.Command, t.Dir, t.Env)
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
+	return &process{Process: p}, nil
 }
 
 // kill ends the process group: SIGTERM, then SIGKILL after KillGrace.
 func (p *process) kill() {
 	p.killOnce.Do(func() {
-		p.signal(syscall.SIGTERM)
+		p.Signal(syscall.SIGTERM)
 		t := time.NewTimer(KillGrace)
 		defer t.Stop()
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-t.C:
-			p.signal(syscall.SIGKILL)
+			p.Signal(syscall.SIGKILL)
 		}
 	})
-}
-
-func (p *process) signal(sig syscall.Signal) {
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) && sig == syscall.SIGKILL {
-		_ = p.cmd.Process.Kill()
-	}
 }
 
 // capture keeps up to limit bytes of what is written to it (the first ones, or the
@@ -282,33 +229,3 @@ func marshalString(b []byte) (json.RawMessage, error) {
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
-// lookPath resolves a program: a name with a slash is used as is; a bare name is
-// looked up on the PATH of env (absolute entries only), never on the host's PATH.
-func lookPath(name string, env map[string]string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path, ok := env["PATH"]
-	if !ok {
-		return "", fmt.Errorf("command %q is a bare name but the tool's env sets no PATH (the host's environment is not inherited): give a path or set PATH in env", name)
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("command %q not found on the tool's PATH %q: %w", name, path, fs.ErrNotExist)
-}
-
-func envList(env map[string]string) []string {
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
-	slices.Sort(list)
-	return list
-}

@@ -77,7 +77,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		_ = sc.Close(context.WithoutCancel(ctx))
 		serr := &StartError{Server: cfg.Name, Err: err}
 		if inst.proc != nil {
-			serr.Stderr = inst.proc.stderr.String()
+			serr.Stderr = inst.proc.stderrTail.String()
 		}
 		return nil, serr
 	}
@@ -97,7 +97,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		return err
 	}
 	inst.proc = proc
-	inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.stdin, proc.stdout)
+	inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
@@ -121,7 +121,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	}()
 	go func() {
 		select {
-		case <-proc.exited:
+		case <-proc.Exited():
 		case <-sessionDone:
 		}
 		close(inst.dead)
@@ -142,14 +142,14 @@ func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error
 		t := time.NewTimer(time.Second)
 		defer t.Stop()
 		select {
-		case <-inst.proc.exited:
+		case <-inst.proc.Exited():
 		case <-t.C:
 		}
 	default:
 	}
 	select {
-	case <-inst.proc.exited:
-		return fmt.Errorf("%s: the server exited (%s): %w", step, inst.proc.status(), err)
+	case <-inst.proc.Exited():
+		return fmt.Errorf("%s: the server exited (%s): %w", step, inst.proc.Status(), err)
 	default:
 	}
 	if sctx.Err() != nil && ctx.Err() == nil {
@@ -172,7 +172,7 @@ func (inst *Instance) Generation() uint64 { return inst.generation }
 func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
 // PID returns the server process's id (its process group's id too).
-func (inst *Instance) PID() int { return inst.proc.cmd.Process.Pid }
+func (inst *Instance) PID() int { return inst.proc.Cmd.Process.Pid }
 
 // Dead returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
@@ -219,11 +219,11 @@ func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(
 func (inst *Instance) crashed(ctx context.Context) *CrashError {
 	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
 	select {
-	case <-inst.proc.exited:
-		cerr.Status = inst.proc.status()
+	case <-inst.proc.Exited():
+		cerr.Status = inst.proc.Status()
 	default:
 	}
-	cerr.Stderr = inst.proc.stderr.String()
+	cerr.Stderr = inst.proc.stderrTail.String()
 	_ = inst.scope.CloseWithCause(ctx, cerr)
 	return cerr
 }

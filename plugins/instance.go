@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -154,7 +155,7 @@ type Instance struct {
 	broker     *plugin.GRPCBroker
 	proc       *procRunner     // nil when reattached
 	attached   *attachedRunner // set when reattached
-	stderr     *ring
+	stderr     *proc.Ring
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 
@@ -177,7 +178,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	if err != nil {
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
-	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: newRing(8 << 10), regs: map[uint64]func(){}}
+	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]func(){}}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
@@ -221,7 +222,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
 			cmd := exec.Command(cfg.Path, cfg.Args...)
 			cmd.Dir = inst.target.Directory
-			cmd.Env = append(envList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+			cmd.Env = append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
 			inst.proc = newProcRunner(cmd)
 			return inst.proc, nil
 		}
@@ -286,15 +287,6 @@ func (inst *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("activate: %w", statusError(err))
 	}
 	return nil
-}
-
-func envList(env map[string]string) []string {
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
-	slices.Sort(list)
-	return list
 }
 
 func checkDigest(path, want string) error {
