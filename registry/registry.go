@@ -84,9 +84,14 @@ type Registry struct {
 
 // placement is one store: the application or one Location.
 type placement struct {
-	limits Limits
-	names  map[string][]*entry // active entries per name, oldest first
-	hooks  []*hookEntry        // in registration order
+	limits  Limits
+	names   map[string][]*entry // active entries per name, oldest first
+	hooks   []*hookEntry        // in registration order
+	version uint64              // grows with every change to names
+
+	// cached is the last Request prepared here, valid while both versions match.
+	cached                *Request
+	cachedApp, cachedSelf uint64
 }
 
 // entry is one (name → tool) of one batch.
@@ -205,12 +210,14 @@ func (r *Registry) Register(b Batch) (release func(), err error) {
 		e.seq = r.seq
 		p.names[e.name] = append(p.names[e.name], e)
 	}
+	p.version++
 	return sync.OnceFunc(func() { r.remove(p, entries) }), nil
 }
 
 func (r *Registry) remove(p *placement, entries []*entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	p.version++
 	for _, e := range entries {
 		e.closed.Store(true)
 		list := slices.DeleteFunc(p.names[e.name], func(x *entry) bool { return x == e })
@@ -312,15 +319,22 @@ func (r *Registry) effective(location, name string) *entry {
 
 // Prepare captures a Request for one model request against a placement: the
 // effective registration of every visible name, and their definitions sorted by name.
+// Requests are immutable, so while nothing is registered or released in the
+// placement (or the application's), Prepare returns the same one again.
 func (r *Registry) Prepare(location string) (*Request, error) {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	p, ok := r.placements[location]
 	if !ok {
+		r.mu.RUnlock()
 		return nil, fmt.Errorf("%w: %q", ErrLocationNotOpen, location)
 	}
+	app := r.placements[Application]
+	if q := p.cached; q != nil && p.cachedApp == app.version && p.cachedSelf == p.version {
+		r.mu.RUnlock()
+		return q, nil
+	}
 	q := &Request{reg: r, location: location, limits: p.limits, entries: map[string]*entry{}}
-	for _, pl := range []*placement{r.placements[Application], p} {
+	for _, pl := range []*placement{app, p} {
 		for name, list := range pl.names {
 			q.entries[name] = list[len(list)-1] // the Location placement comes second and wins
 		}
@@ -330,5 +344,14 @@ func (r *Registry) Prepare(location string) (*Request, error) {
 		q.defs = append(q.defs, e.def)
 	}
 	slices.SortFunc(q.defs, func(a, b Definition) int { return strings.Compare(a.Name, b.Name) })
+	appVersion, selfVersion := app.version, p.version
+	r.mu.RUnlock()
+
+	// Caching needs the write lock; a change in between just means no caching.
+	r.mu.Lock()
+	if app.version == appVersion && p.version == selfVersion {
+		p.cached, p.cachedApp, p.cachedSelf = q, appVersion, selfVersion
+	}
+	r.mu.Unlock()
 	return q, nil
 }
