@@ -13,13 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -154,51 +154,6 @@ func pluginsConfig(ps ...obj) obj { return obj{"plugins": ps, "permission": allo
 
 func echoPlugin(name string) obj { return obj{"name": name, "path": echoBin} }
 
-// children returns the pids of this process's children running binary.
-func children(t *testing.T, binary string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
-			pids = append(pids, pid)
-		}
-	}
-	slices.Sort(pids)
-	return pids
-}
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-func assertGone(t *testing.T, pids []int) {
-	t.Helper()
-	for _, pid := range pids {
-		if alive(pid) {
-			t.Errorf("plugin process %d still exists", pid)
-		}
-	}
-}
-
 func names(defs []registry.Definition) []string {
 	var out []string
 	for _, d := range defs {
@@ -246,7 +201,7 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	} else if st, err := got[0].State(); st != plugins.Running {
 		t.Errorf("plugin state %s (%v), want running", st, err)
 	}
-	pids := children(t, echoBin)
+	pids := proctest.Children(echoBin)
 	if len(pids) != 1 {
 		t.Fatalf("plugin processes %v, want one", pids)
 	}
@@ -297,7 +252,7 @@ func TestActivateCanonicalizesDirectory(t *testing.T) {
 func TestCloseInterruptsInFlightCalls(t *testing.T) {
 	e := newEnv(t)
 	l := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
-	pids := children(t, echoBin)
+	pids := proctest.Children(echoBin)
 	q, err := l.Prepare()
 	if err != nil {
 		t.Fatal(err)
@@ -326,10 +281,10 @@ func TestCloseInterruptsInFlightCalls(t *testing.T) {
 func TestLocationsAreIsolated(t *testing.T) {
 	e := newEnv(t)
 	a := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
-	pidsA := children(t, echoBin)
+	pidsA := proctest.Children(echoBin)
 	b := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
 	var pidsB []int
-	for _, pid := range children(t, echoBin) {
+	for _, pid := range proctest.Children(echoBin) {
 		if !slices.Contains(pidsA, pid) {
 			pidsB = append(pidsB, pid)
 		}
@@ -348,7 +303,7 @@ func TestLocationsAreIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGone(t, pidsA)
-	if !alive(pidsB[0]) {
+	if !proctest.Running(pidsB[0]) {
 		t.Fatal("closing A stopped B's plugin")
 	}
 	if out := callEcho(t, b, "still"); out.Text != "still" || out.PID != pidsB[0] {
@@ -363,12 +318,12 @@ func TestActivateSameDirectoryTwiceFails(t *testing.T) {
 	e := newEnv(t)
 	dir := workspace(t, pluginsConfig(echoPlugin("echo")))
 	l := e.activate(t, dir)
-	before := children(t, echoBin)
+	before := proctest.Children(echoBin)
 	_, err := location.Activate(t.Context(), e.root, dir, e.opts)
 	if !errors.Is(err, registry.ErrLocationOpen) {
 		t.Fatalf("second activation: %v, want ErrLocationOpen", err)
 	}
-	if after := children(t, echoBin); !slices.Equal(before, after) {
+	if after := proctest.Children(echoBin); !slices.Equal(before, after) {
 		t.Errorf("second activation changed the processes: %v → %v", before, after)
 	}
 	if out := callEcho(t, l, "first"); out.Text != "first" {
@@ -443,7 +398,7 @@ func TestActivateFailureRollsBack(t *testing.T) {
 			if tt.check != nil {
 				tt.check(t, err)
 			}
-			if pids := children(t, echoBin); len(pids) != 0 {
+			if pids := proctest.Children(echoBin); len(pids) != 0 {
 				t.Errorf("plugin processes left running: %v", pids)
 			}
 			if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
@@ -495,7 +450,7 @@ func TestActivateRefusesBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v: want one naming %s", err, tt.want)
 			}
-			if pids := children(t, echoBin); len(pids) != 0 {
+			if pids := proctest.Children(echoBin); len(pids) != 0 {
 				t.Errorf("plugin processes running: %v", pids)
 			}
 			if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
@@ -522,7 +477,7 @@ func TestActivateBuildsSource(t *testing.T) {
 	e := newEnv(t)
 	// The cache already holds this source's build (TestMain), so nothing compiles.
 	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "echo", "source": echoSource})))
-	if pids := children(t, echoBin); len(pids) != 1 {
+	if pids := proctest.Children(echoBin); len(pids) != 1 {
 		t.Errorf("processes of the cached binary: %v, want one", pids)
 	}
 	if out := callEcho(t, l, "built"); out.Text != "built" {
@@ -742,7 +697,7 @@ func TestActivateReattachesDebugPlugin(t *testing.T) {
 	if out := callEcho(t, l, "attached"); out.PID != cmd.Process.Pid {
 		t.Errorf("echo served by pid %d, want the debug process %d", out.PID, cmd.Process.Pid)
 	}
-	if pids := children(t, echoBin); len(pids) != 1 || pids[0] != cmd.Process.Pid {
+	if pids := proctest.Children(echoBin); len(pids) != 1 || pids[0] != cmd.Process.Pid {
 		t.Errorf("plugin processes %v: want only the debug process %d", pids, cmd.Process.Pid)
 	}
 	if err := l.Close(t.Context()); err != nil {
@@ -756,5 +711,14 @@ func TestActivateReattachesDebugPlugin(t *testing.T) {
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Errorf("goroutines left after detaching from the plugin: %v", err)
+	}
+}
+
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if proctest.Running(pid) {
+			t.Errorf("plugin process %d still exists", pid)
+		}
 	}
 }

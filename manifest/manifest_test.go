@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -207,7 +208,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 	if s.Text() != "the command timed out after 300ms and was killed" {
 		t.Errorf("failure = %q", s.Text())
 	}
-	assertGroupGone(t, groupOf(t, pidFile))
+	proctest.AssertGroupGone(t, groupOf(t, pidFile))
 }
 
 func TestCancellation(t *testing.T) {
@@ -234,7 +235,7 @@ func TestCancellation(t *testing.T) {
 			if took := time.Since(start); ignoreTerm != (took >= manifest.KillGrace) {
 				t.Errorf("took %s to end (ignoring SIGTERM: %v; grace %s)", took, ignoreTerm, manifest.KillGrace)
 			}
-			assertGroupGone(t, pgid)
+			proctest.AssertGroupGone(t, pgid)
 		})
 	}
 }
@@ -263,7 +264,7 @@ func TestScopeCloseInterruptsCalls(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want an interruption", err)
 	}
-	assertGroupGone(t, pgid)
+	proctest.AssertGroupGone(t, pgid)
 }
 
 func TestProducerCap(t *testing.T) {
@@ -389,42 +390,6 @@ func TestMissingCommandIsOperational(t *testing.T) {
 	if !errors.As(err, &cerr) || !errors.As(err, &op) || !strings.Contains(err.Error(), `"no-such-program" not found on the configured PATH`) {
 		t.Errorf("err = %v, want an operational CommandError", err)
 	}
-}
-
-// assertGroupGone checks that no live process of process group pgid is left.
-func assertGroupGone(t *testing.T, pgid int) {
-	t.Helper()
-	var left []string
-	for range 100 {
-		if left = groupMembers(pgid); len(left) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // SIGKILLed members take a moment to die
-	}
-	t.Errorf("process group %d is still alive: %v", pgid, left)
-}
-
-// groupMembers lists the live (not zombie) processes of a process group, from /proc.
-func groupMembers(pgid int) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		out = append(out, s[:i+1])
-	}
-	return out
 }
 
 func TestLoad(t *testing.T) {

@@ -228,4 +228,3 @@ func marshalString(b []byte) (json.RawMessage, error) {
 	}
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
-

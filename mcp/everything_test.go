@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -165,7 +166,7 @@ func TestEverything(t *testing.T) {
 		if err := s.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		assertGroupGone(t, pid)
+		proctest.AssertGroupGone(t, pid)
 		for name := range h.names() {
 			if strings.HasPrefix(name, "everything_") {
 				t.Errorf("%s still registered after close", name)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -214,7 +215,7 @@ func TestCrashRestart(t *testing.T) {
 	if st, _ := s.State(); st != mcp.Restarting {
 		t.Errorf("state = %s, want restarting", st)
 	}
-	assertGroupGone(t, first.PID())
+	proctest.AssertGroupGone(t, first.PID())
 
 	// ...and come back with the next generation.
 	for s.Current() == first {
@@ -304,13 +305,13 @@ func TestWrapperProcessGroupIsKilled(t *testing.T) {
 		Env: map[string]string{"PATH": h.path}, StopGrace: time.Second,
 	})
 	pid := s.Current().PID()
-	if n := len(groupMembers(pid)); n != 2 {
+	if n := len(proctest.GroupMembers(pid)); n != 2 {
 		t.Fatalf("process group has %d live members, want sh and node", n)
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	assertGroupGone(t, pid)
+	proctest.AssertGroupGone(t, pid)
 }
 
 func TestStartErrors(t *testing.T) {

@@ -3,7 +3,6 @@ package mcp_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -101,7 +101,7 @@ func newHost(t *testing.T) *host {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, pid := range h.pids {
-			assertGroupGone(t, pid)
+			proctest.AssertGroupGone(t, pid)
 		}
 	})
 	return h
@@ -190,44 +190,6 @@ func waitListed(t *testing.T, inst *mcp.Instance, cond func() bool) {
 			t.Fatalf("condition not met after 15s of listings; tools: %v", inst.Tools())
 		}
 	}
-}
-
-// assertGroupGone checks that no live process (zombies aside: a container's init
-// may not reap) of the group led by pid is left.
-func assertGroupGone(t testing.TB, pid int) {
-	t.Helper()
-	var left []string
-	for range 100 {
-		if left = groupMembers(pid); len(left) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // SIGKILLed members take a moment to die
-	}
-	t.Errorf("process group %d is still alive: %v", pid, left)
-}
-
-// groupMembers lists the live processes of process group pgid, from /proc.
-func groupMembers(pgid int) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" || f[2] != fmt.Sprint(pgid) {
-			continue
-		}
-		out = append(out, e.Name()+" "+s[:i+1])
-	}
-	return out
 }
 
 // syncBuffer is a log sink safe for concurrent writes.

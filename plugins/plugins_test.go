@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -286,17 +287,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	}
 	// The child is not ours to reap, so it may linger as a zombie until init does;
 	// what matters is that it was killed: it is no longer running.
-	waitFor(t, func() bool { return !running(child) })
-}
-
-// running reports whether pid exists and is not a zombie.
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	waitFor(t, func() bool { return !proctest.Running(child) })
 }
 
 func TestCrashRestartsUnderBudget(t *testing.T) {
@@ -446,12 +437,12 @@ func TestPluginExitsWhenItsHostDies(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("host did not report its plugin: %v", err)
 	}
-	if !running(pid) {
+	if !proctest.Running(pid) {
 		t.Fatal("plugin not running under the host")
 	}
 	cmd.Process.Kill() // SIGKILL: the host gets no chance to stop its plugin
 	cmd.Wait()
-	waitFor(t, func() bool { return !running(pid) })
+	waitFor(t, func() bool { return !proctest.Running(pid) })
 }
 
 func TestDebugModeReattach(t *testing.T) {
@@ -496,7 +487,7 @@ func TestDebugModeReattach(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !running(cmd.Process.Pid) {
+	if !proctest.Running(cmd.Process.Pid) {
 		t.Fatal("closing a reattached plugin killed a process the host does not own")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/internal/cli"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -89,7 +89,7 @@ func runContext(t *testing.T, ctx context.Context, stdin string, stderr *watchWr
 	}
 	var stdout bytes.Buffer
 	code := cli.Run(ctx, args, strings.NewReader(stdin), &stdout, stderr)
-	if pids := children(t, pluginBin); len(pids) != 0 {
+	if pids := proctest.Children(pluginBin); len(pids) != 0 {
 		t.Errorf("plugin processes left running after %q: %v", args, pids)
 	}
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
@@ -125,38 +125,6 @@ func (w *watchWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
-}
-
-// children returns the pids of this process's children running binary.
-func children(t *testing.T, binary string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // allTools are the test plugin's tools and the built-ins every Location has.

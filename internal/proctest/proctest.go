@@ -1,0 +1,102 @@
+// Package proctest reads the process table (/proc) for tests that must show no
+// process was left behind.
+package proctest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stat is what the tests need of /proc/<pid>/stat.
+type stat struct {
+	comm       string
+	state      string // "R", "S", "Z" (zombie), ...
+	ppid, pgrp int
+}
+
+func readStat(pid string) (stat, bool) {
+	data, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return stat{}, false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 3 {
+		return stat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	return stat{comm: string(data[:i+1]), state: f[0], ppid: ppid, pgrp: pgrp}, true
+}
+
+func (s stat) live() bool { return s.state != "Z" && s.state != "X" }
+
+// Running reports whether pid exists and is not a zombie.
+func Running(pid int) bool {
+	s, ok := readStat(strconv.Itoa(pid))
+	return ok && s.live()
+}
+
+// Children returns the pids of this process's live children whose argv[0] is binary,
+// sorted.
+func Children(binary string) []int {
+	entries, _ := os.ReadDir("/proc")
+	me := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		s, ok := readStat(e.Name())
+		if !ok || !s.live() || s.ppid != me {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// GroupMembers lists the live processes of process group pgid.
+func GroupMembers(pgid int) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		s, ok := readStat(e.Name())
+		if ok && s.live() && s.pgrp == pgid {
+			out = append(out, e.Name()+" "+s.comm)
+		}
+	}
+	return out
+}
+
+// AssertGroupGone fails t if process group pgid still has a live member after a
+// short wait (SIGKILLed members take a moment to die).
+func AssertGroupGone(t testing.TB, pgid int) {
+	t.Helper()
+	var left []string
+	for range 100 {
+		if left = GroupMembers(pgid); len(left) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("process group %d is still alive: %v", pgid, left)
+}
