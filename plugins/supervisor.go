@@ -49,20 +49,28 @@ const (
 )
 
 // Supervisor owns the generations of one plugin in one Location: it starts the
-// first, restarts after crashes with backoff under a Budget, and stops the current
-// one when its scope closes. Safe for concurrent use.
+// first, restarts after crashes with backoff under a Budget, replaces the current one
+// on Reload, and stops the current one when its scope closes. Whichever generation is
+// current is the one watched for crashes. Safe for concurrent use.
 type Supervisor struct {
-	cfg    Config
 	target Target
 	budget Budget
 	scope  *scope.Scope
 
+	// op serializes what starts generations: crash restarts and reloads.
+	op sync.Mutex
+
 	mu      sync.Mutex
+	cfg     Config
 	cur     *Instance
 	gen     uint64
 	state   State
 	err     error
 	crashes []time.Time
+	swapped chan struct{} // closed (and replaced) when cur changes
+	// authorizing counts, per generation of an untrusted plugin, the executions
+	// that have reached the host's authorization (see retire).
+	authorizing map[*Instance]*callCount
 }
 
 // Supervise starts the plugin's first generation in a child scope of parent and
@@ -74,88 +82,143 @@ func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Targ
 	if err != nil {
 		return nil, err
 	}
-	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.withDefaults(), scope: sc}
-	inst, err := s.startNext(ctx)
+	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.withDefaults(), scope: sc,
+		swapped: make(chan struct{}), authorizing: map[*Instance]*callCount{}}
+	inst, err := s.startNext(ctx, s.cfg)
 	if err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	s.setRunning(inst)
+	s.setRunning(inst, s.cfg)
 	_ = sc.Go(s.watch)
 	return s, nil
 }
 
-func (s *Supervisor) startNext(ctx context.Context) (*Instance, error) {
+// startNext starts the next generation with cfg. The caller holds s.op (or, in
+// Supervise, owns s alone).
+func (s *Supervisor) startNext(ctx context.Context, cfg Config) (*Instance, error) {
 	s.mu.Lock()
 	s.gen++
 	gen := s.gen
 	s.mu.Unlock()
-	return Start(ctx, s.scope, s.cfg, s.target, gen)
+	var count *callCount
+	if cfg.Authorize != nil {
+		count = &callCount{}
+		cfg.Authorize = count.wrap(cfg.Authorize)
+	}
+	inst, err := Start(ctx, s.scope, cfg, s.target, gen)
+	if err == nil && count != nil {
+		s.mu.Lock()
+		s.authorizing[inst] = count
+		s.mu.Unlock()
+	}
+	return inst, err
 }
 
-func (s *Supervisor) setRunning(inst *Instance) {
+// forget drops what the supervisor keeps about a generation that is gone.
+func (s *Supervisor) forget(inst *Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cur, s.state, s.err = inst, Running, nil
+	delete(s.authorizing, inst)
 }
 
-// watch waits for the current generation to exit and restarts it.
+// setRunning makes inst, started with cfg, the current generation and wakes the
+// watch, so that it watches inst from now on.
+func (s *Supervisor) setRunning(inst *Instance, cfg Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg, s.cur, s.state, s.err = cfg, inst, Running, nil
+	close(s.swapped)
+	s.swapped = make(chan struct{})
+}
+
+// watch waits for the current generation to exit and restarts it. It runs until the
+// supervisor's scope closes. A generation retired by a reload is not current any
+// more, so its exit is not a crash. When the plugin stays down (stopped by hand, or
+// the crash budget spent) the watch waits for a reload to bring a generation back.
 func (s *Supervisor) watch(ctx context.Context) {
 	for {
 		s.mu.Lock()
-		inst := s.cur
+		inst, swapped := s.cur, s.swapped
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			s.setState(Stopped, nil)
+			s.setState(nil, Stopped, nil)
 			return
+		case <-swapped:
+			continue
 		case <-inst.Exited():
 		}
-		if ctx.Err() != nil || inst.scope.Context().Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			s.setState(nil, Stopped, nil)
+			return
+		case s.Current() != inst:
+			continue // replaced by a reload meanwhile
+		case inst.scope.Context().Err() != nil:
 			// Stopped on purpose, not crashed.
-			s.setState(Stopped, nil)
-			return
+			s.setState(inst, Stopped, nil)
+		default:
+			crash := inst.crashed(context.WithoutCancel(ctx))
+			s.forget(inst)
+			cfg := s.Config()
+			cfg.Logger.Error("plugin crashed", "plugin", cfg.Name, "generation", inst.generation, "status", crash.Status)
+			if s.restart(ctx, crash, inst) {
+				continue
+			}
 		}
-		crash := inst.crashed(context.WithoutCancel(ctx))
-		s.cfg.Logger.Error("plugin crashed", "plugin", s.cfg.Name, "generation", inst.generation, "status", crash.Status)
-		if !s.restart(ctx, crash) {
+		select { // down until a reload or the end
+		case <-ctx.Done():
+			s.setState(nil, Stopped, nil)
 			return
+		case <-swapped:
 		}
 	}
 }
 
-// restart starts new generations until one runs, the budget is spent, or ctx ends.
-func (s *Supervisor) restart(ctx context.Context, cause error) bool {
+// restart starts new generations until one runs, a reload replaces crashed, the
+// budget is spent, or ctx ends. It reports whether a generation runs.
+func (s *Supervisor) restart(ctx context.Context, cause error, crashed *Instance) bool {
 	for {
-		backoff, ok := s.spend(cause)
+		backoff, ok := s.spend(cause, crashed)
 		if !ok {
-			return false
+			return s.Current() != crashed
 		}
 		select {
 		case <-ctx.Done():
-			s.setState(Stopped, nil)
 			return false
 		case <-time.After(backoff):
 		}
-		inst, err := s.startNext(ctx)
+		s.op.Lock()
+		if s.Current() != crashed {
+			s.op.Unlock()
+			return true // a reload started a generation meanwhile
+		}
+		cfg := s.Config()
+		inst, err := s.startNext(ctx, cfg)
 		if err == nil {
-			s.setRunning(inst)
-			s.cfg.Logger.Info("plugin restarted", "plugin", s.cfg.Name, "generation", inst.generation)
+			s.setRunning(inst, cfg)
+			s.op.Unlock()
+			cfg.Logger.Info("plugin restarted", "plugin", cfg.Name, "generation", inst.generation)
 			return true
 		}
+		s.op.Unlock()
 		if ctx.Err() != nil {
-			s.setState(Stopped, nil)
 			return false
 		}
 		cause = err
 	}
 }
 
-// spend records one crash; it reports the backoff before the next start, or false
-// when the budget is spent (the supervisor is then Failed).
-func (s *Supervisor) spend(cause error) (time.Duration, bool) {
+// spend records one crash of crashed; it reports the backoff before the next start,
+// or false when the budget is spent (the supervisor is then Failed) or crashed is no
+// longer current.
+func (s *Supervisor) spend(cause error, crashed *Instance) (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cur != crashed {
+		return 0, false
+	}
 	now := time.Now()
 	recent := s.crashes[:0]
 	for _, t := range s.crashes {
@@ -175,14 +238,27 @@ func (s *Supervisor) spend(cause error) (time.Duration, bool) {
 	return min(backoff, s.budget.MaxBackoff), true
 }
 
-func (s *Supervisor) setState(st State, err error) {
+// setState sets the state, unless inst is set and no longer current (a reload has
+// replaced it: its state is the new generation's).
+func (s *Supervisor) setState(inst *Instance, st State, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if inst != nil && s.cur != inst {
+		return
+	}
 	s.state, s.err = st, err
 }
 
 // Name returns the plugin's name.
-func (s *Supervisor) Name() string { return s.cfg.Name }
+func (s *Supervisor) Name() string { return s.Config().Name }
+
+// Config returns the config the current generation was started with (defaults
+// applied). Reload takes a modified copy.
+func (s *Supervisor) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
 
 // State returns the plugin's condition and, unless Running, why.
 func (s *Supervisor) State() (State, error) {

@@ -42,6 +42,8 @@ const usage = `usage: toolhost <command> [flags] [arguments]
 commands:
   tools    list the tools of a Location
   call     settle one tool call in a Location
+  serve    serve the API for session runners (gRPC on a unix socket or loopback TCP)
+  dev      serve, watching plugins and hot-reloading them when they change
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -80,6 +82,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.tools(ctx, rest)
 	case "call":
 		return a.call(ctx, rest)
+	case "serve":
+		return a.serve(ctx, rest)
+	case "dev":
+		return a.dev(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -118,6 +124,10 @@ func (a *app) help(args []string) int {
 		fs, _ = a.toolsFlags()
 	case "call":
 		fs, _ = a.callFlags()
+	case "serve":
+		fs, _ = a.serveCommandFlags()
+	case "dev":
+		fs, _ = a.devFlags()
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK

@@ -1,0 +1,471 @@
+// Package client is a typed Go client of the serve API (`toolhost serve` and
+// `toolhost dev`; see internal/servepb/serve.proto for the protocol), for session
+// runners written in Go.
+//
+//	c, err := client.Dial(ctx, "unix:///run/user/1000/toolhost.sock", "")
+//	loc, _, err := c.ActivateLocation(ctx, "/path/to/workspace")
+//	req, err := c.PrepareRequest(ctx, loc.ID, "anthropic")
+//	s, err := c.Settle(ctx, req.ID, client.Call{Name: "upper", Input: in, Invocation: inv}, onProgress)
+//	// err: errors.Is(err, context.Canceled) for an interruption, *client.CallError
+//	// for a defect or an operational failure; s.Outcome otherwise.
+//
+// A Client is one connection: the Requests it prepares belong to it, and no other
+// connection can settle, cancel or release them. It is safe for concurrent use.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/internal/servepb"
+	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// maxMessageBytes matches the server's message limit.
+const maxMessageBytes = 64 << 20
+
+// Errors that calls return (match them with errors.Is). The server's message is kept
+// in the error's text.
+var (
+	// ErrNotFound: no such Location, Request, call or ask — or it belongs to another
+	// connection.
+	ErrNotFound = errors.New("client: not found")
+	// ErrUnauthenticated: the token is missing or wrong.
+	ErrUnauthenticated = errors.New("client: unauthenticated")
+	// ErrUnavailable: the server is unreachable or shutting down.
+	ErrUnavailable = errors.New("client: unavailable")
+	// ErrInvalidArgument: the request was malformed.
+	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrActivation: the Location could not be activated (the message says why:
+	// config problems, compiler output, plugin stderr).
+	ErrActivation = errors.New("client: activation failed")
+)
+
+// Client is a connection to a serve API server.
+type Client struct {
+	conn *grpc.ClientConn
+	rpc  servepb.ToolhostClient
+}
+
+// Dial connects to target: "unix:///path/to/sock", "unix:/path" or an absolute path
+// for a unix socket; "host:port" for TCP (serve listens on loopback only). token, if
+// not empty, is sent with every call as "authorization: Bearer <token>" (serve over
+// TCP requires it; read it from serve's token file). Dial does not wait for the
+// connection; the first call does. Close the Client when done.
+func Dial(ctx context.Context, target, token string) (*Client, error) {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+	}
+	switch {
+	case strings.HasPrefix(target, "/"):
+		target = "unix://" + target
+	case strings.HasPrefix(target, "unix:"):
+	default:
+		if _, _, err := net.SplitHostPort(target); err != nil {
+			return nil, fmt.Errorf("client: target %q is neither a unix socket nor host:port: %w", target, err)
+		}
+		target = "passthrough:///" + target
+	}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", target, err)
+	}
+	return &Client{conn: conn, rpc: servepb.NewToolhostClient(conn)}, nil
+}
+
+// bearer sends the token with every call. The serve API runs on a unix socket or on
+// loopback, so it does not insist on transport security.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// Close closes the connection. The server then releases this Client's Requests and
+// interrupts its calls in flight.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// rpcError maps a gRPC status to this package's errors, keeping the message;
+// cancellation of ctx is returned as ctx's cause.
+func rpcError(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	st, _ := status.FromError(err)
+	var kind error
+	switch st.Code() {
+	case codes.NotFound:
+		kind = ErrNotFound
+	case codes.Unauthenticated:
+		kind = ErrUnauthenticated
+	case codes.Unavailable:
+		kind = ErrUnavailable
+	case codes.InvalidArgument:
+		kind = ErrInvalidArgument
+	case codes.FailedPrecondition:
+		kind = ErrActivation
+	case codes.Canceled:
+		return fmt.Errorf("client: %s: %s: %w", op, st.Message(), context.Canceled)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("client: %s: %s: %w", op, st.Message(), context.DeadlineExceeded)
+	default:
+		return fmt.Errorf("client: %s: %s (%s)", op, st.Message(), st.Code())
+	}
+	return fmt.Errorf("%w: %s: %s", kind, op, st.Message())
+}
+
+// Location is an active Location.
+type Location struct {
+	// ID is the Location's id: its canonical absolute directory.
+	ID          string
+	WorkspaceID string
+	// Tools are the tools visible now, sorted by name.
+	Tools []ToolSummary
+	// Plugins are the plugins' conditions, in config order.
+	Plugins []PluginStatus
+}
+
+// ToolSummary names one tool.
+type ToolSummary struct {
+	Name, Description string
+}
+
+// PluginStatus is one plugin's condition.
+type PluginStatus struct {
+	Name string
+	// State is "running", "restarting", "failed" or "stopped"; Error says why when
+	// not running.
+	State, Error string
+	// Generation counts starts (restarts and reloads); PID is the serving process.
+	Generation uint64
+	PID        int
+}
+
+func locationFrom(p *servepb.Location) Location {
+	l := Location{ID: p.Id, WorkspaceID: p.WorkspaceId}
+	for _, t := range p.Tools {
+		l.Tools = append(l.Tools, ToolSummary{Name: t.Name, Description: t.Description})
+	}
+	for _, ps := range p.Plugins {
+		l.Plugins = append(l.Plugins, PluginStatus{Name: ps.Name, State: ps.State, Error: ps.Error, Generation: ps.Generation, PID: int(ps.Pid)})
+	}
+	return l
+}
+
+// ActivateLocation activates the workspace at the absolute directory dir, or returns
+// it with already set when it is active. It blocks until the Location's plugins are
+// built and started; ctx bounds that. A failed activation is ErrActivation with the
+// reason.
+func (c *Client) ActivateLocation(ctx context.Context, dir string) (loc Location, already bool, err error) {
+	resp, err := c.rpc.ActivateLocation(ctx, &servepb.ActivateLocationRequest{Directory: dir})
+	if err != nil {
+		return Location{}, false, rpcError(ctx, "activate "+dir, err)
+	}
+	return locationFrom(resp.Location), resp.AlreadyActive, nil
+}
+
+// DeactivateLocation deactivates a Location (for every client).
+func (c *Client) DeactivateLocation(ctx context.Context, id string) error {
+	_, err := c.rpc.DeactivateLocation(ctx, &servepb.DeactivateLocationRequest{LocationId: id})
+	return rpcError(ctx, "deactivate "+id, err)
+}
+
+// ListLocations lists the active Locations, sorted by id.
+func (c *Client) ListLocations(ctx context.Context) ([]Location, error) {
+	resp, err := c.rpc.ListLocations(ctx, &servepb.ListLocationsRequest{})
+	if err != nil {
+		return nil, rpcError(ctx, "list locations", err)
+	}
+	out := make([]Location, len(resp.Locations))
+	for i, l := range resp.Locations {
+		out[i] = locationFrom(l)
+	}
+	return out, nil
+}
+
+// Request is a prepared Request: what to advertise to the model for one model
+// request. Calls settle against it (Client.Settle with its ID).
+type Request struct {
+	ID string
+	// Definitions are the tools to advertise, sorted by name; with a provider profile
+	// their input schemas are adapted for it.
+	Definitions []registry.Definition
+	// Problems are the tools' model-compatibility problems for the provider.
+	Problems []ToolProblem
+}
+
+// ToolProblem is one model-compatibility problem of one tool.
+type ToolProblem struct {
+	Tool, Pointer, Message string
+}
+
+// PrepareRequest captures a Request on Location locationID. provider is "",
+// "openai", "anthropic" or "gemini".
+func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string) (*Request, error) {
+	resp, err := c.rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{LocationId: locationID, Provider: provider})
+	if err != nil {
+		return nil, rpcError(ctx, "prepare request", err)
+	}
+	r := &Request{ID: resp.RequestId}
+	for _, d := range resp.Definitions {
+		r.Definitions = append(r.Definitions, registry.Definition{
+			Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema,
+		})
+	}
+	for _, p := range resp.Problems {
+		r.Problems = append(r.Problems, ToolProblem{Tool: p.Tool, Pointer: p.Pointer, Message: p.Message})
+	}
+	return r, nil
+}
+
+// ReleaseRequest forgets a Request.
+func (c *Client) ReleaseRequest(ctx context.Context, requestID string) error {
+	_, err := c.rpc.ReleaseRequest(ctx, &servepb.ReleaseRequestRequest{RequestId: requestID})
+	return rpcError(ctx, "release request", err)
+}
+
+// Call is one tool call to settle.
+type Call struct {
+	Name string
+	// Input is the raw JSON input; empty means {}.
+	Input json.RawMessage
+	// Invocation identifies the call; ToolCallID is required.
+	Invocation sdk.Invocation
+}
+
+// Kind classifies a CallError.
+type Kind string
+
+// The kinds of CallError.
+const (
+	Interrupted Kind = "interrupted"
+	Defect      Kind = "defect"
+	Operational Kind = "operational"
+)
+
+// CallError is a call that ended without a settlement. An interrupted one satisfies
+// errors.Is(err, context.Canceled).
+type CallError struct {
+	Kind    Kind
+	Message string
+}
+
+func (e *CallError) Error() string { return fmt.Sprintf("client: call %s: %s", e.Kind, e.Message) }
+
+// Unwrap makes an interruption match context.Canceled.
+func (e *CallError) Unwrap() error {
+	if e.Kind == Interrupted {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Settle settles one call on Request requestID. progress, if set, receives the
+// tool's progress events in order (some may be dropped under load), from the calling
+// goroutine. It returns the settlement, whatever its outcome, or an error: an
+// interruption (errors.Is(err, context.Canceled): ctx was cancelled, CancelCall, the
+// Location closed, the server shut down), a *CallError of kind Defect or
+// Operational, or an RPC error (ErrNotFound for a Request of another connection).
+func (c *Client) Settle(ctx context.Context, requestID string, call Call, progress func(sdk.Progress)) (*registry.Settlement, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream if we return early
+	stream, err := c.rpc.Settle(ctx, &servepb.SettleRequest{
+		RequestId: requestID,
+		Name:      call.Name,
+		Input:     call.Input,
+		Invocation: &servepb.Invocation{
+			SessionId:          call.Invocation.SessionID,
+			Agent:              call.Invocation.Agent,
+			AssistantMessageId: call.Invocation.AssistantMessageID,
+			ToolCallId:         call.Invocation.ToolCallID,
+		},
+	})
+	if err != nil {
+		return nil, rpcError(ctx, "settle "+call.Name, err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			return nil, &CallError{Kind: Operational, Message: "the stream ended without a final event"}
+		}
+		if err != nil {
+			return nil, rpcError(ctx, "settle "+call.Name, err)
+		}
+		switch e := ev.Event.(type) {
+		case *servepb.SettleEvent_Progress:
+			if progress != nil {
+				progress(sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
+			}
+		case *servepb.SettleEvent_Settlement:
+			var s registry.Settlement
+			if err := json.Unmarshal(e.Settlement, &s); err != nil {
+				return nil, &CallError{Kind: Operational, Message: "decode settlement: " + err.Error()}
+			}
+			drain(stream)
+			return &s, nil
+		case *servepb.SettleEvent_Error:
+			kind := Operational
+			switch e.Error.Kind {
+			case servepb.CallError_INTERRUPTED:
+				kind = Interrupted
+			case servepb.CallError_DEFECT:
+				kind = Defect
+			}
+			drain(stream)
+			return nil, &CallError{Kind: kind, Message: e.Error.Message}
+		}
+	}
+}
+
+// drain reads the end of a stream whose final event has come: the server ends it
+// right after, and ending it cleanly is cheaper for both sides than cancelling it.
+func drain(stream grpc.ServerStreamingClient[servepb.SettleEvent]) {
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+// CancelCall interrupts a call in flight; its Settle returns an interruption.
+func (c *Client) CancelCall(ctx context.Context, requestID, toolCallID string) error {
+	_, err := c.rpc.CancelCall(ctx, &servepb.CancelCallRequest{RequestId: requestID, ToolCallId: toolCallID})
+	return rpcError(ctx, "cancel call", err)
+}
+
+// Ask is a permission ask waiting for an answer.
+type Ask struct {
+	ID         string
+	LocationID string
+	Request    permission.Request
+}
+
+// AskEvent is one WatchAsks event: an ask to answer, or the id of an ask that no
+// longer waits.
+type AskEvent struct {
+	Asked    *Ask
+	Resolved string
+}
+
+// AskWatch is an open WatchAsks stream.
+type AskWatch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stream servepb.Toolhost_WatchAsksClient
+	// pending holds the asks that were waiting when the watch began.
+	pending []AskEvent
+}
+
+// WatchAsks watches the permission asks this Client may answer, in one Location
+// (locationID) or all (""). It returns once the server has registered the watch, so
+// asks raised from then on wait for this watcher. Read events with Next; Close it
+// (or cancel ctx) when done.
+func (c *Client) WatchAsks(ctx context.Context, locationID string) (*AskWatch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.rpc.WatchAsks(ctx, &servepb.WatchAsksRequest{LocationId: locationID})
+	if err != nil {
+		cancel()
+		return nil, rpcError(ctx, "watch asks", err)
+	}
+	w := &AskWatch{ctx: ctx, cancel: cancel, stream: stream}
+	for {
+		ev, err := w.recv()
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		if ev == nil {
+			return w, nil // synced
+		}
+		w.pending = append(w.pending, *ev)
+	}
+}
+
+// recv returns the next event, or nil for the synced marker.
+func (w *AskWatch) recv() (*AskEvent, error) {
+	ev, err := w.stream.Recv()
+	if err != nil {
+		return nil, rpcError(w.ctx, "watch asks", err)
+	}
+	switch e := ev.Event.(type) {
+	case *servepb.AskEvent_Asked:
+		return &AskEvent{Asked: askFrom(e.Asked)}, nil
+	case *servepb.AskEvent_Resolved:
+		return &AskEvent{Resolved: e.Resolved}, nil
+	}
+	return nil, nil
+}
+
+// Next blocks for the next event. It returns an error when the watch ends (ctx
+// cancelled, Close, the server shutting down).
+func (w *AskWatch) Next() (AskEvent, error) {
+	if len(w.pending) > 0 {
+		ev := w.pending[0]
+		w.pending = w.pending[1:]
+		return ev, nil
+	}
+	for {
+		ev, err := w.recv()
+		if err != nil {
+			return AskEvent{}, err
+		}
+		if ev != nil {
+			return *ev, nil
+		}
+	}
+}
+
+// Close ends the watch.
+func (w *AskWatch) Close() { w.cancel() }
+
+func askFrom(p *servepb.Ask) *Ask {
+	a := &Ask{ID: p.Id, LocationID: p.LocationId, Request: permission.Request{
+		SessionID: p.SessionId,
+		Agent:     p.Agent,
+		Source:    permission.Source{Type: p.SourceType, Tool: p.SourceTool, MessageID: p.MessageId, CallID: p.CallId},
+		Action:    p.Action,
+		Resources: p.Resources,
+		Save:      p.Save,
+	}}
+	if len(p.Metadata) > 0 {
+		_ = json.Unmarshal(p.Metadata, &a.Request.Metadata)
+	}
+	return a
+}
+
+// AnswerAsk answers a pending ask.
+func (c *Client) AnswerAsk(ctx context.Context, id string, answer permission.Answer) error {
+	var reply servepb.AnswerAskRequest_Reply
+	switch answer.Reply {
+	case permission.Once:
+		reply = servepb.AnswerAskRequest_ONCE
+	case permission.Always:
+		reply = servepb.AnswerAskRequest_ALWAYS
+	case permission.Reject:
+		reply = servepb.AnswerAskRequest_REJECT
+	default:
+		return fmt.Errorf("%w: reply %q (want once, always or reject)", ErrInvalidArgument, answer.Reply)
+	}
+	_, err := c.rpc.AnswerAsk(ctx, &servepb.AnswerAskRequest{Id: id, Reply: reply, Message: answer.Message})
+	return rpcError(ctx, "answer ask "+id, err)
+}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/server"
+)
+
+// serveOptions are the flags serve and dev share.
+type serveOptions struct {
+	socket    string
+	tcp       string
+	tokenFile string
+	locations []string
+	verbose   bool
+	debounce  time.Duration // dev only
+}
+
+const serveSynopsis = "[--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]] [--verbose]"
+
+func (a *app) serveFlags(name, synopsis, description string) (*flag.FlagSet, *serveOptions) {
+	o := &serveOptions{}
+	fs := a.newFlagSet(name, synopsis, description)
+	fs.StringVar(&o.socket, "socket", "", "listen on the unix socket at `path` (default $XDG_RUNTIME_DIR/toolhost.sock,\nelse toolhost.sock in a private directory under the temporary directory)")
+	fs.StringVar(&o.tcp, "tcp", "", "listen on TCP at `address` instead, loopback only (127.0.0.1:PORT, [::1]:PORT;\nport 0 picks one); every call must then carry the token")
+	fs.StringVar(&o.tokenFile, "token-file", "", "with --tcp, write the token to `path` (mode 0600; default toolhost.token\nnext to the default socket)")
+	fs.Func("location", "activate the Location at `DIR` at start (repeatable); runners activate more\nthrough the API", func(dir string) error {
+		o.locations = append(o.locations, dir)
+		return nil
+	})
+	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
+	return fs, o
+}
+
+func (a *app) serveCommandFlags() (*flag.FlagSet, *serveOptions) {
+	return a.serveFlags("serve", serveSynopsis,
+		"serves the toolhost API (gRPC, see internal/servepb/serve.proto) to session runners:\n"+
+			"activate Locations, prepare Requests, settle calls with streamed progress, cancel\n"+
+			"them, answer permission asks. The first line on stdout says where it listens:\n"+
+			"\"serving on unix:///PATH\" or \"serving on 127.0.0.1:PORT, token in FILE\".\n\n"+
+			"The unix socket is mode 0600 in a directory only its owner can write, and peers of\n"+
+			"other users are refused. TCP is refused beyond loopback, and every TCP call must\n"+
+			"carry \"authorization: Bearer <token>\" with the token (32 random bytes, hex) from\n"+
+			"the token file. Requests belong to the connection that prepared them.\n\n"+
+			"SIGINT or SIGTERM shuts it down: calls in flight end as interruptions, every\n"+
+			"Location is deactivated, no plugin process remains.\n")
+}
+
+func (a *app) serve(ctx context.Context, args []string) int {
+	fs, o := a.serveCommandFlags()
+	return a.runServer(ctx, fs, o, args, nil)
+}
+
+// runServer parses the flags, listens, activates the --location Locations and serves
+// until ctx ends. dev passes hook to watch every activated Location.
+func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, args []string,
+	hook func(o *serveOptions, logger hclog.Logger, buildCache string) func(*location.Location) func()) int {
+	name := strings.TrimPrefix(fs.Name(), "toolhost ")
+	positional, code, ok := a.parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(positional) > 0 {
+		return a.usageError(fs, "unexpected arguments %q", positional)
+	}
+	if o.tcp == "" && o.tokenFile != "" {
+		return a.usageError(fs, "--token-file goes with --tcp")
+	}
+	if hook != nil && len(o.locations) == 0 {
+		return a.usageError(fs, "missing --location DIR")
+	}
+	if o.tcp != "" && o.socket != "" {
+		return a.usageError(fs, "--socket and --tcp exclude each other")
+	}
+	level := hclog.Warn
+	if o.verbose {
+		level = hclog.Debug
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
+	fail := func(err error) int {
+		a.errorf("toolhost %s: %v", name, err)
+		return ExitFailure
+	}
+
+	// Listen first: a wrong address should fail before any plugin builds.
+	var (
+		lis       net.Listener
+		token     string
+		tokenFile string
+		where     string
+		err       error
+	)
+	if o.tcp != "" {
+		if lis, err = server.ListenTCP(o.tcp); err != nil {
+			if errors.Is(err, server.ErrNotLoopback) {
+				return a.usageError(fs, "%v", err)
+			}
+			return fail(err)
+		}
+		tokenFile = o.tokenFile
+		if tokenFile == "" {
+			tokenFile = server.DefaultTokenPath(os.Getenv)
+		}
+		if tokenFile, err = filepath.Abs(tokenFile); err == nil {
+			if token, err = server.NewToken(); err == nil {
+				err = server.WriteTokenFile(tokenFile, token)
+			}
+		}
+		if err != nil {
+			lis.Close()
+			return fail(err)
+		}
+		defer removeToken(tokenFile, token)
+		where = fmt.Sprintf("%s, token in %s", lis.Addr(), tokenFile)
+	} else {
+		path := o.socket
+		if path == "" {
+			path = server.DefaultSocketPath(os.Getenv)
+		}
+		if lis, err = server.ListenUnix(path, logger); err != nil {
+			return fail(err)
+		}
+		where = "unix://" + lis.Addr().String()
+	}
+
+	storageDir, err := registry.DefaultStorageDir()
+	if err != nil {
+		lis.Close()
+		return fail(err)
+	}
+	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
+	if err != nil {
+		lis.Close()
+		return fail(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		lis.Close()
+		return fail(err)
+	}
+	locOpts := location.Options{Logger: logger}
+	var onActivate func(*location.Location) func()
+	if hook != nil {
+		cache, err := buildCacheDir(os.Environ())
+		if err != nil {
+			lis.Close()
+			return fail(err)
+		}
+		locOpts.BuildCache = cache
+		onActivate = hook(o, logger, cache)
+	}
+
+	root := scope.New(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if err := root.Close(closeCtx); err != nil {
+			a.errorf("toolhost %s: %v", name, err)
+		}
+	}()
+	srv, err := server.New(root, server.Options{Registry: reg, Location: locOpts, Logger: logger, Token: token, OnActivate: onActivate})
+	if err != nil {
+		lis.Close()
+		return fail(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	shutdown := func() error {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		err := srv.Shutdown(closeCtx)
+		return errors.Join(err, <-served)
+	}
+
+	for _, dir := range o.locations {
+		loc, _, err := srv.Activate(ctx, dir)
+		if err != nil {
+			_ = shutdown()
+			if ctx.Err() != nil {
+				a.errorf("interrupted")
+				return ExitInterrupted
+			}
+			return fail(err)
+		}
+		q, _ := loc.Prepare()
+		n := 0
+		if q != nil {
+			n = len(q.Definitions())
+		}
+		fmt.Fprintf(a.stdout, "location %s: %d tools, %d plugins\n", loc.ID(), n, len(loc.Plugins()))
+	}
+	fmt.Fprintf(a.stdout, "serving on %s\n", where)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		served <- err // for shutdown's receive
+	}
+	if err := shutdown(); err != nil {
+		return fail(err)
+	}
+	return ExitOK
+}
+
+// removeToken removes the token file if it still holds token (a later server may
+// have replaced it).
+func removeToken(path, token string) {
+	if data, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(data)) == token {
+		os.Remove(path)
+	}
+}
+
+// buildCacheDir is location's default build cache (location.Options.BuildCache),
+// resolved here because dev must rebuild into the same cache the Location used.
+func buildCacheDir(env []string) (string, error) {
+	get := func(key string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+				return v
+			}
+		}
+		return ""
+	}
+	if dir := get(location.BuildCacheEnv); dir != "" {
+		return dir, nil
+	}
+	if dir := get("XDG_CACHE_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "toolhost", "build"), nil
+	}
+	if home := get("HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".cache", "toolhost", "build"), nil
+	}
+	return "", fmt.Errorf("no build cache directory: set %s, XDG_CACHE_HOME or HOME", location.BuildCacheEnv)
+}

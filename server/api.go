@@ -1,0 +1,409 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/internal/servepb"
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/server/provider"
+)
+
+// api implements servepb.ToolhostServer.
+type api struct {
+	servepb.UnimplementedToolhostServer
+	s *Server
+}
+
+func callerConn(ctx context.Context) (*conn, error) {
+	c := connFrom(ctx)
+	if c == nil {
+		return nil, status.Error(codes.Internal, "server: call without a connection identity")
+	}
+	return c, nil
+}
+
+func (a *api) ActivateLocation(ctx context.Context, req *servepb.ActivateLocationRequest) (*servepb.ActivateLocationResponse, error) {
+	if !filepath.IsAbs(req.Directory) {
+		return nil, status.Errorf(codes.InvalidArgument, "directory %q is not absolute", req.Directory)
+	}
+	loc, already, err := a.s.Activate(ctx, req.Directory)
+	switch {
+	case err != nil && (errors.Is(err, ErrShutdown) || a.s.ctx.Err() != nil):
+		return nil, status.Error(codes.Unavailable, "toolhost serve is shutting down")
+	case err != nil && ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case err != nil:
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &servepb.ActivateLocationResponse{Location: summarize(loc), AlreadyActive: already}, nil
+}
+
+func (a *api) DeactivateLocation(ctx context.Context, req *servepb.DeactivateLocationRequest) (*servepb.DeactivateLocationResponse, error) {
+	err := a.s.Deactivate(ctx, req.LocationId)
+	if errors.Is(err, ErrUnknownLocation) {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &servepb.DeactivateLocationResponse{}, nil
+}
+
+func (a *api) ListLocations(context.Context, *servepb.ListLocationsRequest) (*servepb.ListLocationsResponse, error) {
+	resp := &servepb.ListLocationsResponse{}
+	for _, loc := range a.s.Locations() {
+		resp.Locations = append(resp.Locations, summarize(loc))
+	}
+	return resp, nil
+}
+
+// summarize describes an active Location: its tools now and its plugins' states.
+func summarize(loc *location.Location) *servepb.Location {
+	out := &servepb.Location{Id: loc.ID(), WorkspaceId: loc.Config().WorkspaceID}
+	if q, err := loc.Prepare(); err == nil {
+		for _, d := range q.Definitions() {
+			out.Tools = append(out.Tools, &servepb.ToolSummary{Name: d.Name, Description: d.Description})
+		}
+	}
+	for _, sup := range loc.Plugins() {
+		st, err := sup.State()
+		ps := &servepb.PluginStatus{Name: sup.Name(), State: string(st)}
+		if err != nil {
+			ps.Error = err.Error()
+		}
+		if inst := sup.Current(); inst != nil {
+			ps.Generation = inst.Generation()
+			ps.Pid = int64(inst.PID())
+		}
+		out.Plugins = append(out.Plugins, ps)
+	}
+	return out
+}
+
+func (a *api) PrepareRequest(ctx context.Context, req *servepb.PrepareRequestRequest) (*servepb.PrepareRequestResponse, error) {
+	c, err := callerConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	profile, err := provider.Parse(req.Provider)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	loc, err := a.s.location(req.LocationId)
+	if err != nil {
+		return nil, err
+	}
+	q, err := loc.Prepare()
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "location %q: %v", req.LocationId, err)
+	}
+	resp := &servepb.PrepareRequestResponse{}
+	for _, d := range q.Definitions() {
+		schema, problems := provider.Check(profile, provider.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+		resp.Definitions = append(resp.Definitions, &servepb.Definition{
+			Name: d.Name, Description: d.Description, InputSchema: schema, OutputSchema: d.OutputSchema,
+		})
+		for _, p := range problems {
+			resp.Problems = append(resp.Problems, &servepb.ToolProblem{Tool: d.Name, Pointer: p.Pointer, Message: p.Message})
+		}
+	}
+	r := &request{id: newID("req_"), loc: loc.ID(), q: q, calls: map[string]*call{}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, status.Error(codes.Canceled, "connection closed")
+	}
+	if len(c.requests) >= a.s.opts.MaxRequests {
+		return nil, status.Errorf(codes.ResourceExhausted, "this connection holds %d Requests, the most it may; release some (ReleaseRequest)", len(c.requests))
+	}
+	c.requests[r.id] = r
+	resp.RequestId = r.id
+	return resp, nil
+}
+
+func (a *api) ReleaseRequest(ctx context.Context, req *servepb.ReleaseRequestRequest) (*servepb.ReleaseRequestResponse, error) {
+	c, err := callerConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	_, ok := c.requests[req.RequestId]
+	delete(c.requests, req.RequestId)
+	c.mu.Unlock()
+	if !ok {
+		return nil, notFoundRequest(req.RequestId)
+	}
+	return &servepb.ReleaseRequestResponse{}, nil
+}
+
+func notFoundRequest(id string) error {
+	return status.Errorf(codes.NotFound, "no Request %q on this connection", id)
+}
+
+func (a *api) CancelCall(ctx context.Context, req *servepb.CancelCallRequest) (*servepb.CancelCallResponse, error) {
+	c, err := callerConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	r, ok := c.requests[req.RequestId]
+	var cl *call
+	if ok {
+		cl = r.calls[req.ToolCallId]
+	}
+	c.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, notFoundRequest(req.RequestId)
+	case cl == nil:
+		return nil, status.Errorf(codes.NotFound, "no call %q in flight on Request %q", req.ToolCallId, req.RequestId)
+	}
+	cl.cancel(errCancelCall)
+	return &servepb.CancelCallResponse{}, nil
+}
+
+func (a *api) Settle(req *servepb.SettleRequest, stream servepb.Toolhost_SettleServer) error {
+	ctx := stream.Context()
+	c, err := callerConn(ctx)
+	if err != nil {
+		return err
+	}
+	inv := req.GetInvocation()
+	if inv.GetToolCallId() == "" {
+		return status.Error(codes.InvalidArgument, "invocation.tool_call_id is required")
+	}
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(a.s.ctx, func() { cancel(context.Cause(a.s.ctx)) })
+	defer stop()
+
+	c.mu.Lock()
+	r, ok := c.requests[req.RequestId]
+	switch {
+	case !ok:
+		c.mu.Unlock()
+		return notFoundRequest(req.RequestId)
+	case r.calls[inv.ToolCallId] != nil:
+		c.mu.Unlock()
+		return status.Errorf(codes.AlreadyExists, "call %q is already in flight on Request %q", inv.ToolCallId, req.RequestId)
+	}
+	r.calls[inv.ToolCallId] = &call{cancel: cancel}
+	c.mu.Unlock()
+	key := callKey{loc: r.loc, session: inv.SessionId, callID: inv.ToolCallId}
+	a.s.mu.Lock()
+	a.s.calls[key] = c
+	a.s.mu.Unlock()
+	// The call is forgotten before its final event is sent, so a client may reuse
+	// the id as soon as it has the result.
+	forget := sync.OnceFunc(func() {
+		a.s.mu.Lock()
+		if a.s.calls[key] == c {
+			delete(a.s.calls, key)
+		}
+		a.s.mu.Unlock()
+		c.mu.Lock()
+		delete(r.calls, inv.ToolCallId)
+		c.mu.Unlock()
+	})
+	defer forget()
+
+	out := newProgressSender(stream)
+	settlement, err := r.q.Settle(callCtx, registry.Call{
+		Name:  req.Name,
+		Input: req.Input,
+		Invocation: sdk.Invocation{
+			SessionID:          inv.SessionId,
+			Agent:              inv.Agent,
+			AssistantMessageID: inv.AssistantMessageId,
+			ToolCallID:         inv.ToolCallId,
+		},
+		Progress: out.push,
+	})
+	out.finish()
+	forget()
+	final := &servepb.SettleEvent{}
+	if err != nil {
+		final.Event = &servepb.SettleEvent_Error{Error: callError(err)}
+	} else {
+		data, merr := json.Marshal(settlement)
+		if merr != nil {
+			final.Event = &servepb.SettleEvent_Error{Error: &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: "encode settlement: " + merr.Error()}}
+		} else {
+			final.Event = &servepb.SettleEvent_Settlement{Settlement: data}
+		}
+	}
+	if err := out.send(final); err != nil {
+		return err
+	}
+	return nil
+}
+
+// callError classifies an error Settle returned instead of a settlement.
+func callError(err error) *servepb.CallError {
+	var defect *registry.DefectError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &servepb.CallError{Kind: servepb.CallError_INTERRUPTED, Message: err.Error()}
+	case errors.As(err, &defect):
+		return &servepb.CallError{Kind: servepb.CallError_DEFECT, Message: err.Error()}
+	}
+	return &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: err.Error()}
+}
+
+// maxQueuedProgress bounds the progress events waiting to be sent; past it the
+// oldest are dropped.
+const maxQueuedProgress = 256
+
+// progressSender sends a call's progress events from one goroutine, so a slow
+// client never blocks the tool reporting them (events are dropped instead, oldest
+// first), and keeps them ahead of the final event.
+type progressSender struct {
+	stream servepb.Toolhost_SettleServer
+
+	mu      sync.Mutex
+	queue   []*servepb.Progress
+	done    bool
+	started bool          // the sender goroutine runs (from the first event on)
+	wake    chan struct{} // set when started
+	sent    chan struct{} // closed when the sender goroutine has finished
+	broken  error         // the stream's send error, once it failed
+}
+
+func newProgressSender(stream servepb.Toolhost_SettleServer) *progressSender {
+	return &progressSender{stream: stream}
+}
+
+func (p *progressSender) push(ev sdk.Progress) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	if !p.started { // most calls report no progress: no goroutine for them
+		p.started = true
+		p.wake, p.sent = make(chan struct{}, 1), make(chan struct{})
+		go p.run()
+	}
+	if len(p.queue) >= maxQueuedProgress {
+		p.queue = p.queue[1:]
+	}
+	p.queue = append(p.queue, &servepb.Progress{Progress: ev.Progress, Total: ev.Total, Message: ev.Message})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *progressSender) run() {
+	defer close(p.sent)
+	for {
+		p.mu.Lock()
+		batch, done := p.queue, p.done
+		p.queue = nil
+		p.mu.Unlock()
+		for _, ev := range batch {
+			if p.broken != nil {
+				break
+			}
+			p.broken = p.stream.Send(&servepb.SettleEvent{Event: &servepb.SettleEvent_Progress{Progress: ev}})
+		}
+		if done {
+			return
+		}
+		<-p.wake
+	}
+}
+
+// finish stops accepting progress and waits until what is queued has been sent.
+func (p *progressSender) finish() {
+	p.mu.Lock()
+	p.done = true
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.sent
+}
+
+// send sends the final event, after finish.
+func (p *progressSender) send(ev *servepb.SettleEvent) error {
+	if p.broken != nil {
+		return p.broken
+	}
+	return p.stream.Send(ev)
+}
+
+func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_WatchAsksServer) error {
+	ctx := stream.Context()
+	c, err := callerConn(ctx)
+	if err != nil {
+		return err
+	}
+	if req.LocationId != "" {
+		if _, err := a.s.location(req.LocationId); err != nil {
+			return err
+		}
+	}
+	w, pending := a.s.addWatcher(c, req.LocationId)
+	defer a.s.removeWatcher(w)
+	for _, ak := range pending {
+		if err := stream.Send(&servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: ak.proto()}}); err != nil {
+			return err
+		}
+	}
+	if err := stream.Send(&servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev := <-w.events:
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		case <-w.dropped:
+			return status.Error(codes.ResourceExhausted, "asks came faster than this watcher read them; watch again")
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-a.s.ctx.Done():
+			return status.Error(codes.Unavailable, "toolhost serve is shutting down")
+		}
+	}
+}
+
+func (a *api) AnswerAsk(ctx context.Context, req *servepb.AnswerAskRequest) (*servepb.AnswerAskResponse, error) {
+	c, err := callerConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var reply permission.Reply
+	switch req.Reply {
+	case servepb.AnswerAskRequest_ONCE:
+		reply = permission.Once
+	case servepb.AnswerAskRequest_ALWAYS:
+		reply = permission.Always
+	case servepb.AnswerAskRequest_REJECT:
+		reply = permission.Reject
+	default:
+		return nil, status.Error(codes.InvalidArgument, "reply must be ONCE, ALWAYS or REJECT")
+	}
+	if err := a.s.answer(c, req.Id, permission.Answer{Reply: reply, Message: req.Message}); err != nil {
+		return nil, err
+	}
+	return &servepb.AnswerAskResponse{}, nil
+}

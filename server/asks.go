@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/internal/servepb"
+	"github.com/toolhost/toolhost/permission"
+)
+
+// ErrNobodyWatching is the error of an ask made while no client watches asks for it
+// (see WatchAsks): the call ends with an operational error saying so, rather than
+// waiting for an answer that cannot come.
+var ErrNobodyWatching = errors.New("server: permission is needed, but no client is watching permission asks for this call (WatchAsks)")
+
+// watcherBuffer is how many ask events a watcher may fall behind before it is
+// dropped.
+const watcherBuffer = 256
+
+// ask is one permission ask parked until a client answers it.
+type ask struct {
+	id    string
+	loc   string
+	req   permission.Request
+	owner *conn // nil: not attributed to a call; any watcher of the Location sees it
+}
+
+func (a *ask) proto() *servepb.Ask {
+	p := &servepb.Ask{
+		Id:         a.id,
+		LocationId: a.loc,
+		SessionId:  a.req.SessionID,
+		Agent:      a.req.Agent,
+		SourceType: a.req.Source.Type,
+		SourceTool: a.req.Source.Tool,
+		MessageId:  a.req.Source.MessageID,
+		CallId:     a.req.Source.CallID,
+		Action:     a.req.Action,
+		Resources:  slices.Clone(a.req.Resources),
+		Save:       slices.Clone(a.req.Save),
+	}
+	if len(a.req.Metadata) > 0 {
+		p.Metadata, _ = json.Marshal(a.req.Metadata)
+	}
+	return p
+}
+
+// watcher is one WatchAsks stream.
+type watcher struct {
+	conn    *conn
+	loc     string // "" watches every Location
+	events  chan *servepb.AskEvent
+	dropped chan struct{}
+}
+
+// sees reports whether w may see (and answer) a.
+func (w *watcher) sees(a *ask) bool {
+	return (w.loc == "" || w.loc == a.loc) && (a.owner == nil || a.owner == w.conn)
+}
+
+// locAsker is the permission.Asker of one Location: it parks each ask until a
+// client answers it through AnswerAsk, or the ask's context ends.
+type locAsker struct {
+	s   *Server
+	loc string
+}
+
+var _ permission.Asker = (*locAsker)(nil)
+
+// Ask parks the ask. The permission service cancels ctx once the ask is answered
+// (AnswerAsk answers through the service), or when the call ends.
+func (l *locAsker) Ask(ctx context.Context, id string, req permission.Request) (permission.Answer, error) {
+	s := l.s
+	a := &ask{id: id, loc: l.loc, req: req, owner: connFrom(ctx)}
+	s.mu.Lock()
+	if a.owner == nil {
+		// Not asked from a served call's context (a trusted plugin asks over its own
+		// connection): find the call by its identity.
+		a.owner = s.calls[callKey{loc: l.loc, session: req.SessionID, callID: req.Source.CallID}]
+	}
+	var audience []*watcher
+	for w := range s.watchers {
+		if w.sees(a) {
+			audience = append(audience, w)
+		}
+	}
+	if len(audience) == 0 {
+		s.mu.Unlock()
+		return permission.Answer{}, ErrNobodyWatching
+	}
+	s.asks[id] = a
+	s.broadcastLocked(a, &servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: a.proto()}})
+	s.mu.Unlock()
+
+	<-ctx.Done()
+
+	s.mu.Lock()
+	delete(s.asks, id)
+	s.broadcastLocked(a, &servepb.AskEvent{Event: &servepb.AskEvent_Resolved{Resolved: id}})
+	s.mu.Unlock()
+	return permission.Answer{}, context.Cause(ctx)
+}
+
+// broadcastLocked sends ev to every watcher that sees a, dropping watchers that
+// fell behind. s.mu is held.
+func (s *Server) broadcastLocked(a *ask, ev *servepb.AskEvent) {
+	for w := range s.watchers {
+		if !w.sees(a) {
+			continue
+		}
+		select {
+		case w.events <- ev:
+		default:
+			delete(s.watchers, w)
+			close(w.dropped)
+		}
+	}
+}
+
+// addWatcher registers a watcher and returns the asks it sees now, oldest first.
+func (s *Server) addWatcher(c *conn, loc string) (*watcher, []*ask) {
+	w := &watcher{conn: c, loc: loc, events: make(chan *servepb.AskEvent, watcherBuffer), dropped: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers[w] = struct{}{}
+	var pending []*ask
+	for _, a := range s.asks {
+		if w.sees(a) {
+			pending = append(pending, a)
+		}
+	}
+	slices.SortFunc(pending, func(x, y *ask) int { return strings.Compare(x.id, y.id) })
+	return w, pending
+}
+
+func (s *Server) removeWatcher(w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.watchers, w)
+}
+
+// answer answers ask id for connection c, through the Location's permission service
+// (which applies the answer, saves "always" approvals, and releases the parked Ask).
+func (s *Server) answer(c *conn, id string, ans permission.Answer) error {
+	s.mu.Lock()
+	a, ok := s.asks[id]
+	s.mu.Unlock()
+	if !ok || (a.owner != nil && a.owner != c) {
+		return status.Errorf(codes.NotFound, "no pending ask %q for this connection", id)
+	}
+	loc, err := s.location(a.loc)
+	if err != nil {
+		return err
+	}
+	svc := loc.Permission()
+	if svc == nil {
+		return status.Errorf(codes.FailedPrecondition, "location %q has no permission service", a.loc)
+	}
+	err = svc.Reply(id, ans)
+	var serr *permission.StateError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, permission.ErrUnknownAsk):
+		return status.Errorf(codes.NotFound, "no pending ask %q: %v", id, err)
+	case errors.As(err, &serr):
+		return status.Error(codes.Internal, fmt.Sprintf("saving the \"always\" approval failed, so it was not given (the call fails with this error): %v", err))
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
