@@ -115,7 +115,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 	cacheDir := ""
 	if needsBuild(cfg, reattach) {
-		if cacheDir, err = buildCacheDir(opts.BuildCache, env); err != nil {
+		if cacheDir, err = BuildCacheDir(opts.BuildCache, env); err != nil {
 			return nil, err
 		}
 	}
@@ -375,8 +375,10 @@ func needsBuild(cfg *Config, reattach map[string]pluginpb.Reattach) bool {
 	return false
 }
 
-// buildCacheDir resolves Options.BuildCache (see there).
-func buildCacheDir(configured string, env []string) (string, error) {
+// BuildCacheDir resolves the build cache as Options.BuildCache describes: configured
+// if set, else from env. Hot reload uses it to rebuild into the cache the Location
+// used.
+func BuildCacheDir(configured string, env []string) (string, error) {
 	if configured != "" {
 		return configured, nil
 	}

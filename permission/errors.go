@@ -16,6 +16,10 @@ var (
 	// ErrDeclined is matched by every [*DeclinedError]: a request rejected without a
 	// message, or abandoned because its session ended or its Location closed.
 	ErrDeclined = errors.New("permission: declined")
+	// ErrNoOneToAsk is for Askers that can find nobody to ask this time (a server
+	// with no client watching asks): an Asker error wrapping it makes Assert answer
+	// as it does with no Asker at all, a deny that says how to allow the request.
+	ErrNoOneToAsk = errors.New("permission: no one to ask")
 	// ErrUnknownAsk is returned by Reply for an id that is not pending (never
 	// registered, or already answered).
 	ErrUnknownAsk = errors.New("permission: unknown ask")

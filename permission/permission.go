@@ -277,6 +277,8 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		s.fail(p, context.Cause(ctx))
+	case errors.Is(err, ErrNoOneToAsk):
+		s.fail(p, s.denied(req, each, Ask))
 	case err != nil:
 		s.fail(p, fmt.Errorf("permission: ask %s: %w", p.id, err))
 	default:

@@ -15,7 +15,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/server/provider"
+	"github.com/toolhost/toolhost/provider"
 )
 
 // api implements servepb.ToolhostServer.

@@ -338,11 +338,10 @@ func TestPermissionAsks(t *testing.T) {
 	a, b := f.dial(t), f.dial(t)
 	loc, req := f.activate(t, a)
 
-	t.Run("NobodyWatching", func(t *testing.T) {
-		_, err := a.Settle(t.Context(), req.ID, client.Call{Name: "guarded", Invocation: inv(t, "n1")}, nil)
-		var cerr *client.CallError
-		if !errors.As(err, &cerr) || cerr.Kind != client.Operational || !strings.Contains(cerr.Message, "no client is watching") {
-			t.Fatalf("err %v, want an operational error saying nobody watches", err)
+	t.Run("NobodyWatchingIsADeny", func(t *testing.T) {
+		s, err := a.Settle(t.Context(), req.ID, client.Call{Name: "guarded", Invocation: inv(t, "n1")}, nil)
+		if err != nil || s.Outcome != "tool_failure" || !strings.Contains(s.Text(), "config") {
+			t.Fatalf("settle %+v, %v; want a deny that says how to allow it in the config", s, err)
 		}
 	})
 

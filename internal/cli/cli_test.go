@@ -500,3 +500,22 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version printed %q", r.stdout)
 	}
 }
+
+func TestToolsProvider(t *testing.T) {
+	dir := workspace(t, `{"tools": [{"name": "either", "description": "Takes one of two shapes.",
+		"input_schema": {"anyOf": [{"type": "object"}, {"type": "string"}]}, "command": ["true"]}]}`)
+	r := run(t, "", "tools", "--location", dir, "--provider", "anthropic")
+	r.want(t, cli.ExitToolError)
+	if !strings.Contains(r.stdout, "either: not compatible with anthropic") {
+		t.Fatalf("want the incompatible tool named:\n%s", r.stdout)
+	}
+	r = run(t, "", "tools", "--location", dir, "--provider", "anthropic", "--json")
+	r.want(t, cli.ExitToolError)
+	var got struct {
+		Problems map[string][]struct{ Pointer, Message string } `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.Problems["either"]) == 0 || len(got.Problems) != 1 {
+		t.Fatalf("problems %+v (%v):\n%s", got.Problems, err, r.stdout)
+	}
+	run(t, "", "tools", "--location", dir, "--provider", "bard").want(t, cli.ExitUsage)
+}

@@ -154,7 +154,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 	locOpts := location.Options{Logger: logger}
 	var onActivate func(*location.Location) func()
 	if hook != nil {
-		cache, err := buildCacheDir(os.Environ())
+		cache, err := location.BuildCacheDir("", os.Environ())
 		if err != nil {
 			lis.Close()
 			return fail(err)
@@ -221,27 +221,4 @@ func removeToken(path, token string) {
 	if data, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(data)) == token {
 		os.Remove(path)
 	}
-}
-
-// buildCacheDir is location's default build cache (location.Options.BuildCache),
-// resolved here because dev must rebuild into the same cache the Location used.
-func buildCacheDir(env []string) (string, error) {
-	get := func(key string) string {
-		for i := len(env) - 1; i >= 0; i-- {
-			if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-				return v
-			}
-		}
-		return ""
-	}
-	if dir := get(location.BuildCacheEnv); dir != "" {
-		return dir, nil
-	}
-	if dir := get("XDG_CACHE_HOME"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "toolhost", "build"), nil
-	}
-	if home := get("HOME"); filepath.IsAbs(home) {
-		return filepath.Join(home, ".cache", "toolhost", "build"), nil
-	}
-	return "", fmt.Errorf("no build cache directory: set %s, XDG_CACHE_HOME or HOME", location.BuildCacheEnv)
 }

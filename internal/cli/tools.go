@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
 )
 
@@ -16,18 +17,24 @@ type toolsOptions struct {
 	location string
 	json     bool
 	verbose  bool
+	provider string
 }
 
 func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	o := &toolsOptions{}
-	fs := a.newFlagSet("tools", "--location DIR [--json] [--verbose]",
+	fs := a.newFlagSet("tools", "--location DIR [--json] [--provider NAME] [--verbose]",
 		"activates the Location at DIR, lists the definitions of its tools sorted by name,\n"+
 			"and deactivates it. Plugins that are not running are listed after the tools.\n\n"+
 			"--json prints {\"location\": ID, \"tools\": [{\"name\", \"description\",\n"+
-			"\"input_schema\", \"output_schema\"}...]}: the definitions exactly as advertised.\n")
+			"\"input_schema\", \"output_schema\"}...]}: the definitions exactly as advertised.\n\n"+
+			"--provider openai|anthropic|gemini checks every definition against that\n"+
+			"provider's limits (and, for gemini, prints the adapted input schemas); each\n"+
+			"incompatible tool is named with its problems (--json: \"problems\": {NAME:\n"+
+			"[{\"pointer\", \"message\"}]}) and the exit status is 1.\n")
 	fs.StringVar(&o.location, "location", "", "the Location `directory` (required)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
+	fs.StringVar(&o.provider, "provider", "", "check the definitions for a provider `profile`: openai, anthropic or gemini")
 	return fs, o
 }
 
@@ -43,24 +50,61 @@ func (a *app) tools(ctx context.Context, args []string) int {
 	if o.location == "" {
 		return a.usageError(fs, "missing --location DIR")
 	}
+	profile, err := provider.Parse(o.provider)
+	if err != nil {
+		return a.usageError(fs, "%v", err)
+	}
 	return a.withLocation(ctx, "tools", o.location, o.verbose, func(s *session) int {
 		q, err := s.loc.Prepare()
 		if err != nil {
 			a.errorf("toolhost tools: %v", err)
 			return ExitFailure
 		}
-		if o.json {
-			return a.printJSON("tools", toolsJSON{Location: s.loc.ID(), Tools: q.Definitions()})
+		defs, problems := checkProvider(profile, q.Definitions())
+		code := ExitOK
+		if len(problems) > 0 {
+			code = ExitToolError
 		}
-		a.printToolTable(q.Definitions(), s.loc.Plugins())
-		return ExitOK
+		if o.json {
+			if c := a.printJSON("tools", toolsJSON{Location: s.loc.ID(), Tools: defs, Problems: problems}); c != ExitOK {
+				return c
+			}
+			return code
+		}
+		a.printToolTable(defs, s.loc.Plugins())
+		for _, d := range defs {
+			for _, p := range problems[d.Name] {
+				fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
+			}
+		}
+		return code
 	})
+}
+
+// checkProvider checks defs against a provider profile: it returns the definitions
+// with their input schemas as that provider is sent them, and the problems by name.
+func checkProvider(p provider.Profile, defs []registry.Definition) ([]registry.Definition, map[string][]provider.Problem) {
+	if p == provider.None {
+		return defs, nil
+	}
+	out := make([]registry.Definition, len(defs))
+	problems := map[string][]provider.Problem{}
+	for i, d := range defs {
+		schema, ps := provider.Check(p, provider.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+		d.InputSchema = schema
+		out[i] = d
+		if len(ps) > 0 {
+			problems[d.Name] = ps
+		}
+	}
+	return out, problems
 }
 
 // toolsJSON is the --json output of tools.
 type toolsJSON struct {
-	Location string                `json:"location"`
-	Tools    []registry.Definition `json:"tools"`
+	Location string                        `json:"location"`
+	Tools    []registry.Definition         `json:"tools"`
+	Problems map[string][]provider.Problem `json:"problems,omitempty"`
 }
 
 func (a *app) printToolTable(defs []registry.Definition, sups []*plugins.Supervisor) {

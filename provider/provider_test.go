@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolhost/toolhost/server/provider"
+	"github.com/toolhost/toolhost/provider"
 )
 
 const objectSchema = `{"additionalProperties":false,"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"}`
