@@ -4,23 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
-
-	"github.com/toolhost/toolhost/sdk"
 )
 
 // ErrStopped is returned by Reload when the supervisor's scope is closing or closed.
 var ErrStopped = errors.New("plugins: supervisor stopped")
-
-// drainQuiet is how long a retiring generation must have had no execution in
-// flight before its scope closes. It covers a call that captured the retiring
-// generation's registration just before the swap and has not reached the plugin yet
-// (input validation runs in between).
-const drainQuiet = 20 * time.Millisecond
-
-// drainPoll is how often a retiring generation's in-flight count is checked.
-const drainPoll = time.Millisecond
 
 // Reload reports what one Reload did and how long each phase took.
 type Reload struct {
@@ -97,67 +85,19 @@ func (s *Supervisor) Reload(ctx context.Context, cfg Config) (Reload, error) {
 	return r, nil
 }
 
-// callCount counts the executions of one generation of an untrusted plugin from the
-// moment they reach the host's authorization (Config.Authorize) until they end, so
-// the drain also waits for calls whose permission ask is still waiting for a person,
-// which have not reached the plugin (Instance.InFlight) yet.
-type callCount struct{ n atomic.Int64 }
-
-// wrap counts each call of authorize until the execution's context ends (the
-// registry ends it when the execution returns).
-func (c *callCount) wrap(authorize func(context.Context, string, sdk.Invocation) error) func(context.Context, string, sdk.Invocation) error {
-	return func(ctx context.Context, tool string, inv sdk.Invocation) error {
-		c.n.Add(1)
-		context.AfterFunc(ctx, func() { c.n.Add(-1) })
-		return authorize(ctx, tool, inv)
-	}
-}
-
-// busy reports whether old has executions in flight.
-func (s *Supervisor) busy(old *Instance) bool {
-	s.mu.Lock()
-	count := s.authorizing[old]
-	s.mu.Unlock()
-	return old.InFlight() > 0 || (count != nil && count.n.Load() > 0)
-}
-
-// retire releases old's registrations, drains its executions in flight (within
-// its stop grace, or until ctx ends) and stops it. It reports whether executions were
-// still in flight when the drain gave up.
+// retire releases old's registrations, drains its executions in flight (within its
+// stop grace, or until ctx ends) and stops it. It reports whether executions were
+// still in flight when the drain gave up (they are then interrupted by the stop).
 //
-// The drain sees an execution once it reaches the host's authorization (untrusted
-// plugins) or the plugin; one that captured old's registration just before the
-// release and is still validating its input is covered by drainQuiet only.
+// The drain is exact: every execution of old holds its scope's tracking from the
+// moment it resolved its registration, so once the scope drains, a call that arrives
+// finds old closed and the capture rule sends it to the successor.
 func (s *Supervisor) retire(ctx context.Context, old *Instance) (interrupted bool) {
-	defer s.forget(old)
 	old.releaseAll()
 	grace := old.cfg.StopGrace
-	deadline := time.Now().Add(grace)
-	tick := time.NewTicker(drainPoll)
-	defer tick.Stop()
-	var idleSince time.Time
-	for {
-		now := time.Now()
-		if s.busy(old) {
-			idleSince = time.Time{}
-		} else if idleSince.IsZero() {
-			idleSince = now
-		}
-		if !idleSince.IsZero() && now.Sub(idleSince) >= drainQuiet {
-			break
-		}
-		if now.After(deadline) || ctx.Err() != nil {
-			interrupted = s.busy(old)
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-		case <-old.Exited():
-			// Gone already (crashed while draining): nothing left to wait for.
-			idleSince = time.Now().Add(-drainQuiet)
-		}
-	}
+	dctx, cancel := context.WithTimeout(ctx, grace)
+	interrupted = old.scope.Drain(dctx) != nil
+	cancel()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	_ = old.Stop(stopCtx)

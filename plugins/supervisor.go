@@ -68,9 +68,6 @@ type Supervisor struct {
 	err     error
 	crashes []time.Time
 	swapped chan struct{} // closed (and replaced) when cur changes
-	// authorizing counts, per generation of an untrusted plugin, the executions
-	// that have reached the host's authorization (see retire).
-	authorizing map[*Instance]*callCount
 }
 
 // Supervise starts the plugin's first generation in a child scope of parent and
@@ -83,7 +80,7 @@ func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Targ
 		return nil, err
 	}
 	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.withDefaults(), scope: sc,
-		swapped: make(chan struct{}), authorizing: map[*Instance]*callCount{}}
+		swapped: make(chan struct{})}
 	inst, err := s.startNext(ctx, s.cfg)
 	if err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
@@ -101,25 +98,7 @@ func (s *Supervisor) startNext(ctx context.Context, cfg Config) (*Instance, erro
 	s.gen++
 	gen := s.gen
 	s.mu.Unlock()
-	var count *callCount
-	if cfg.Authorize != nil {
-		count = &callCount{}
-		cfg.Authorize = count.wrap(cfg.Authorize)
-	}
-	inst, err := Start(ctx, s.scope, cfg, s.target, gen)
-	if err == nil && count != nil {
-		s.mu.Lock()
-		s.authorizing[inst] = count
-		s.mu.Unlock()
-	}
-	return inst, err
-}
-
-// forget drops what the supervisor keeps about a generation that is gone.
-func (s *Supervisor) forget(inst *Instance) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.authorizing, inst)
+	return Start(ctx, s.scope, cfg, s.target, gen)
 }
 
 // setRunning makes inst, started with cfg, the current generation and wakes the
@@ -160,7 +139,6 @@ func (s *Supervisor) watch(ctx context.Context) {
 			s.setState(inst, Stopped, nil)
 		default:
 			crash := inst.crashed(context.WithoutCancel(ctx))
-			s.forget(inst)
 			cfg := s.Config()
 			cfg.Logger.Error("plugin crashed", "plugin", cfg.Name, "generation", inst.generation, "status", crash.Status)
 			if s.restart(ctx, crash, inst) {

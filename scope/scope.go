@@ -22,6 +22,7 @@ type state int
 
 const (
 	open state = iota
+	draining
 	closing
 	closed
 )
@@ -67,7 +68,7 @@ func (s *Scope) Defer(ctx context.Context, fn func(context.Context) error) error
 
 func (s *Scope) deferRelease(ctx context.Context, fn func(context.Context) error) (uint64, error) {
 	s.mu.Lock()
-	if s.state == open {
+	if s.state == open || s.state == draining {
 		s.nextID++
 		id := s.nextID
 		s.releases = append(s.releases, release{id: id, fn: fn})
@@ -82,7 +83,7 @@ func (s *Scope) deferRelease(ctx context.Context, fn func(context.Context) error
 func (s *Scope) forget(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state == open {
+	if s.state == open || s.state == draining {
 		s.releases = slices.DeleteFunc(s.releases, func(r release) bool { return r.id == id })
 	}
 }
@@ -114,6 +115,20 @@ func (s *Scope) Track() (done func(), err error) {
 	}
 	s.work.Add(1)
 	return sync.OnceFunc(s.work.Done), nil
+}
+
+// Drain stops the scope from taking new tracked work (Track and Go fail with
+// ErrClosed from now on) and waits, without cancelling anything, until the work in
+// progress has returned or ctx ends; then it returns ctx's error. It releases nothing:
+// Close still does that, and may follow at once. Hot reload drains an old generation
+// so its calls finish while new ones go to its successor.
+func (s *Scope) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	if s.state == open {
+		s.state = draining
+	}
+	s.mu.Unlock()
+	return s.waitWork(ctx)
 }
 
 // Child returns a new scope nested in s: its context derives from s's, and s closes it
@@ -149,7 +164,7 @@ func (s *Scope) Close(ctx context.Context) error {
 // first cause stays.
 func (s *Scope) CloseWithCause(ctx context.Context, cause error) error {
 	s.mu.Lock()
-	if s.state != open {
+	if s.state == closing || s.state == closed {
 		s.mu.Unlock()
 		<-s.done
 		return s.err

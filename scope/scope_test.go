@@ -213,3 +213,50 @@ func TestConcurrentChildrenCloseIndependently(t *testing.T) {
 		}
 	}
 }
+
+func TestDrain(t *testing.T) {
+	t.Run("WaitsWithoutCancellingAndRefusesNewWork", func(t *testing.T) {
+		s := scope.New(context.Background())
+		done, _ := s.Track()
+		finished := make(chan struct{})
+		go func() {
+			<-finished
+			done()
+		}()
+		drained := make(chan error, 1)
+		go func() { drained <- s.Drain(t.Context()) }()
+		// New work is refused while draining; the work in progress is not cancelled.
+		for {
+			d, err := s.Track()
+			if errors.Is(err, scope.ErrClosed) {
+				break
+			}
+			d() // tracked before the drain began: ends at once
+			time.Sleep(time.Millisecond)
+		}
+		if s.Context().Err() != nil {
+			t.Fatal("draining cancelled the scope's context")
+		}
+		close(finished)
+		if err := <-drained; err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		released := false
+		s.Defer(t.Context(), func(context.Context) error { released = true; return nil })
+		if err := s.Close(t.Context()); err != nil || !released {
+			t.Fatalf("Close after Drain = %v, released %v", err, released)
+		}
+	})
+	t.Run("GivesUpAtTheDeadline", func(t *testing.T) {
+		s := scope.New(context.Background())
+		done, _ := s.Track()
+		defer done()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		if err := s.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Drain = %v, want the deadline", err)
+		}
+		done()
+		s.Close(t.Context())
+	})
+}
