@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -29,16 +28,27 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem ./plugins/
 
-var bareOnce sync.Once
-var bareBinary string
+var (
+	benchOnce              sync.Once
+	bareBinary, echoBinary string
+)
 
-func buildBare(b *testing.B) string {
-	bareOnce.Do(func() {
-		bareBinary = filepath.Join(filepath.Dir(faultBinary), "bare")
-		if out, err := exec.Command("go", "build", "-o", bareBinary, "./testdata/bare").CombinedOutput(); err != nil {
-			panic(fmt.Sprintf("build bare plugin: %v\n%s", err, out))
+// buildBench builds the baseline and the one-tool toolhost plugin once, before any
+// timing.
+func buildBench(b *testing.B) {
+	benchOnce.Do(func() {
+		dir := filepath.Dir(faultBinary)
+		bareBinary, echoBinary = filepath.Join(dir, "bare"), filepath.Join(dir, "echo")
+		for bin, src := range map[string]string{bareBinary: "./testdata/bare", echoBinary: "./testdata/echo"} {
+			if out, err := exec.Command("go", "build", "-o", bin, src).CombinedOutput(); err != nil {
+				panic(fmt.Sprintf("build %s: %v\n%s", src, err, out))
+			}
 		}
 	})
+}
+
+func buildBare(b *testing.B) string {
+	buildBench(b)
 	return bareBinary
 }
 
@@ -73,21 +83,25 @@ type benchHost struct {
 	loc  string
 }
 
-func newBenchHost(b *testing.B) *benchHost {
+func newBenchHost(b *testing.B) *benchHost { return newBenchHostLimits(b, registry.Limits{}) }
+
+// newBenchHostLimits is a host whose Location has the given output limits.
+func newBenchHostLimits(b *testing.B, lim registry.Limits) *benchHost {
+	buildBench(b)
 	st, err := registry.OpenStorage(b.TempDir(), registry.StorageOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	reg, _ := registry.New(registry.Options{Storage: st})
 	h := &benchHost{reg: reg, root: scope.New(context.Background()), loc: b.TempDir()}
-	release, _ := reg.OpenLocation(h.loc, registry.Limits{})
+	release, _ := reg.OpenLocation(h.loc, lim)
 	b.Cleanup(func() { h.root.Close(context.Background()); release() })
 	return h
 }
 
 func (h *benchHost) start(b *testing.B) *plugins.Supervisor {
 	s, err := plugins.Supervise(context.Background(), h.root,
-		plugins.Config{Name: "fault", Path: faultBinary},
+		plugins.Config{Name: "echo", Path: echoBinary},
 		plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{})
 	if err != nil {
 		b.Fatal(err)
@@ -148,7 +162,9 @@ func BenchmarkCall(b *testing.B) {
 			lat.report(b)
 		})
 		b.Run("toolhost/"+name, func(b *testing.B) {
-			h := newBenchHost(b)
+			// Limits above the payload: this measures the call, not retention (see
+			// toolhost-bounded below).
+			h := newBenchHostLimits(b, registry.Limits{MaxBytes: 1 << 20})
 			h.start(b)
 			q, _ := h.reg.Prepare(h.loc)
 			input, _ := json.Marshal(map[string]string{"text": payload(size)})
@@ -167,6 +183,21 @@ func BenchmarkCall(b *testing.B) {
 			lat.report(b)
 		})
 	}
+	b.Run("toolhost-bounded/64KiB", func(b *testing.B) {
+		// Default limits (51200 bytes): every call retains its output in managed
+		// storage (an fsynced file) and returns a preview.
+		h := newBenchHost(b)
+		h.start(b)
+		q, _ := h.reg.Prepare(h.loc)
+		input, _ := json.Marshal(map[string]string{"text": payload(64 << 10)})
+		b.SetBytes(64 << 10)
+		for b.Loop() {
+			s, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input})
+			if err != nil || len(s.ManagedPaths) != 1 {
+				b.Fatal(s, err)
+			}
+		}
+	})
 	b.Run("in-process/64B", func(b *testing.B) {
 		h := newBenchHost(b)
 		release, _ := h.reg.Register(registry.Batch{Tools: map[string]sdk.Tool{"echo": sdk.NewTool("echo",
@@ -223,10 +254,18 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 }
 
 func BenchmarkLaunch(b *testing.B) {
+	buildBench(b)
 	b.Run("bare/1", func(b *testing.B) {
 		for b.Loop() {
 			_, c := startBare(b)
 			c.Kill()
+		}
+	})
+	b.Run("toolhost/1", func(b *testing.B) {
+		for b.Loop() {
+			h := newBenchHost(b)
+			h.start(b)
+			h.root.Close(context.Background())
 		}
 	})
 	b.Run("toolhost/8-plugins", func(b *testing.B) {
@@ -236,7 +275,7 @@ func BenchmarkLaunch(b *testing.B) {
 			for range 8 {
 				wg.Go(func() {
 					if _, err := plugins.Supervise(context.Background(), h.root,
-						plugins.Config{Name: fmt.Sprint("p", os.Getpid()), Path: faultBinary},
+						plugins.Config{Name: "echo", Path: echoBinary},
 						plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{}); err != nil {
 						b.Error(err)
 					}
