@@ -4,21 +4,25 @@
 //
 // # Commands
 //
-//	toolhost tools --location DIR [--json] [--verbose]
+//	toolhost tools --location DIR [--json] [--provider NAME] [--verbose]
 //	toolhost call --location DIR [--json] [--verbose] [--session ID] [--agent NAME]
 //	              [--message ID] [--call-id ID] NAME [JSON|-]
+//	toolhost serve [--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]]
+//	toolhost dev [--location DIR]... [serve flags]
 //	toolhost version
 //	toolhost help [COMMAND]
 //
-// Each command activates the Location at DIR for its own duration and deactivates it
-// before exiting (within 10s). Logs go to stderr: warnings and errors only, everything
-// with --verbose.
+// tools and call activate the Location at DIR for their own duration and deactivate
+// it before exiting (within 10s); on a terminal, call prompts for permission asks.
+// serve and dev run until SIGINT or SIGTERM (see the server and devwatch packages).
+// Logs go to stderr: warnings and errors only, everything with --verbose.
 //
 // # Exit status
 //
 //	0   success; for call, the call completed
 //	1   the call settled with a model-visible error (tool_failure, unknown,
-//	    invalid_input, invalid_output, unavailable)
+//	    invalid_input, invalid_output, unavailable); for tools --provider, a tool
+//	    is not compatible with the provider
 //	2   operational failure: activation failed, defect, plugin crash, storage failure
 //	3   interrupted (SIGINT or SIGTERM); "interrupted" is printed to stderr
 //	64  usage error
