@@ -168,6 +168,19 @@ func TestPluginServesTools(t *testing.T) {
 			t.Fatal("plugin did not survive a panicking tool")
 		}
 	})
+	t.Run("AfterHooksRunOnPluginCalls", func(t *testing.T) {
+		release, err := h.reg.AddHook(h.loc, func(_ context.Context, call registry.Call, s *registry.Settlement) (*registry.Settlement, error) {
+			s.Content = append(s.Content, sdk.Text(" [audited "+call.Name+"]"))
+			return s, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		if got := h.mustCall("echo", `{"text":"x"}`).Text(); got != "x [audited echo]" {
+			t.Fatalf("text = %q, want the hook's addition", got)
+		}
+	})
 	t.Run("ProgressEvents", func(t *testing.T) {
 		q, _ := h.reg.Prepare(h.loc)
 		var mu sync.Mutex
