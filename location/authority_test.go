@@ -77,7 +77,9 @@ func TestUntrustedPluginReachesOnlyItsCapability(t *testing.T) {
 	e := newEnv(t)
 
 	// Location A trusts the plugin; its sockets are the target of B's attack.
-	dirA := workspace(t, obj{"plugins": []obj{{"name": "hostile", "path": bin, "trusted": true}}, "permission": allowAll})
+	// Location A trusts the hostile plugin and also runs an sdk plugin, whose own
+	// server socket B tries to call directly.
+	dirA := workspace(t, obj{"plugins": []obj{{"name": "hostile", "path": bin, "trusted": true}, echoPlugin("echo")}, "permission": allowAll})
 	os.WriteFile(filepath.Join(dirA, "secret.txt"), []byte("secret of A"), 0o600)
 	optsA := e.opts
 	optsA.SocketDir = t.TempDir()

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
 
+	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/registry"
@@ -198,10 +199,6 @@ func (inst *Instance) start(ctx context.Context) error {
 		StartTimeout:     cfg.StartTimeout,
 		Stderr:           inst.stderr,
 		SkipHostEnv:      true,
-		// Mutual TLS on the plugin's connection and every broker connection: the
-		// private socket directory keeps other users out, but plugins run as the
-		// host's user, so without it one plugin could dial another's sockets.
-		AutoMTLS: cfg.Reattach == nil,
 		GRPCDialOptions: []grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2 * pluginpb.ChunkSize)),
 		},
@@ -253,7 +250,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// broker closes with the process.
 	toolsID := conn.broker.NextId()
 	go conn.broker.AcceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20))...)
+		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin())...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
@@ -262,7 +259,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	if svc := cfg.Services; svc != nil {
 		servicesID = conn.broker.NextId()
 		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20))...)
+			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin())...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission})
 			return s
@@ -287,6 +284,27 @@ func (inst *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("activate: %w", statusError(err))
 	}
 	return nil
+}
+
+// onlyThePlugin admits only this instance's plugin process to a broker-served
+// capability. The socket directory is private to the host's user, but plugins run as
+// that user, so the kernel's word on the peer's pid is what keeps one plugin from
+// dialling another's capabilities.
+func (inst *Instance) onlyThePlugin() grpc.ServerOption {
+	return grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+		if want := inst.pluginPID(); p.PID != want {
+			return fmt.Errorf("peer pid %d is not plugin %q (pid %d)", p.PID, inst.cfg.Name, want)
+		}
+		return nil
+	}))
+}
+
+// pluginPID is the plugin process's pid, launched or attached.
+func (inst *Instance) pluginPID() int {
+	if inst.attached != nil {
+		return inst.attached.pid
+	}
+	return inst.PID()
 }
 
 func checkDigest(path, want string) error {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 )
 
@@ -43,6 +44,17 @@ func Serve(p Plugin) {
 		Logger:          logger,
 	}
 	if !debugFlag() {
+		// Only the host that launched this process may call it: other processes of
+		// the same user (other plugins) are refused by the kernel-reported pid.
+		host := os.Getppid()
+		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+				if p.PID != host {
+					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
+				}
+				return nil
+			})))...)
+		}
 		go exitWithParent()
 		plugin.Serve(config)
 		return

@@ -73,7 +73,7 @@ type PermissionRequest struct {
 	// Invocation identifies the call asking; take it from the executor's argument.
 	Invocation Invocation
 	// Tool is the name of the tool asking.
-	Tool string
+	Tool      string
 	Action    string
 	Resources []string
 	// Save are the patterns persisted as allow rules when the person answers "always".

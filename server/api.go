@@ -13,9 +13,9 @@ import (
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/provider"
 )
 
 // api implements servepb.ToolhostServer.

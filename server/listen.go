@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/peercred"
 )
 
 // SocketName is the default socket's file name.
@@ -141,11 +143,11 @@ func (l *peerCheckListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		uid, err := peerUID(c)
-		if err == nil && (uid == l.uid || uid == 0) {
-			return c, nil
+		p, err := peercred.Of(c)
+		if errors.Is(err, peercred.ErrUnsupported) || err == nil && (p.UID == l.uid || p.UID == 0) {
+			return c, nil // unsupported: the socket's mode and directory are the guard
 		}
-		l.logger.Warn("refused a connection from another user", "peer_uid", uid, "error", err)
+		l.logger.Warn("refused a connection from another user", "peer_uid", p.UID, "error", err)
 		c.Close()
 	}
 }

@@ -163,6 +163,16 @@ func attack(ctx context.Context, addr string) string {
 		} else {
 			results = append(results, "refused: "+err.Error())
 		}
+		// If it is a plugin's own server: call its tools directly, past the host.
+		stream, err := pluginpb.NewPluginClient(conn).Execute(ctx, &pluginpb.ExecuteRequest{Registration: 1, Tool: "echo", Input: []byte(`{"text":"x"}`)})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if err == nil {
+			results = append(results, "EXECUTE SUCCEEDED")
+		} else {
+			results = append(results, "refused: "+err.Error())
+		}
 		conn.Close()
 	}
 	return fmt.Sprint(results)
