@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/restart"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -69,34 +70,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	c.Budget = c.Budget.withDefaults()
+	c.Budget = c.Budget.WithDefaults()
 	return c
 }
 
-// Budget limits restarts after crashes: at most Crashes crashes within Window; past
-// that the server stays failed. Backoff doubles from MinBackoff up to MaxBackoff.
-type Budget struct {
-	Crashes    int           // default 5
-	Window     time.Duration // default 1m
-	MinBackoff time.Duration // default 100ms
-	MaxBackoff time.Duration // default 5s
-}
-
-func (b Budget) withDefaults() Budget {
-	if b.Crashes <= 0 {
-		b.Crashes = 5
-	}
-	if b.Window <= 0 {
-		b.Window = time.Minute
-	}
-	if b.MinBackoff <= 0 {
-		b.MinBackoff = 100 * time.Millisecond
-	}
-	if b.MaxBackoff <= 0 {
-		b.MaxBackoff = 5 * time.Second
-	}
-	return b
-}
+// Budget limits restarts after crashes (see restart.Budget).
+type Budget = restart.Budget
 
 // Target is where a server's tools go.
 type Target struct {

@@ -6,21 +6,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/restart"
 	"github.com/toolhost/toolhost/scope"
 )
 
-// State is a supervised server's condition.
-type State string
+// State is a supervised server's condition (see restart.State).
+type State = restart.State
 
+// The states a Supervisor reports.
 const (
-	// Running: a generation is serving.
-	Running State = "running"
-	// Restarting: the last generation crashed; a new one is being started.
-	Restarting State = "restarting"
-	// Failed: the crash budget is spent; the server stays down (see Supervisor.State).
-	Failed State = "failed"
-	// Stopped: the supervisor's scope closed.
-	Stopped State = "stopped"
+	Running    = restart.Running
+	Restarting = restart.Restarting
+	Failed     = restart.Failed
+	Stopped    = restart.Stopped
 )
 
 // Supervisor owns the generations of one MCP server in one Location: it starts the
@@ -36,7 +34,7 @@ type Supervisor struct {
 	gen     uint64
 	state   State
 	err     error
-	crashes []time.Time
+	crashes restart.Tracker
 	changed chan struct{} // closed and replaced on every change of cur or state
 }
 
@@ -138,25 +136,16 @@ func (s *Supervisor) restart(ctx context.Context, cause error) bool {
 // when the budget is spent (the supervisor is then Failed).
 func (s *Supervisor) spend(cause error) (time.Duration, bool) {
 	s.mu.Lock()
-	now := time.Now()
-	recent := s.crashes[:0]
-	for _, t := range s.crashes {
-		if now.Sub(t) < s.cfg.Budget.Window {
-			recent = append(recent, t)
-		}
-	}
-	s.crashes = append(recent, now)
-	n := len(s.crashes)
+	backoff, n, ok := s.crashes.Crash(s.cfg.Budget, time.Now())
 	s.mu.Unlock()
-	if n > s.cfg.Budget.Crashes {
+	if !ok {
 		err := fmt.Errorf("mcp: server %q failed: %d crashes within %s, not restarting; last: %w", s.cfg.Name, n, s.cfg.Budget.Window, cause)
 		s.set(nil, Failed, err)
 		s.cfg.Logger.Error("MCP server failed", "server", s.cfg.Name, "error", err)
 		return 0, false
 	}
 	s.set(nil, Restarting, cause)
-	backoff := s.cfg.Budget.MinBackoff << (n - 1)
-	return min(backoff, s.cfg.Budget.MaxBackoff), true
+	return backoff, true
 }
 
 // Name returns the server's name.

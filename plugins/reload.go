@@ -72,7 +72,7 @@ func (s *Supervisor) Reload(ctx context.Context, cfg Config) (Reload, error) {
 	}
 	r.To, r.NewPID = inst.generation, inst.PID()
 	s.mu.Lock()
-	s.crashes = nil
+	s.crashes.Reset()
 	s.mu.Unlock()
 	s.setRunning(inst, cfg)
 	cfg.Logger.Info("plugin reloaded", "plugin", cfg.Name, "generation", inst.generation)

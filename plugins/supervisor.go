@@ -6,46 +6,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/restart"
 	"github.com/toolhost/toolhost/scope"
 )
 
-// Budget limits restarts after crashes: at most Crashes crashes within Window; past
-// that the plugin stays failed. Backoff doubles from MinBackoff up to MaxBackoff.
-type Budget struct {
-	Crashes    int           // default 5
-	Window     time.Duration // default 1m
-	MinBackoff time.Duration // default 100ms
-	MaxBackoff time.Duration // default 5s
-}
+// Budget limits restarts after crashes (see restart.Budget).
+type Budget = restart.Budget
 
-func (b Budget) withDefaults() Budget {
-	if b.Crashes <= 0 {
-		b.Crashes = 5
-	}
-	if b.Window <= 0 {
-		b.Window = time.Minute
-	}
-	if b.MinBackoff <= 0 {
-		b.MinBackoff = 100 * time.Millisecond
-	}
-	if b.MaxBackoff <= 0 {
-		b.MaxBackoff = 5 * time.Second
-	}
-	return b
-}
+// State is a supervised plugin's condition (see restart.State).
+type State = restart.State
 
-// State is a supervised plugin's condition.
-type State string
-
+// The states a Supervisor reports.
 const (
-	// Running: a generation is serving.
-	Running State = "running"
-	// Restarting: the last generation crashed; a new one is being started.
-	Restarting State = "restarting"
-	// Failed: the crash budget is spent; the plugin stays down (see Supervisor.Err).
-	Failed State = "failed"
-	// Stopped: the supervisor's scope closed.
-	Stopped State = "stopped"
+	Running    = restart.Running
+	Restarting = restart.Restarting
+	Failed     = restart.Failed
+	Stopped    = restart.Stopped
 )
 
 // Supervisor owns the generations of one plugin in one Location: it starts the
@@ -66,7 +42,7 @@ type Supervisor struct {
 	gen     uint64
 	state   State
 	err     error
-	crashes []time.Time
+	crashes restart.Tracker
 	swapped chan struct{} // closed (and replaced) when cur changes
 }
 
@@ -79,7 +55,7 @@ func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Targ
 	if err != nil {
 		return nil, err
 	}
-	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.withDefaults(), scope: sc,
+	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.WithDefaults(), scope: sc,
 		swapped: make(chan struct{})}
 	inst, err := s.startNext(ctx, s.cfg)
 	if err != nil {
@@ -197,23 +173,15 @@ func (s *Supervisor) spend(cause error, crashed *Instance) (time.Duration, bool)
 	if s.cur != crashed {
 		return 0, false
 	}
-	now := time.Now()
-	recent := s.crashes[:0]
-	for _, t := range s.crashes {
-		if now.Sub(t) < s.budget.Window {
-			recent = append(recent, t)
-		}
-	}
-	s.crashes = append(recent, now)
-	if len(s.crashes) > s.budget.Crashes {
+	backoff, n, ok := s.crashes.Crash(s.budget, time.Now())
+	if !ok {
 		s.state = Failed
-		s.err = fmt.Errorf("plugins: plugin %q failed: %d crashes within %s, not restarting; last: %w", s.cfg.Name, len(s.crashes), s.budget.Window, cause)
+		s.err = fmt.Errorf("plugins: plugin %q failed: %d crashes within %s, not restarting; last: %w", s.cfg.Name, n, s.budget.Window, cause)
 		s.cfg.Logger.Error("plugin failed", "plugin", s.cfg.Name, "error", s.err)
 		return 0, false
 	}
 	s.state, s.err = Restarting, cause
-	backoff := s.budget.MinBackoff << (len(s.crashes) - 1)
-	return min(backoff, s.budget.MaxBackoff), true
+	return backoff, true
 }
 
 // setState sets the state, unless inst is set and no longer current (a reload has
