@@ -159,6 +159,7 @@ type Instance struct {
 	stderr     *proc.Ring
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
+	noCall     atomic.Bool // the plugin does not implement Call: always stream
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release

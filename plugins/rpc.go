@@ -95,15 +95,17 @@ func (inst *Instance) authorized(authored string, exec sdk.Executor) sdk.Executo
 	}
 }
 
-// executor proxies one tool's executions to the plugin process.
+// executor proxies one tool's executions to the plugin process. A call with a
+// progress listener streams (Execute); one without takes a single round trip (Call),
+// fetching a result too large for one message with Fetch.
 func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
-		// The stream's context ends here, whatever path returns.
+		// Every stream's context ends here, whatever path returns.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := inst.rpc.Execute(ctx, &pluginpb.ExecuteRequest{
+		req := &pluginpb.ExecuteRequest{
 			Registration: registration,
 			Tool:         name,
 			Input:        input,
@@ -113,87 +115,141 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				AssistantMessageId: inv.AssistantMessageID,
 				ToolCallId:         inv.ToolCallID,
 			},
-		})
-		if err != nil {
-			return sdk.Output{}, inst.callError(ctx, err)
 		}
-		var out, structured bytes.Buffer
-		var content []sdk.Part
-		var part *bytes.Buffer
-		finishPart := func() {
-			if part == nil {
-				return
-			}
-			p := &content[len(content)-1]
-			if p.Type == sdk.PartText {
-				p.Text = part.String()
-			} else {
-				p.Data = part.Bytes()
-			}
-			part = nil
-		}
-		for {
-			ev, err := stream.Recv()
-			if err == io.EOF {
-				return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: stream ended without a result", inst.cfg.Name, name)
+		a := &assembly{inst: inst, name: name}
+		if !sdk.ProgressWanted(ctx) && !inst.noCall.Load() {
+			res, err := inst.rpc.Call(ctx, req)
+			if status.Code(err) == codes.Unimplemented {
+				// A plugin built without Call (an older sdk, or no sdk): the call did
+				// not run, so it can take the streaming path, now and from now on.
+				inst.noCall.Store(true)
+				return inst.executor(registration, name)(ctx, inv, input)
 			}
 			if err != nil {
 				return sdk.Output{}, inst.callError(ctx, err)
 			}
-			switch e := ev.Event.(type) {
-			case *pluginpb.ExecuteEvent_Progress:
-				sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
-			case *pluginpb.ExecuteEvent_Output:
-				out.Write(e.Output)
-			case *pluginpb.ExecuteEvent_Structured:
-				structured.Write(e.Structured)
-			case *pluginpb.ExecuteEvent_Part:
-				finishPart()
-				t := sdk.PartType(e.Part.Type)
-				if t != sdk.PartText && t != sdk.PartMedia {
-					return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: unknown content part type %q", inst.cfg.Name, name, e.Part.Type)
+			if res.Fetch == 0 {
+				for _, ev := range res.Events {
+					if out, done, err := a.add(ctx, ev); done || err != nil {
+						return out, err
+					}
 				}
-				content = append(content, sdk.Part{Type: t, MIMEType: e.Part.MimeType})
-				part = new(bytes.Buffer)
-			case *pluginpb.ExecuteEvent_PartData:
-				if part == nil {
-					return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: part data before a part", inst.cfg.Name, name)
-				}
-				part.Write(e.PartData)
-			case *pluginpb.ExecuteEvent_Done:
-				finishPart()
-				output := e.Done.Output
-				if out.Len() > 0 {
-					out.Write(e.Done.Output)
-					output = out.Bytes()
-				}
-				result := sdk.Output{JSON: output, Content: content, HasContent: e.Done.HasContent}
-				if e.Done.HasStructured {
-					result.Structured = structured.Bytes()
-				}
-				// Read the trailers too, so the stream ends cleanly instead of being
-				// reset by the cancel above.
-				if _, err := stream.Recv(); err != io.EOF {
-					return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: data after the result", inst.cfg.Name, name)
-				}
-				return result, nil
-			case *pluginpb.ExecuteEvent_Failure:
-				switch e.Failure.Kind {
-				case pluginpb.Failure_INVALID_INPUT:
-					return sdk.Output{}, &sdk.InputDecodingError{Err: errors.New(e.Failure.Message)}
-				case pluginpb.Failure_INVALID_OUTPUT:
-					return sdk.Output{}, &sdk.OutputEncodingError{Err: errors.New(e.Failure.Message)}
-				case pluginpb.Failure_DECLINED:
-					return sdk.Output{}, &permission.DeclinedError{Action: name, Reason: "declined (in plugin " + inst.cfg.Name + "): " + e.Failure.Message}
-				}
-				return sdk.Output{}, &sdk.ToolFailure{Message: e.Failure.Message}
-			case *pluginpb.ExecuteEvent_Defect:
-				return sdk.Output{}, &registry.DefectError{Tool: name, Value: fmt.Sprintf("in plugin %q: %s", inst.cfg.Name, e.Defect.Message), Stack: []byte(e.Defect.Stack)}
-			default:
-				return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: unexpected event %T", inst.cfg.Name, name, ev.Event)
+				return sdk.Output{}, fmt.Errorf("plugins: plugin %q: call %q: no result", inst.cfg.Name, name)
 			}
+			stream, err := inst.rpc.Fetch(ctx, &pluginpb.FetchRequest{Fetch: res.Fetch})
+			if err != nil {
+				return sdk.Output{}, inst.callError(ctx, err)
+			}
+			return a.read(ctx, stream)
 		}
+		stream, err := inst.rpc.Execute(ctx, req)
+		if err != nil {
+			return sdk.Output{}, inst.callError(ctx, err)
+		}
+		return a.read(ctx, stream)
 	}
+}
+
+// assembly rebuilds one result from its events.
+type assembly struct {
+	inst            *Instance
+	name            string
+	out, structured bytes.Buffer
+	content         []sdk.Part
+	part            *bytes.Buffer // the part being filled, nil between parts
+}
+
+// read consumes a stream of events up to the terminal one, then its trailers.
+func (a *assembly) read(ctx context.Context, stream interface {
+	Recv() (*pluginpb.ExecuteEvent, error)
+}) (sdk.Output, error) {
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: stream ended without a result", a.inst.cfg.Name, a.name)
+		}
+		if err != nil {
+			return sdk.Output{}, a.inst.callError(ctx, err)
+		}
+		out, done, err := a.add(ctx, ev)
+		if !done && err == nil {
+			continue
+		}
+		// Read the trailers too, so the stream ends cleanly instead of being reset.
+		if _, rerr := stream.Recv(); rerr != io.EOF && err == nil {
+			return sdk.Output{}, fmt.Errorf("plugins: plugin %q: execute %q: data after the result", a.inst.cfg.Name, a.name)
+		}
+		return out, err
+	}
+}
+
+func (a *assembly) finishPart() {
+	if a.part == nil {
+		return
+	}
+	p := &a.content[len(a.content)-1]
+	if p.Type == sdk.PartText {
+		p.Text = a.part.String()
+	} else {
+		p.Data = a.part.Bytes()
+	}
+	a.part = nil
+}
+
+// add takes one event. done reports the terminal event: the result, or the
+// classified error it carries.
+func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.Output, done bool, err error) {
+	fail := func(format string, args ...any) (sdk.Output, bool, error) {
+		return sdk.Output{}, true, fmt.Errorf("plugins: plugin %q: execute %q: "+format, append([]any{a.inst.cfg.Name, a.name}, args...)...)
+	}
+	switch e := ev.Event.(type) {
+	case *pluginpb.ExecuteEvent_Progress:
+		sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
+	case *pluginpb.ExecuteEvent_Output:
+		a.out.Write(e.Output)
+	case *pluginpb.ExecuteEvent_Structured:
+		a.structured.Write(e.Structured)
+	case *pluginpb.ExecuteEvent_Part:
+		a.finishPart()
+		t := sdk.PartType(e.Part.Type)
+		if t != sdk.PartText && t != sdk.PartMedia {
+			return fail("unknown content part type %q", e.Part.Type)
+		}
+		a.content = append(a.content, sdk.Part{Type: t, MIMEType: e.Part.MimeType})
+		a.part = new(bytes.Buffer)
+	case *pluginpb.ExecuteEvent_PartData:
+		if a.part == nil {
+			return fail("part data before a part")
+		}
+		a.part.Write(e.PartData)
+	case *pluginpb.ExecuteEvent_Done:
+		a.finishPart()
+		output := e.Done.Output
+		if a.out.Len() > 0 {
+			a.out.Write(e.Done.Output)
+			output = a.out.Bytes()
+		}
+		result := sdk.Output{JSON: output, Content: a.content, HasContent: e.Done.HasContent}
+		if e.Done.HasStructured {
+			result.Structured = a.structured.Bytes()
+		}
+		return result, true, nil
+	case *pluginpb.ExecuteEvent_Failure:
+		switch e.Failure.Kind {
+		case pluginpb.Failure_INVALID_INPUT:
+			return sdk.Output{}, true, &sdk.InputDecodingError{Err: errors.New(e.Failure.Message)}
+		case pluginpb.Failure_INVALID_OUTPUT:
+			return sdk.Output{}, true, &sdk.OutputEncodingError{Err: errors.New(e.Failure.Message)}
+		case pluginpb.Failure_DECLINED:
+			return sdk.Output{}, true, &permission.DeclinedError{Action: a.name, Reason: "declined (in plugin " + a.inst.cfg.Name + "): " + e.Failure.Message}
+		}
+		return sdk.Output{}, true, &sdk.ToolFailure{Message: e.Failure.Message}
+	case *pluginpb.ExecuteEvent_Defect:
+		return sdk.Output{}, true, &registry.DefectError{Tool: a.name, Value: fmt.Sprintf("in plugin %q: %s", a.inst.cfg.Name, e.Defect.Message), Stack: []byte(e.Defect.Stack)}
+	default:
+		return fail("unexpected event %T", ev.Event)
+	}
+	return sdk.Output{}, false, nil
 }
 
 // callError translates an RPC error. Cancellation is the caller's (the registry

@@ -27,3 +27,10 @@ func ReportProgress(ctx context.Context, p Progress) {
 		report(p)
 	}
 }
+
+// ProgressWanted reports whether anyone listens to ReportProgress on ctx. Hosts use
+// it to choose a cheaper protocol for calls nobody watches.
+func ProgressWanted(ctx context.Context) bool {
+	report, ok := ctx.Value(progressKey{}).(func(Progress))
+	return ok && report != nil
+}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
@@ -103,7 +104,7 @@ type grpcPlugin struct {
 }
 
 func (g *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	pluginpb.RegisterPluginServer(s, &pluginServer{impl: g.impl, broker: broker, logger: g.logger, regs: map[uint64]map[string]Tool{}})
+	pluginpb.RegisterPluginServer(s, &pluginServer{impl: g.impl, broker: broker, logger: g.logger, regs: map[uint64]map[string]Tool{}, kept: map[uint64][]*pluginpb.ExecuteEvent{}})
 	return nil
 }
 
@@ -119,9 +120,11 @@ type pluginServer struct {
 	logger    hclog.Logger
 	activated atomic.Bool
 
-	mu   sync.RWMutex
-	regs map[uint64]map[string]Tool // registration id → authored name → tool
-	next atomic.Uint64              // the last registration id used
+	mu        sync.RWMutex
+	regs      map[uint64]map[string]Tool          // registration id → authored name → tool
+	next      atomic.Uint64                       // the last registration id used
+	kept      map[uint64][]*pluginpb.ExecuteEvent // large Call results awaiting Fetch
+	nextFetch atomic.Uint64
 }
 
 func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
@@ -155,21 +158,77 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 }
 
 func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_ExecuteServer) error {
+	var sendMu sync.Mutex // progress may be reported from several goroutines
+	return s.execute(stream.Context(), req, true, func(ev *pluginpb.ExecuteEvent) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(ev)
+	})
+}
+
+// fetchTTL is how long Call keeps a large result for its Fetch.
+const fetchTTL = time.Minute
+
+func (s *pluginServer) Call(ctx context.Context, req *pluginpb.ExecuteRequest) (*pluginpb.CallResult, error) {
+	var events []*pluginpb.ExecuteEvent
+	size := 0
+	err := s.execute(ctx, req, false, func(ev *pluginpb.ExecuteEvent) error {
+		events = append(events, ev)
+		size += proto.Size(ev)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if size <= pluginpb.ChunkSize {
+		return &pluginpb.CallResult{Events: events}, nil
+	}
+	id := s.nextFetch.Add(1)
+	s.mu.Lock()
+	s.kept[id] = events
+	s.mu.Unlock()
+	time.AfterFunc(fetchTTL, func() { s.take(id) })
+	return &pluginpb.CallResult{Fetch: id}, nil
+}
+
+func (s *pluginServer) Fetch(req *pluginpb.FetchRequest, stream pluginpb.Plugin_FetchServer) error {
+	events, ok := s.take(req.Fetch)
+	if !ok {
+		return status.Errorf(codes.NotFound, "sdk: no kept result %d", req.Fetch)
+	}
+	for _, ev := range events {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// take removes and returns a kept result.
+func (s *pluginServer) take(id uint64) ([]*pluginpb.ExecuteEvent, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	events, ok := s.kept[id]
+	delete(s.kept, id)
+	return events, ok
+}
+
+// execute runs one call and hands its events to send: progress (when progress is
+// set), then the output in chunks, the structured result, the projection's parts,
+// and exactly one terminal event. Errors the tool did not classify, and
+// cancellation, end the call with a gRPC status instead.
+func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest, progress bool, send func(*pluginpb.ExecuteEvent) error) error {
 	s.mu.RLock()
 	tool, ok := s.regs[req.Registration][req.Tool]
 	s.mu.RUnlock()
 	if !ok {
 		return status.Errorf(codes.NotFound, "sdk: no tool %q in registration %d", req.Tool, req.Registration)
 	}
-	var sendMu sync.Mutex // progress may be reported from several goroutines
-	send := func(ev *pluginpb.ExecuteEvent) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(ev)
+	if progress {
+		ctx = WithProgress(ctx, func(p Progress) {
+			_ = send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}}})
+		})
 	}
-	ctx := WithProgress(stream.Context(), func(p Progress) {
-		_ = send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}}})
-	})
 	inv := Invocation{}
 	if i := req.Invocation; i != nil {
 		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}

@@ -78,7 +78,7 @@ func (x Failure_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Failure_Kind.Descriptor instead.
 func (Failure_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8, 0}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type PermissionResponse_Verdict int32
@@ -131,7 +131,104 @@ func (x PermissionResponse_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionResponse_Verdict.Descriptor instead.
 func (PermissionResponse_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27, 0}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29, 0}
+}
+
+type CallResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*ExecuteEvent        `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// fetch, when not 0, names a result too large for one message: read it with Fetch.
+	Fetch         uint64 `protobuf:"varint,2,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallResult) Reset() {
+	*x = CallResult{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallResult) ProtoMessage() {}
+
+func (x *CallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
+func (*CallResult) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CallResult) GetEvents() []*ExecuteEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CallResult) GetFetch() uint64 {
+	if x != nil {
+		return x.Fetch
+	}
+	return 0
+}
+
+type FetchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fetch         uint64                 `protobuf:"varint,1,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRequest) Reset() {
+	*x = FetchRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRequest) ProtoMessage() {}
+
+func (x *FetchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
+func (*FetchRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FetchRequest) GetFetch() uint64 {
+	if x != nil {
+		return x.Fetch
+	}
+	return 0
 }
 
 type ActivateRequest struct {
@@ -152,7 +249,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -164,7 +261,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -177,7 +274,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ActivateRequest) GetDirectory() string {
@@ -223,7 +320,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +332,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +345,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 type Invocation struct {
@@ -263,7 +360,7 @@ type Invocation struct {
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +372,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +385,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Invocation) GetSessionId() string {
@@ -333,7 +430,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +442,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +455,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteRequest) GetRegistration() uint64 {
@@ -408,7 +505,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +517,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +530,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -582,7 +679,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +691,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +704,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -642,7 +739,7 @@ type PartStart struct {
 
 func (x *PartStart) Reset() {
 	*x = PartStart{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +751,7 @@ func (x *PartStart) String() string {
 func (*PartStart) ProtoMessage() {}
 
 func (x *PartStart) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +764,7 @@ func (x *PartStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartStart.ProtoReflect.Descriptor instead.
 func (*PartStart) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartStart) GetType() string {
@@ -700,7 +797,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +809,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +822,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Done) GetHasContent() bool {
@@ -760,7 +857,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +869,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +882,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Failure) GetKind() Failure_Kind {
@@ -813,7 +910,7 @@ type Defect struct {
 
 func (x *Defect) Reset() {
 	*x = Defect{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +922,7 @@ func (x *Defect) String() string {
 func (*Defect) ProtoMessage() {}
 
 func (x *Defect) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +935,7 @@ func (x *Defect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Defect.ProtoReflect.Descriptor instead.
 func (*Defect) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Defect) GetMessage() string {
@@ -869,7 +966,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +978,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +991,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -945,7 +1042,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1054,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1067,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterRequest) GetTools() []*ToolDefinition {
@@ -995,7 +1092,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1104,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1117,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 type CloseRequest struct {
@@ -1032,7 +1129,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1141,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1154,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CloseRequest) GetRegistration() uint64 {
@@ -1075,7 +1172,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1184,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1197,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 type PathRequest struct {
@@ -1112,7 +1209,7 @@ type PathRequest struct {
 
 func (x *PathRequest) Reset() {
 	*x = PathRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1221,7 @@ func (x *PathRequest) String() string {
 func (*PathRequest) ProtoMessage() {}
 
 func (x *PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1234,7 @@ func (x *PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathRequest.ProtoReflect.Descriptor instead.
 func (*PathRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PathRequest) GetPath() string {
@@ -1157,7 +1254,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1266,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1279,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveResponse) GetPath() string {
@@ -1204,7 +1301,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1313,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1326,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadRequest) GetPath() string {
@@ -1262,7 +1359,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1371,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1384,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1310,7 +1407,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1419,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1432,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FileEntry) GetName() string {
@@ -1375,7 +1472,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1484,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1497,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListResponse) GetEntries() []*FileEntry {
@@ -1420,7 +1517,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1529,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1542,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1471,7 +1568,7 @@ type PathsResponse struct {
 
 func (x *PathsResponse) Reset() {
 	*x = PathsResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1580,7 @@ func (x *PathsResponse) String() string {
 func (*PathsResponse) ProtoMessage() {}
 
 func (x *PathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1593,7 @@ func (x *PathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathsResponse.ProtoReflect.Descriptor instead.
 func (*PathsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PathsResponse) GetPaths() []string {
@@ -1518,7 +1615,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1627,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1640,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1585,7 +1682,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1694,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1707,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -1643,7 +1740,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1752,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1765,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -1696,7 +1793,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1805,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1818,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PermissionRequest) GetSessionId() string {
@@ -1797,7 +1894,7 @@ type PermissionResponse struct {
 
 func (x *PermissionResponse) Reset() {
 	*x = PermissionResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1906,7 @@ func (x *PermissionResponse) String() string {
 func (*PermissionResponse) ProtoMessage() {}
 
 func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1919,7 @@ func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResponse.ProtoReflect.Descriptor instead.
 func (*PermissionResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PermissionResponse) GetVerdict() PermissionResponse_Verdict {
@@ -1843,7 +1940,13 @@ var File_internal_pluginpb_plugin_proto protoreflect.FileDescriptor
 
 const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"\xc2\x01\n" +
+	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"\\\n" +
+	"\n" +
+	"CallResult\x128\n" +
+	"\x06events\x18\x01 \x03(\v2 .toolhost.plugin.v1.ExecuteEventR\x06events\x12\x14\n" +
+	"\x05fetch\x18\x02 \x01(\x04R\x05fetch\"$\n" +
+	"\fFetchRequest\x12\x14\n" +
+	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xc2\x01\n" +
 	"\x0fActivateRequest\x12\x1c\n" +
 	"\tdirectory\x18\x01 \x01(\tR\tdirectory\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x18\n" +
@@ -1966,10 +2069,12 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\aALLOWED\x10\x00\x12\n" +
 	"\n" +
 	"\x06DENIED\x10\x01\x12\f\n" +
-	"\bDECLINED\x10\x022\xb2\x01\n" +
+	"\bDECLINED\x10\x022\xcd\x02\n" +
 	"\x06Plugin\x12U\n" +
 	"\bActivate\x12#.toolhost.plugin.v1.ActivateRequest\x1a$.toolhost.plugin.v1.ActivateResponse\x12Q\n" +
-	"\aExecute\x12\".toolhost.plugin.v1.ExecuteRequest\x1a .toolhost.plugin.v1.ExecuteEvent0\x012\xac\x01\n" +
+	"\aExecute\x12\".toolhost.plugin.v1.ExecuteRequest\x1a .toolhost.plugin.v1.ExecuteEvent0\x01\x12J\n" +
+	"\x04Call\x12\".toolhost.plugin.v1.ExecuteRequest\x1a\x1e.toolhost.plugin.v1.CallResult\x12M\n" +
+	"\x05Fetch\x12 .toolhost.plugin.v1.FetchRequest\x1a .toolhost.plugin.v1.ExecuteEvent0\x012\xac\x01\n" +
 	"\x05Tools\x12U\n" +
 	"\bRegister\x12#.toolhost.plugin.v1.RegisterRequest\x1a$.toolhost.plugin.v1.RegisterResponse\x12L\n" +
 	"\x05Close\x12 .toolhost.plugin.v1.CloseRequest\x1a!.toolhost.plugin.v1.CloseResponse2\x8a\x03\n" +
@@ -1997,76 +2102,83 @@ func file_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_internal_pluginpb_plugin_proto_goTypes = []any{
 	(Failure_Kind)(0),               // 0: toolhost.plugin.v1.Failure.Kind
 	(PermissionResponse_Verdict)(0), // 1: toolhost.plugin.v1.PermissionResponse.Verdict
-	(*ActivateRequest)(nil),         // 2: toolhost.plugin.v1.ActivateRequest
-	(*ActivateResponse)(nil),        // 3: toolhost.plugin.v1.ActivateResponse
-	(*Invocation)(nil),              // 4: toolhost.plugin.v1.Invocation
-	(*ExecuteRequest)(nil),          // 5: toolhost.plugin.v1.ExecuteRequest
-	(*ExecuteEvent)(nil),            // 6: toolhost.plugin.v1.ExecuteEvent
-	(*Progress)(nil),                // 7: toolhost.plugin.v1.Progress
-	(*PartStart)(nil),               // 8: toolhost.plugin.v1.PartStart
-	(*Done)(nil),                    // 9: toolhost.plugin.v1.Done
-	(*Failure)(nil),                 // 10: toolhost.plugin.v1.Failure
-	(*Defect)(nil),                  // 11: toolhost.plugin.v1.Defect
-	(*ToolDefinition)(nil),          // 12: toolhost.plugin.v1.ToolDefinition
-	(*RegisterRequest)(nil),         // 13: toolhost.plugin.v1.RegisterRequest
-	(*RegisterResponse)(nil),        // 14: toolhost.plugin.v1.RegisterResponse
-	(*CloseRequest)(nil),            // 15: toolhost.plugin.v1.CloseRequest
-	(*CloseResponse)(nil),           // 16: toolhost.plugin.v1.CloseResponse
-	(*PathRequest)(nil),             // 17: toolhost.plugin.v1.PathRequest
-	(*ResolveResponse)(nil),         // 18: toolhost.plugin.v1.ResolveResponse
-	(*ReadRequest)(nil),             // 19: toolhost.plugin.v1.ReadRequest
-	(*ReadResponse)(nil),            // 20: toolhost.plugin.v1.ReadResponse
-	(*FileEntry)(nil),               // 21: toolhost.plugin.v1.FileEntry
-	(*ListResponse)(nil),            // 22: toolhost.plugin.v1.ListResponse
-	(*GlobRequest)(nil),             // 23: toolhost.plugin.v1.GlobRequest
-	(*PathsResponse)(nil),           // 24: toolhost.plugin.v1.PathsResponse
-	(*GrepRequest)(nil),             // 25: toolhost.plugin.v1.GrepRequest
-	(*GrepMatch)(nil),               // 26: toolhost.plugin.v1.GrepMatch
-	(*GrepResponse)(nil),            // 27: toolhost.plugin.v1.GrepResponse
-	(*PermissionRequest)(nil),       // 28: toolhost.plugin.v1.PermissionRequest
-	(*PermissionResponse)(nil),      // 29: toolhost.plugin.v1.PermissionResponse
+	(*CallResult)(nil),              // 2: toolhost.plugin.v1.CallResult
+	(*FetchRequest)(nil),            // 3: toolhost.plugin.v1.FetchRequest
+	(*ActivateRequest)(nil),         // 4: toolhost.plugin.v1.ActivateRequest
+	(*ActivateResponse)(nil),        // 5: toolhost.plugin.v1.ActivateResponse
+	(*Invocation)(nil),              // 6: toolhost.plugin.v1.Invocation
+	(*ExecuteRequest)(nil),          // 7: toolhost.plugin.v1.ExecuteRequest
+	(*ExecuteEvent)(nil),            // 8: toolhost.plugin.v1.ExecuteEvent
+	(*Progress)(nil),                // 9: toolhost.plugin.v1.Progress
+	(*PartStart)(nil),               // 10: toolhost.plugin.v1.PartStart
+	(*Done)(nil),                    // 11: toolhost.plugin.v1.Done
+	(*Failure)(nil),                 // 12: toolhost.plugin.v1.Failure
+	(*Defect)(nil),                  // 13: toolhost.plugin.v1.Defect
+	(*ToolDefinition)(nil),          // 14: toolhost.plugin.v1.ToolDefinition
+	(*RegisterRequest)(nil),         // 15: toolhost.plugin.v1.RegisterRequest
+	(*RegisterResponse)(nil),        // 16: toolhost.plugin.v1.RegisterResponse
+	(*CloseRequest)(nil),            // 17: toolhost.plugin.v1.CloseRequest
+	(*CloseResponse)(nil),           // 18: toolhost.plugin.v1.CloseResponse
+	(*PathRequest)(nil),             // 19: toolhost.plugin.v1.PathRequest
+	(*ResolveResponse)(nil),         // 20: toolhost.plugin.v1.ResolveResponse
+	(*ReadRequest)(nil),             // 21: toolhost.plugin.v1.ReadRequest
+	(*ReadResponse)(nil),            // 22: toolhost.plugin.v1.ReadResponse
+	(*FileEntry)(nil),               // 23: toolhost.plugin.v1.FileEntry
+	(*ListResponse)(nil),            // 24: toolhost.plugin.v1.ListResponse
+	(*GlobRequest)(nil),             // 25: toolhost.plugin.v1.GlobRequest
+	(*PathsResponse)(nil),           // 26: toolhost.plugin.v1.PathsResponse
+	(*GrepRequest)(nil),             // 27: toolhost.plugin.v1.GrepRequest
+	(*GrepMatch)(nil),               // 28: toolhost.plugin.v1.GrepMatch
+	(*GrepResponse)(nil),            // 29: toolhost.plugin.v1.GrepResponse
+	(*PermissionRequest)(nil),       // 30: toolhost.plugin.v1.PermissionRequest
+	(*PermissionResponse)(nil),      // 31: toolhost.plugin.v1.PermissionResponse
 }
 var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
-	4,  // 0: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
-	7,  // 1: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
-	8,  // 2: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
-	9,  // 3: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
-	10, // 4: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
-	11, // 5: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
-	0,  // 6: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
-	12, // 7: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
-	21, // 8: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
-	26, // 9: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
-	1,  // 10: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
-	2,  // 11: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
-	5,  // 12: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
-	13, // 13: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
-	15, // 14: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
-	17, // 15: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
-	19, // 16: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
-	17, // 17: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
-	23, // 18: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
-	25, // 19: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
-	28, // 20: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
-	3,  // 21: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
-	6,  // 22: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
-	14, // 23: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
-	16, // 24: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
-	18, // 25: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
-	20, // 26: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
-	22, // 27: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
-	24, // 28: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
-	27, // 29: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
-	29, // 30: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	8,  // 0: toolhost.plugin.v1.CallResult.events:type_name -> toolhost.plugin.v1.ExecuteEvent
+	6,  // 1: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
+	9,  // 2: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
+	10, // 3: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
+	11, // 4: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
+	12, // 5: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
+	13, // 6: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
+	0,  // 7: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
+	14, // 8: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
+	23, // 9: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
+	28, // 10: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
+	1,  // 11: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
+	4,  // 12: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
+	7,  // 13: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
+	7,  // 14: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
+	3,  // 15: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
+	15, // 16: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
+	17, // 17: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
+	19, // 18: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
+	21, // 19: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
+	19, // 20: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
+	25, // 21: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
+	27, // 22: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
+	30, // 23: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
+	5,  // 24: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
+	8,  // 25: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
+	2,  // 26: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
+	8,  // 27: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
+	16, // 28: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
+	18, // 29: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
+	20, // 30: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
+	22, // 31: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
+	24, // 32: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
+	26, // 33: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
+	29, // 34: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
+	31, // 35: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
+	24, // [24:36] is the sub-list for method output_type
+	12, // [12:24] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_internal_pluginpb_plugin_proto_init() }
@@ -2074,7 +2186,7 @@ func file_internal_pluginpb_plugin_proto_init() {
 	if File_internal_pluginpb_plugin_proto != nil {
 		return
 	}
-	file_internal_pluginpb_plugin_proto_msgTypes[4].OneofWrappers = []any{
+	file_internal_pluginpb_plugin_proto_msgTypes[6].OneofWrappers = []any{
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Output)(nil),
 		(*ExecuteEvent_Structured)(nil),
@@ -2090,7 +2202,7 @@ func file_internal_pluginpb_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_pluginpb_plugin_proto_rawDesc), len(file_internal_pluginpb_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -24,6 +24,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Plugin_Activate_FullMethodName = "/toolhost.plugin.v1.Plugin/Activate"
 	Plugin_Execute_FullMethodName  = "/toolhost.plugin.v1.Plugin/Execute"
+	Plugin_Call_FullMethodName     = "/toolhost.plugin.v1.Plugin/Call"
+	Plugin_Fetch_FullMethodName    = "/toolhost.plugin.v1.Plugin/Fetch"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -40,6 +42,14 @@ type PluginClient interface {
 	// chunks, then exactly one terminal event (done, failure or defect). Cancelling the
 	// RPC cancels the executor's context.
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error)
+	// Call runs one call whose caller wants no progress events, in one round trip:
+	// the result's events (as Execute would stream them, terminal event last) come
+	// back together when they fit in one message. A larger result is kept by the
+	// plugin under the fetch id it returns instead, for one Fetch.
+	Call(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*CallResult, error)
+	// Fetch streams the events of a result Call kept, once. Results nobody fetches
+	// are dropped after a minute.
+	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error)
 }
 
 type pluginClient struct {
@@ -79,6 +89,35 @@ func (c *pluginClient) Execute(ctx context.Context, in *ExecuteRequest, opts ...
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ExecuteClient = grpc.ServerStreamingClient[ExecuteEvent]
 
+func (c *pluginClient) Call(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*CallResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallResult)
+	err := c.cc.Invoke(ctx, Plugin_Call_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[1], Plugin_Fetch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchRequest, ExecuteEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FetchClient = grpc.ServerStreamingClient[ExecuteEvent]
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -93,6 +132,14 @@ type PluginServer interface {
 	// chunks, then exactly one terminal event (done, failure or defect). Cancelling the
 	// RPC cancels the executor's context.
 	Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteEvent]) error
+	// Call runs one call whose caller wants no progress events, in one round trip:
+	// the result's events (as Execute would stream them, terminal event last) come
+	// back together when they fit in one message. A larger result is kept by the
+	// plugin under the fetch id it returns instead, for one Fetch.
+	Call(context.Context, *ExecuteRequest) (*CallResult, error)
+	// Fetch streams the events of a result Call kept, once. Results nobody fetches
+	// are dropped after a minute.
+	Fetch(*FetchRequest, grpc.ServerStreamingServer[ExecuteEvent]) error
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -108,6 +155,12 @@ func (UnimplementedPluginServer) Activate(context.Context, *ActivateRequest) (*A
 }
 func (UnimplementedPluginServer) Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method Execute not implemented")
+}
+func (UnimplementedPluginServer) Call(context.Context, *ExecuteRequest) (*CallResult, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Call not implemented")
+}
+func (UnimplementedPluginServer) Fetch(*FetchRequest, grpc.ServerStreamingServer[ExecuteEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method Fetch not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -159,6 +212,35 @@ func _Plugin_Execute_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ExecuteServer = grpc.ServerStreamingServer[ExecuteEvent]
 
+func _Plugin_Call_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExecuteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Call(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Call_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Call(ctx, req.(*ExecuteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_Fetch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).Fetch(m, &grpc.GenericServerStream[FetchRequest, ExecuteEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FetchServer = grpc.ServerStreamingServer[ExecuteEvent]
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,11 +252,20 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Activate",
 			Handler:    _Plugin_Activate_Handler,
 		},
+		{
+			MethodName: "Call",
+			Handler:    _Plugin_Call_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Execute",
 			Handler:       _Plugin_Execute_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Fetch",
+			Handler:       _Plugin_Fetch_Handler,
 			ServerStreams: true,
 		},
 	},
