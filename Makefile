@@ -28,6 +28,12 @@ demo: build
 	@echo
 	bin/toolhost call --location $(WORKSPACE) countdown '{"seconds": 2}'
 	@echo
+	@echo '# a built-in tool, confined to the workspace and allowed by its rules:'
+	bin/toolhost call --location $(WORKSPACE) read '{"path": "poem.txt", "limit": 3}'
+	@echo
+	@echo '# a trusted plugin reading the workspace through the Location services:'
+	bin/toolhost call --location $(WORKSPACE) todo_scan
+	@echo
 	@echo '# a failure the model sees (exit status 1):'
 	-bin/toolhost call --location $(WORKSPACE) find '{"text": "x", "pattern": "("}'
 

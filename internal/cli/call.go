@@ -148,7 +148,8 @@ func (a *app) printProgress(p sdk.Progress) {
 }
 
 // printSettlement writes the human form: the content (an error prefixed with its
-// outcome), the structured output indented, then the managed paths.
+// outcome) — or, when there is none, the structured output indented — then the
+// managed paths. --json shows both.
 func (a *app) printSettlement(s *registry.Settlement) {
 	var b bytes.Buffer
 	if s.IsError() {
@@ -167,7 +168,7 @@ func (a *app) printSettlement(s *registry.Settlement) {
 			b.WriteByte('\n')
 		}
 	}
-	if len(s.Structured) > 0 {
+	if len(s.Content) == 0 && len(s.Structured) > 0 {
 		if err := json.Indent(&b, s.Structured, "", "  "); err != nil {
 			b.Write(s.Structured)
 		}

@@ -225,7 +225,7 @@ func TestCall(t *testing.T) {
 		},
 		{
 			name:   "InvocationFromFlags",
-			args:   []string{"--agent", "reviewer", "--call-id", "c42", "--session", "s1", "--message", "m1", "echo", `{"text": "x"}`},
+			args:   []string{"--json", "--agent", "reviewer", "--call-id", "c42", "--session", "s1", "--message", "m1", "echo", `{"text": "x"}`},
 			code:   cli.ExitOK,
 			stdout: []string{`"agent": "reviewer"`, `"call": "c42"`},
 		},
