@@ -212,10 +212,18 @@ func TestCall(t *testing.T) {
 		checkFiles bool
 	}{
 		{
+			// The human form shows the content only; the structured output (here
+			// the ids the plugin saw) is in --json.
 			name:   "Completed",
 			args:   []string{"echo", `{"text": "hi"}`},
 			code:   cli.ExitOK,
-			stdout: []string{"echo: hi\n", `"text": "hi"`, `"agent": "toolhost"`, `"call": "call_`},
+			stdout: []string{"echo: hi\n"},
+		},
+		{
+			name:   "CompletedJSONHasStructured",
+			args:   []string{"--json", "echo", `{"text": "hi"}`},
+			code:   cli.ExitOK,
+			stdout: []string{`"text": "hi"`, `"agent": "toolhost"`, `"call": "call_`},
 		},
 		{
 			name:   "NoInputMeansEmptyObject",
