@@ -73,14 +73,19 @@ type Location struct {
 //
 // It canonicalizes dir (see Canonicalize), loads its config (see LoadConfig), opens
 // the registry placement (id = the canonical directory, limits from the config's
-// tool_output), then starts every plugin in parallel, each supervised in its own child
-// scope of the Location scope. Plugins given as Go source are built first (see
-// BuildPlugin); a plugin named in TOOLHOST_REATTACH is attached to instead of launched.
-// Activate returns once every plugin has activated, so its tools are registered.
+// tool_output), builds the Location's services (FileSystem rooted at dir, Permission
+// with the config's rules and opts.Asker) and registers the built-in tools. Then it
+// starts every plugin and MCP server in parallel, each supervised in its own child
+// scope of the Location scope, and registers the manifest tools. Plugins given as Go
+// source are built first (see BuildPlugin); a plugin named in TOOLHOST_REATTACH is
+// attached to instead of launched. Trusted plugins receive the services; untrusted
+// plugins, MCP servers and manifest tools are checked by permission before each call.
+// Activate returns once every source has started, so its tools are registered.
 //
 // On any failure everything started is closed before Activate returns, the placement
-// included, and the error names every failed plugin: it joins the *plugins.StartError
-// and *BuildError values (find them with errors.As). A config error is a *ConfigError.
+// included, and the error names every failed source: it joins the *plugins.StartError,
+// *mcp.StartError and *BuildError values (find them with errors.As). A config error
+// is a *ConfigError.
 // Activating a directory that is already active fails with registry.ErrLocationOpen.
 //
 // The Location lives until Close, or until parent closes. The placement is released
