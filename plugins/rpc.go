@@ -119,16 +119,20 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 		a := &assembly{inst: inst, name: name}
 		if !sdk.ProgressWanted(ctx) && !inst.noCall.Load() {
 			res, err := inst.rpc.Call(ctx, req)
-			if status.Code(err) == codes.Unimplemented {
+			switch {
+			case status.Code(err) == codes.Unimplemented:
 				// A plugin built without Call (an older sdk, or no sdk): the call did
-				// not run, so it can take the streaming path, now and from now on.
+				// not run, so it takes the streaming path, now and from now on.
 				inst.noCall.Store(true)
-				return inst.executor(registration, name)(ctx, inv, input)
-			}
-			if err != nil {
+			case err != nil:
 				return sdk.Output{}, inst.callError(ctx, err)
-			}
-			if res.Fetch == 0 {
+			case res.Fetch != 0:
+				stream, err := inst.rpc.Fetch(ctx, &pluginpb.FetchRequest{Fetch: res.Fetch})
+				if err != nil {
+					return sdk.Output{}, inst.callError(ctx, err)
+				}
+				return a.read(ctx, stream)
+			default:
 				for _, ev := range res.Events {
 					if out, done, err := a.add(ctx, ev); done || err != nil {
 						return out, err
@@ -136,11 +140,6 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				}
 				return sdk.Output{}, fmt.Errorf("plugins: plugin %q: call %q: no result", inst.cfg.Name, name)
 			}
-			stream, err := inst.rpc.Fetch(ctx, &pluginpb.FetchRequest{Fetch: res.Fetch})
-			if err != nil {
-				return sdk.Output{}, inst.callError(ctx, err)
-			}
-			return a.read(ctx, stream)
 		}
 		stream, err := inst.rpc.Execute(ctx, req)
 		if err != nil {

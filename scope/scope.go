@@ -178,7 +178,7 @@ func (s *Scope) CloseWithCause(ctx context.Context, cause error) error {
 		errs = append(errs, err)
 	}
 
-	// No Defer can append once state != open, so releases is ours alone now.
+	// No Defer can append once the state is closing, so releases is ours alone now.
 	rctx := context.WithoutCancel(ctx)
 	if deadline, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc

@@ -10,5 +10,7 @@
 // they return — context cancellation, operational errors — is passed to the runner as a
 // Go error and never shown to the model as if the tool had answered.
 //
-// Package sdk imports nothing else of toolhost.
+// Package sdk imports none of the host's packages (registry, scope, location, ...):
+// only the wire protocol (internal/pluginpb) and the peer check (internal/peercred)
+// that plugin binaries share with the host.
 package sdk

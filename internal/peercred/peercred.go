@@ -13,6 +13,9 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
+// ErrUnsupported is returned by Of where the kernel cannot be asked (not Linux).
+var ErrUnsupported = errors.New("peercred: peer credentials are not available on this system")
+
 // Peer is the process at the other end of a connection.
 type Peer struct {
 	PID, UID int

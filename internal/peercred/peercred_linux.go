@@ -28,6 +28,3 @@ func Of(c net.Conn) (Peer, error) {
 	}
 	return Peer{PID: int(cred.Pid), UID: int(cred.Uid)}, nil
 }
-
-// ErrUnsupported is never returned on Linux, where the kernel always answers.
-var ErrUnsupported = errors.New("peercred: peer credentials are not available on this system")
