@@ -1,13 +1,16 @@
 package plugins_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +114,37 @@ func (h *benchHost) start(b *testing.B) *plugins.Supervisor {
 
 func payload(n int) string { return strings.Repeat("a", n) }
 
+// cpuMeter reports the CPU time (user + system) that the host process and one plugin
+// process spent per operation, read from /proc: on 2 cores a call's throughput is
+// bound by the sum, so this says which side an overhead is on.
+type cpuMeter struct {
+	pid        int
+	host, peer time.Duration
+}
+
+func startCPU(pid int) *cpuMeter {
+	return &cpuMeter{pid: pid, host: procCPU("self"), peer: procCPU(strconv.Itoa(pid))}
+}
+
+func (m *cpuMeter) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(float64((procCPU("self")-m.host).Nanoseconds())/n, "host-cpu-ns/op")
+	b.ReportMetric(float64((procCPU(strconv.Itoa(m.pid))-m.peer).Nanoseconds())/n, "plugin-cpu-ns/op")
+}
+
+// procCPU is the utime+stime of /proc/<pid>/stat.
+func procCPU(pid string) time.Duration {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start after the last ')'.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
 // latencies records per-call durations and reports their median and p99.
 type latencies []time.Duration
 
@@ -135,6 +169,7 @@ func BenchmarkCall(b *testing.B) {
 			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
 			lat := make(latencies, 0, b.N)
 			b.SetBytes(int64(size))
+			cpu := startCPU(c.ReattachConfig().Pid)
 			b.ResetTimer()
 			for b.Loop() {
 				start := time.Now()
@@ -144,6 +179,7 @@ func BenchmarkCall(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			lat.report(b)
+			cpu.report(b)
 		})
 		b.Run("bare-mtls/"+name, func(b *testing.B) {
 			client, c := startBareWith(b, true)
@@ -165,12 +201,13 @@ func BenchmarkCall(b *testing.B) {
 			// Limits above the payload: this measures the call, not retention (see
 			// toolhost-bounded below).
 			h := newBenchHostLimits(b, registry.Limits{MaxBytes: 1 << 20})
-			h.start(b)
+			sup := h.start(b)
 			q, _ := h.reg.Prepare(h.loc)
 			input, _ := json.Marshal(map[string]string{"text": payload(size)})
 			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
 			lat := make(latencies, 0, b.N)
 			b.SetBytes(int64(size))
+			cpu := startCPU(sup.Current().PID())
 			b.ResetTimer()
 			for b.Loop() {
 				start := time.Now()
@@ -181,6 +218,7 @@ func BenchmarkCall(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			lat.report(b)
+			cpu.report(b)
 		})
 	}
 	b.Run("toolhost-bounded/64KiB", func(b *testing.B) {
@@ -226,6 +264,8 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 			defer c.Kill()
 			msg := &echopb.EchoMessage{Data: []byte(payload(64))}
 			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			cpu := startCPU(c.ReattachConfig().Pid)
+			defer cpu.report(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := client.Echo(context.Background(), msg); err != nil {
@@ -237,10 +277,12 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("toolhost/%d", callers), func(b *testing.B) {
 			h := newBenchHost(b)
-			h.start(b)
+			s := h.start(b)
 			q, _ := h.reg.Prepare(h.loc)
 			input, _ := json.Marshal(map[string]string{"text": payload(64)})
 			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			cpu := startCPU(s.Current().PID())
+			defer cpu.report(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input}); err != nil {

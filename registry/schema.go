@@ -11,6 +11,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolhost/toolhost/internal/jsoncodec"
 )
 
 var messagePrinter = message.NewPrinter(language.English)
@@ -98,7 +100,7 @@ func (p Problem) String() string {
 // precision in range checks only.
 func (s *compiledSchema) validate(data []byte) (any, []Problem) {
 	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	if err := jsoncodec.Unmarshal(data, &v); err != nil {
 		return nil, []Problem{{Message: "not valid JSON: " + err.Error()}}
 	}
 	if s == nil {

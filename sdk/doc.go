@@ -11,6 +11,7 @@
 // Go error and never shown to the model as if the tool had answered.
 //
 // Package sdk imports none of the host's packages (registry, scope, location, ...):
-// only the wire protocol (internal/pluginpb) and the peer check (internal/peercred)
-// that plugin binaries share with the host.
+// only the wire protocol (internal/pluginpb), the peer check (internal/peercred) and
+// the call path's JSON codec (internal/jsoncodec) that plugin binaries share with the
+// host.
 package sdk

@@ -7,6 +7,8 @@ import (
 	"reflect"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/toolhost/toolhost/internal/jsoncodec"
 )
 
 // NewTool returns a typed tool: input is decoded into In, the result of execute is
@@ -23,14 +25,14 @@ func NewTool[In, Out any](description string, execute func(ctx context.Context, 
 		OutputSchema: SchemaFor[Out](),
 		Execute: func(ctx context.Context, inv Invocation, input json.RawMessage) (Output, error) {
 			var in In
-			if err := json.Unmarshal(input, &in); err != nil {
+			if err := jsoncodec.Unmarshal(input, &in); err != nil {
 				return Output{}, &InputDecodingError{Err: err}
 			}
 			out, err := execute(ctx, inv, in)
 			if err != nil {
 				return Output{}, err
 			}
-			data, err := json.Marshal(out)
+			data, err := jsoncodec.Marshal(out)
 			if err != nil {
 				return Output{}, &OutputEncodingError{Err: err}
 			}
@@ -63,7 +65,7 @@ func ProjectTyped[In, Out any](project func(in In, out Out) []Part) Projection {
 	return func(input, output json.RawMessage) []Part {
 		var in In
 		var out Out
-		if json.Unmarshal(input, &in) != nil || json.Unmarshal(output, &out) != nil {
+		if jsoncodec.Unmarshal(input, &in) != nil || jsoncodec.Unmarshal(output, &out) != nil {
 			return nil
 		}
 		return project(in, out)

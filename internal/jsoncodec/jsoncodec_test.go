@@ -1,0 +1,114 @@
+package jsoncodec
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var seeds = []string{
+	`{"text":"hello"}`, `{"a":[1,2.5,-3e2,true,false,null],"b":{"c":"d"}}`, `"\u00e9\ud83d\ude00"`,
+	`"\xff\xfe"`, `{"a":1,"a":2}`, `1e400`, `[1,]`, `{"a":1} x`, ` [] `, `-0`, `"\u0000"`,
+	`{"<&>":"<&>"}`, `"\ud800"`, `123456789012345678901234567890`, `{"A":1,"a":2}`, ``,
+}
+
+// FuzzAgreesWithEncodingJSON checks that decoding into any, the registry's
+// validation decode, agrees with encoding/json on every input: the same documents
+// are accepted, to the same values.
+func FuzzAgreesWithEncodingJSON(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got any
+		werr := json.Unmarshal(data, &want)
+		gerr := Unmarshal(data, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: encoding/json error %v, jsoncodec error %v", data, werr, gerr)
+		}
+		if werr == nil && !reflect.DeepEqual(want, got) {
+			t.Fatalf("%q: encoding/json %#v, jsoncodec %#v", data, want, got)
+		}
+		if werr != nil {
+			return
+		}
+		wout, werr := json.Marshal(want)
+		gout, gerr := Marshal(got)
+		if werr != nil || gerr != nil || string(wout) != string(gout) {
+			t.Fatalf("re-encoding %#v: encoding/json %q (%v), jsoncodec %q (%v)", want, wout, werr, gout, gerr)
+		}
+	})
+}
+
+type typed struct {
+	Text   string            `json:"text"`
+	N      int               `json:"n,omitempty"`
+	F      float64           `json:"f"`
+	Tags   []string          `json:"tags"`
+	Meta   map[string]string `json:"meta,omitempty"`
+	Nested *typed            `json:"nested,omitempty"`
+	Raw    json.RawMessage   `json:"raw,omitempty"`
+	Quoted int64             `json:"quoted,string,omitempty"`
+}
+
+// FuzzTypedAgreesWithEncodingJSON does the same for decoding into a struct and
+// encoding it again, the sdk's typed tool path.
+func FuzzTypedAgreesWithEncodingJSON(f *testing.F) {
+	for _, s := range append(seeds, `{"text":"x","n":3,"f":1.5,"tags":["a"],"meta":{"k":"v"},"nested":{"text":"y"},"raw":[1, 2],"quoted":"7"}`, `{"TEXT":"case"}`, `{"n":1.5}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got typed
+		werr := json.Unmarshal(data, &want)
+		gerr := Unmarshal(data, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: encoding/json error %v, jsoncodec error %v", data, werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		wout, _ := json.Marshal(want)
+		gout, _ := Marshal(got)
+		if string(wout) != string(gout) {
+			t.Fatalf("%q: encoding/json %s, jsoncodec %s", data, wout, gout)
+		}
+	})
+}
+
+func TestDepthLimit(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		ok    bool
+	}{{MaxDepth, true}, {MaxDepth + 1, false}, {1 << 20, false}} {
+		doc := strings.Repeat("[", tc.depth) + strings.Repeat("]", tc.depth)
+		var v any
+		err := Unmarshal([]byte(doc), &v)
+		if (err == nil) != tc.ok {
+			t.Errorf("depth %d: err = %v, want ok = %v", tc.depth, err, tc.ok)
+		}
+		if stdErr := json.Unmarshal([]byte(doc), &v); (stdErr == nil) != tc.ok {
+			t.Errorf("depth %d: encoding/json err = %v, want ok = %v", tc.depth, stdErr, tc.ok)
+		}
+	}
+	// Brackets inside strings do not count.
+	doc := `["` + strings.Repeat("[", 2*MaxDepth) + `"]`
+	var v any
+	if err := Unmarshal([]byte(doc), &v); err != nil {
+		t.Errorf("brackets in a string: %v", err)
+	}
+}
+
+// Errors quote at most a short prefix of the input: they reach the model as
+// validation problems, so a megabyte of bad input must not come back in them.
+func TestErrorsStayShort(t *testing.T) {
+	big := strings.Repeat("a", 1<<20)
+	for _, doc := range []string{`{"text": ` + big + `}`, `["` + big, `{"text":"x"} ` + big} {
+		var v any
+		err := Unmarshal([]byte(doc), &v)
+		if err == nil || len(err.Error()) > 200 {
+			t.Errorf("error for %d bytes of bad JSON: %d bytes: %.300v", len(doc), len(fmt.Sprint(err)), err)
+		}
+	}
+}
