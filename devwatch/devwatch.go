@@ -8,8 +8,13 @@
 // plugin attached with TOOLHOST_REATTACH is not the host's to reload and is not
 // watched.
 //
-// Changes are debounced per plugin (Options.Debounce after the last event). Then the
-// plugin is rebuilt with location.BuildPlugin — content-addressed, so a source that
+// A change to a source plugin that is not reloading starts its reload at once, so a
+// single save costs no debounce. Changes that arrive while a reload is building
+// cancel that build (it is not reported), and the reload starts over once the files
+// have been quiet for Options.Debounce, so a burst (an editor's rename dance, a git
+// checkout) costs one build of its final state. Binary plugins are always debounced:
+// a binary being written is seen in pieces. Then the plugin is rebuilt with
+// location.BuildPlugin — content-addressed, so a source that
 // is back to a state already built costs no compilation, and a build that yields the
 // binary already serving reloads nothing — and reloaded with
 // plugins.Supervisor.Reload: the new generation starts and registers, then the old
@@ -40,9 +45,9 @@ import (
 	"github.com/toolhost/toolhost/plugins"
 )
 
-// DefaultDebounce is the quiet period after a plugin's last change before it is
-// rebuilt.
-const DefaultDebounce = 200 * time.Millisecond
+// DefaultDebounce is the quiet period that ends a burst of changes (see the package
+// doc).
+const DefaultDebounce = 50 * time.Millisecond
 
 // Options configure a Watcher.
 type Options struct {
@@ -51,8 +56,9 @@ type Options struct {
 	// unchanged sources finds the binary already serving. Required when the Location
 	// has such plugins.
 	BuildCache string
-	// Debounce is the quiet period after the last change of a plugin's files before
-	// it is rebuilt; default DefaultDebounce.
+	// Debounce is the quiet period after the last change of a plugin's files before a
+	// binary plugin is reloaded, or a source plugin whose build was cancelled by the
+	// change is rebuilt; default DefaultDebounce.
 	Debounce time.Duration
 	// Logger receives watch errors. Default: discard.
 	Logger hclog.Logger
@@ -171,9 +177,14 @@ type watchedPlugin struct {
 	kick   chan struct{}
 
 	mu      sync.Mutex
-	changed map[string]bool
+	changed map[string]bool // changes not yet taken by a reload
 	timer   *time.Timer
+	busy    bool                    // a reload is due or running
+	cancel  context.CancelCauseFunc // cancels the running reload's build; nil outside it
 }
+
+// errSuperseded cancels a build whose sources changed while it ran.
+var errSuperseded = errors.New("devwatch: sources changed during the build")
 
 // Watch starts watching loc's plugins. It returns once every watch is in place; a
 // change made after it returns is seen. It fails when the plugins' directories cannot
@@ -355,21 +366,35 @@ func within(root, path string) bool {
 	return path == root || strings.HasPrefix(path, root+string(filepath.Separator))
 }
 
-// touch records a change and (re)starts the plugin's debounce timer.
+// touch records a change. A source plugin that is not reloading is kicked at once;
+// otherwise the change cancels a build in progress and (re)starts the debounce timer,
+// whose kick runs the next reload.
 func (p *watchedPlugin) touch(file string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.changed[file] = true
+	if !p.busy && p.source != "" {
+		p.busy = true
+		p.kickNow()
+		return
+	}
+	p.busy = true
+	if p.cancel != nil {
+		p.cancel(errSuperseded)
+		p.cancel = nil
+	}
 	if p.timer == nil {
-		p.timer = time.AfterFunc(p.w.opts.Debounce, func() {
-			select {
-			case p.kick <- struct{}{}:
-			default: // a reload is already due; it will take these changes too
-			}
-		})
+		p.timer = time.AfterFunc(p.w.opts.Debounce, p.kickNow)
 		return
 	}
 	p.timer.Reset(p.w.opts.Debounce)
+}
+
+func (p *watchedPlugin) kickNow() {
+	select {
+	case p.kick <- struct{}{}:
+	default: // a reload is already due; it will take these changes too
+	}
 }
 
 // work runs the plugin's reloads, one at a time.
@@ -380,26 +405,61 @@ func (p *watchedPlugin) work() {
 			return
 		case <-p.kick:
 		}
+		ctx, cancel := context.WithCancelCause(p.w.ctx)
 		p.mu.Lock()
 		changed := slices.Sorted(maps.Keys(p.changed))
 		p.changed = map[string]bool{}
+		if p.source != "" {
+			p.cancel = cancel // only a build is cancelled; a binary's start is not
+		}
 		p.mu.Unlock()
-		if ev, ok := p.reload(changed); ok && p.w.ctx.Err() == nil {
+		if len(changed) == 0 {
+			cancel(nil) // a kick whose changes an earlier reload already took
+			p.settle(nil)
+			continue
+		}
+		ev, ok := p.reload(ctx, changed)
+		superseded := errors.Is(context.Cause(ctx), errSuperseded)
+		cancel(nil)
+		if superseded {
+			// Not reported: the changes made during the build start a new one, and
+			// it reports these files too.
+			p.settle(changed)
+			continue
+		}
+		if ok && p.w.ctx.Err() == nil {
 			p.w.opts.Report(ev)
 		}
+		p.settle(nil)
 	}
+}
+
+// settle ends a reload attempt: files it leaves to the next reload go back into the
+// change set, and the plugin is idle again unless changes are waiting (their timer
+// kicks the next reload).
+func (p *watchedPlugin) settle(carry []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cancel = nil
+	for _, f := range carry {
+		p.changed[f] = true
+	}
+	p.busy = len(p.changed) > 0
 }
 
 // reload rebuilds (source plugins) and reloads the plugin. It reports false when
 // there was nothing to do (a binary plugin whose binary did not change).
-func (p *watchedPlugin) reload(changed []string) (Event, bool) {
-	ctx := p.w.ctx
+func (p *watchedPlugin) reload(ctx context.Context, changed []string) (Event, bool) {
 	ev := Event{Location: p.w.loc.ID(), Plugin: p.name, Changed: changed, Serving: serving(p.sup)}
 	cfg := p.sup.Config()
 	if p.source != "" {
 		begin := time.Now()
 		path, built, err := location.BuildPlugin(ctx, p.w.opts.BuildCache, p.name, p.source)
 		ev.Build, ev.Built = time.Since(begin), built
+		// From here on, changes wait for this reload instead of cancelling it.
+		p.mu.Lock()
+		p.cancel = nil
+		p.mu.Unlock()
 		if err != nil {
 			ev.Err = err
 			return ev, true

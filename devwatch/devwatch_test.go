@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/devwatch"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -391,6 +392,57 @@ func TestBrokenEditKeepsServing(t *testing.T) {
 	}
 	if got := e.call("work"); got != "7" {
 		t.Fatalf("after recovering: %q", got)
+	}
+}
+
+func TestSingleChangeReloadsWithoutDebounce(t *testing.T) {
+	// A debounce no test would wait for: a save to an idle plugin must not wait for it.
+	e := newEnv(t, time.Hour)
+	if err := writePlugin(e.dir, 5, "Reports the version."); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.next(); ev.Err != nil || ev.Reload.To != 2 {
+		t.Fatalf("single change: %v", ev)
+	}
+	if got := e.call("work"); got != "5" {
+		t.Fatalf("after the reload: %q", got)
+	}
+}
+
+func TestChangeDuringBuildRestartsIt(t *testing.T) {
+	e := newEnv(t, 20*time.Millisecond)
+	main := filepath.Join(e.dir, "main.go")
+	// A broken state, replaced while its build runs: that build is cancelled and never
+	// reported; the final state is built and reported with both changes. (The import
+	// makes the broken build take long enough to be seen running.)
+	if err := writeFile(main, "package main\n\nimport _ \"github.com/toolhost/toolhost/sdk\"\n\nfunc main() { undefinedThing() }\n"); err != nil {
+		t.Fatal(err)
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(proctest.Children(goCmd)) > 0 }) // the broken build runs
+	if err := writeFile(filepath.Join(e.dir, "notes.txt"), "n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePlugin(e.dir, 9, "Reports the version."); err != nil {
+		t.Fatal(err)
+	}
+	ev := e.next()
+	if ev.Err != nil || ev.Reload.From != 1 || ev.Reload.To != 2 {
+		t.Fatalf("after the burst: %v", ev)
+	}
+	if got := strings.Join(ev.Changed, ","); got != "main.go,notes.txt" {
+		t.Errorf("changed %q, want both files", got)
+	}
+	if got := e.call("work"); got != "9" {
+		t.Fatalf("after the reload: %q", got)
+	}
+	select {
+	case ev := <-e.events:
+		t.Fatalf("a second report: %v", ev)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
 

@@ -66,7 +66,9 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // Packages of other modules are pinned by go.sum; a local replace directive pointing
 // outside the module is not followed.
 //
-// A build goes to a temporary directory in cacheDir and is renamed into place, so
+// A build goes to a temporary directory in cacheDir and is renamed into place only if
+// the key computed again afterwards is unchanged (else the error wraps
+// ErrSourcesChanged), so
 // concurrent builds of the same key (from several processes too) are safe and a
 // reader never sees a partial binary. A failed build returns a *BuildError quoting the
 // compiler output; a cancelled ctx kills the go command and returns ctx's error.
@@ -120,11 +122,23 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 		}
 		return "", false, &BuildError{Plugin: name, Source: src, Output: lastLines(output, buildOutputLines), Err: err}
 	}
+	// The go command read the sources after the key was computed: if they changed in
+	// between, the binary may not be the key's, and caching it would hand it out
+	// for those sources later.
+	if after, err := buildKey(ctx, goCmd, env, src); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q from %s: %w", name, src, err)
+	} else if after != key {
+		return "", false, fmt.Errorf("location: build plugin %q from %s: %w", name, src, ErrSourcesChanged)
+	}
 	if err := os.Rename(tmpOut, out); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	return out, true, nil
 }
+
+// ErrSourcesChanged is wrapped by BuildPlugin's error when the sources changed while
+// they were being built; nothing was cached, and building again builds the new state.
+var ErrSourcesChanged = errors.New("the sources changed during the build")
 
 // goCommand finds the go command: on PATH, else in GOROOT/bin.
 func goCommand() (string, error) {

@@ -309,6 +309,9 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		logger.Info("attaching to a plugin started by hand", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
 	} else if pc.Source != "" {
 		path, built, err := BuildPlugin(ctx, cacheDir, pc.Name, pc.Source)
+		for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {
+			path, built, err = BuildPlugin(ctx, cacheDir, pc.Name, pc.Source) // being edited: build what is there now
+		}
 		if err != nil {
 			return nil, err
 		}

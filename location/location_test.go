@@ -640,6 +640,58 @@ func TestBuildPluginCompileError(t *testing.T) {
 	}
 }
 
+func TestBuildPluginSourcesChangedDuringBuild(t *testing.T) {
+	mod := t.TempDir()
+	program := func(word string) map[string]string {
+		return map[string]string{"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Print(\"" + word + "\") }\n"}
+	}
+	writeFiles(t, mod, map[string]string{"go.mod": "module example.com/tiny\n\ngo 1.26\n"})
+	writeFiles(t, mod, program("one"))
+	cache := t.TempDir()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := location.BuildPlugin(t.Context(), cache, "tiny", mod)
+		done <- err
+	}()
+	// Edit the source while the go command builds it.
+	for deadline := time.Now().Add(time.Minute); !goBuildRunning(goCmd); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("go build never ran")
+		}
+	}
+	writeFiles(t, mod, program("two"))
+	if err := <-done; !errors.Is(err, location.ErrSourcesChanged) {
+		t.Fatalf("build during an edit: %v; want ErrSourcesChanged", err)
+	}
+	// Nothing was cached under the key of "one": going back to it builds it again,
+	// and the binary says "one" (a cached binary of "two" under that key would not).
+	for _, word := range []string{"two", "one"} {
+		writeFiles(t, mod, program(word))
+		path, built, err := location.BuildPlugin(t.Context(), cache, "tiny", mod)
+		if err != nil || !built {
+			t.Fatalf("%s: built %v, %v", word, built, err)
+		}
+		if out, err := exec.Command(path).Output(); err != nil || string(out) != word {
+			t.Fatalf("%s: binary printed %q, %v", word, out, err)
+		}
+	}
+}
+
+// goBuildRunning reports whether a child of this process runs goCmd build.
+func goBuildRunning(goCmd string) bool {
+	for _, pid := range proctest.Children(goCmd) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if args := bytes.Split(cmdline, []byte{0}); len(args) > 1 && string(args[1]) == "build" {
+			return true
+		}
+	}
+	return false
+}
+
 func TestBuildPluginRefusesBadArguments(t *testing.T) {
 	tests := []struct {
 		name, cache, binary, src string

@@ -52,7 +52,7 @@ type Config struct {
 	// its process group is killed. Default 5s.
 	StopGrace time.Duration
 	// SocketDir is where the private (mode 0700) socket directory of each process is
-	// made. Default: the system temporary directory.
+	// made. Default: DefaultSocketDir().
 	SocketDir string
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
@@ -80,7 +80,44 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	if c.SocketDir == "" {
+		c.SocketDir = DefaultSocketDir()
+	}
 	return c
+}
+
+// DefaultSocketDir is where plugin sockets go unless configured: a memory file
+// system when there is one, because every launch creates and removes a directory and
+// two sockets, and on a disk-backed /tmp that costs milliseconds (3.2 ms against
+// 67 µs on tmpfs, measured on the project's VM; see BENCHMARKS.md). In order:
+// $XDG_RUNTIME_DIR (the per-user runtime directory meant for sockets), /dev/shm,
+// then the system temporary directory. The directory made inside it is private
+// (mode 0700) wherever it is.
+func DefaultSocketDir() string {
+	socketDirOnce.Do(func() {
+		socketDir = os.TempDir()
+		for _, dir := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
+			if dir != "" && usableDir(dir) {
+				socketDir = dir
+				return
+			}
+		}
+	})
+	return socketDir
+}
+
+var (
+	socketDirOnce sync.Once
+	socketDir     string
+)
+
+// usableDir reports whether a private directory can be made (and removed) in dir.
+func usableDir(dir string) bool {
+	d, err := os.MkdirTemp(dir, "toolhost-probe")
+	if err != nil {
+		return false
+	}
+	return os.Remove(d) == nil
 }
 
 // Target is where a plugin's tools go.

@@ -102,9 +102,6 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
-		// Every stream's context ends here, whatever path returns.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		req := &pluginpb.ExecuteRequest{
 			Registration: registration,
 			Tool:         name,
@@ -127,6 +124,10 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 			case err != nil:
 				return sdk.Output{}, inst.callError(ctx, err)
 			case res.Fetch != 0:
+				// A stream's context must end when the call returns, whatever path
+				// returns; a unary call's ends with the call.
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
 				stream, err := inst.rpc.Fetch(ctx, &pluginpb.FetchRequest{Fetch: res.Fetch})
 				if err != nil {
 					return sdk.Output{}, inst.callError(ctx, err)
@@ -141,6 +142,8 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				return sdk.Output{}, fmt.Errorf("plugins: plugin %q: call %q: no result", inst.cfg.Name, name)
 			}
 		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		stream, err := inst.rpc.Execute(ctx, req)
 		if err != nil {
 			return sdk.Output{}, inst.callError(ctx, err)

@@ -18,14 +18,16 @@ func (a *app) devFlags() (*flag.FlagSet, *serveOptions) {
 			"are watched. A plugin given as Go source is rebuilt when a file under its source\n"+
 			"directory changes (hidden directories, testdata, editor temporaries and tests\n"+
 			"ignored), into the content-addressed build cache; a plugin given as a binary is\n"+
-			"reloaded when the binary changes. After a quiet period (--debounce) the new\n"+
-			"generation starts and registers its tools, then the old one is drained and stopped:\n"+
+			"reloaded when the binary changes. A save starts the build at once; a change during\n"+
+			"the build cancels it, and it starts over after a quiet period (--debounce; a binary\n"+
+			"plugin always waits for it). Then the new generation starts and registers its\n"+
+			"tools, then the old one is drained and stopped:\n"+
 			"calls captured on it run on the new one when the tool's contract is unchanged and\n"+
 			"settle unavailable when it changed. A failed build or start leaves the old\n"+
 			"generation serving. Each reload prints one line on stderr: the plugin, what\n"+
 			"changed, and how long build, start and swap took (then, on failure, the compiler\n"+
 			"output or the start error).\n")
-	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "quiet `period` after a plugin's last change before it is rebuilt")
+	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "quiet `period` that ends a burst of changes")
 	return fs, o
 }
 
