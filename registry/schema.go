@@ -100,7 +100,9 @@ func (p Problem) String() string {
 // precision in range checks only.
 func (s *compiledSchema) validate(data []byte) (any, []Problem) {
 	var v any
-	if err := jsoncodec.Unmarshal(data, &v); err != nil {
+	// No copy: data is the call's input or output, which nothing modifies while the
+	// decoded value (or the text part taken from it) is in use.
+	if err := jsoncodec.UnmarshalNoCopy(data, &v); err != nil {
 		return nil, []Problem{{Message: "not valid JSON: " + err.Error()}}
 	}
 	if s == nil {

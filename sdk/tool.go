@@ -28,7 +28,9 @@ type Executor func(ctx context.Context, inv Invocation, input json.RawMessage) (
 // and total: no I/O, no dependence on who called, and a result for every valid output.
 type Projection func(input, output json.RawMessage) []Part
 
-// Output is what an Executor returns.
+// Output is what an Executor returns. The registry keeps its byte slices (and
+// strings decoded from them) in the settlement without copying: do not modify them
+// after returning.
 type Output struct {
 	// JSON is the complete encoded output; the registry validates it against the
 	// output schema.

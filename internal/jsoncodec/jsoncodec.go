@@ -29,6 +29,22 @@ func Unmarshal(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
+// UnmarshalNoCopy is Unmarshal, except that decoded strings needing no unescaping
+// share data's memory instead of copying it (segmentio's ZeroCopy): decoding a
+// 64 KiB string costs no allocation. data must not be modified while v, or any string
+// taken from it, is in use.
+func UnmarshalNoCopy(data []byte, v any) error {
+	if err := checkDepth(data); err != nil {
+		return err
+	}
+	rest, err := json.Parse(data, v, json.ZeroCopy)
+	if len(rest) != 0 && err == nil {
+		// As Unmarshal does: trailing bytes are an error, like encoding/json's.
+		err = fmt.Errorf("json: invalid character %q after top-level value", rest[0])
+	}
+	return err
+}
+
 // Marshal encodes v like encoding/json.Marshal (HTML characters escaped, map keys
 // sorted).
 func Marshal(v any) ([]byte, error) { return json.Marshal(v) }

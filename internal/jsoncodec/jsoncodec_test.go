@@ -22,7 +22,7 @@ func FuzzAgreesWithEncodingJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var want, got any
+		var want, got, shared any
 		werr := json.Unmarshal(data, &want)
 		gerr := Unmarshal(data, &got)
 		if (werr == nil) != (gerr == nil) {
@@ -30,6 +30,13 @@ func FuzzAgreesWithEncodingJSON(f *testing.F) {
 		}
 		if werr == nil && !reflect.DeepEqual(want, got) {
 			t.Fatalf("%q: encoding/json %#v, jsoncodec %#v", data, want, got)
+		}
+		serr := UnmarshalNoCopy(data, &shared)
+		if (werr == nil) != (serr == nil) {
+			t.Fatalf("%q: encoding/json error %v, UnmarshalNoCopy error %v", data, werr, serr)
+		}
+		if werr == nil && !reflect.DeepEqual(want, shared) {
+			t.Fatalf("%q: encoding/json %#v, UnmarshalNoCopy %#v", data, want, shared)
 		}
 		if werr != nil {
 			return
@@ -87,6 +94,9 @@ func TestDepthLimit(t *testing.T) {
 		err := Unmarshal([]byte(doc), &v)
 		if (err == nil) != tc.ok {
 			t.Errorf("depth %d: err = %v, want ok = %v", tc.depth, err, tc.ok)
+		}
+		if err := UnmarshalNoCopy([]byte(doc), &v); (err == nil) != tc.ok {
+			t.Errorf("depth %d: UnmarshalNoCopy err = %v, want ok = %v", tc.depth, err, tc.ok)
 		}
 		if stdErr := json.Unmarshal([]byte(doc), &v); (stdErr == nil) != tc.ok {
 			t.Errorf("depth %d: encoding/json err = %v, want ok = %v", tc.depth, stdErr, tc.ok)
