@@ -199,7 +199,7 @@ func BenchmarkCall(b *testing.B) {
 		if size >= 1<<10 {
 			name = fmt.Sprintf("%dKiB", size>>10)
 		}
-		b.Run("bare/"+name, func(b *testing.B) {
+		b.Run("size="+name+"/impl=bare", func(b *testing.B) {
 			client, c := startBare(b)
 			defer c.Kill()
 			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
@@ -217,7 +217,7 @@ func BenchmarkCall(b *testing.B) {
 			lat.report(b)
 			cpu.report(b)
 		})
-		b.Run("bare-mtls/"+name, func(b *testing.B) {
+		b.Run("size="+name+"/impl=bare-mtls", func(b *testing.B) {
 			client, c := startBareWith(b, true)
 			defer c.Kill()
 			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
@@ -233,7 +233,7 @@ func BenchmarkCall(b *testing.B) {
 			}
 			lat.report(b)
 		})
-		b.Run("toolhost/"+name, func(b *testing.B) {
+		b.Run("size="+name+"/impl=toolhost", func(b *testing.B) {
 			// Limits above the payload: this measures the call, not retention (see
 			// toolhost-bounded below).
 			h := newBenchHostLimits(b, registry.Limits{MaxBytes: 1 << 20})
@@ -257,7 +257,7 @@ func BenchmarkCall(b *testing.B) {
 			cpu.report(b)
 		})
 	}
-	b.Run("toolhost-bounded/64KiB", func(b *testing.B) {
+	b.Run("size=64KiB/impl=toolhost-bounded", func(b *testing.B) {
 		// Default limits (51200 bytes): every call retains its output in managed
 		// storage (an fsynced file) and returns a preview.
 		h := newBenchHost(b)
@@ -272,7 +272,7 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	})
-	b.Run("in-process/64B", func(b *testing.B) {
+	b.Run("size=64B/impl=in-process", func(b *testing.B) {
 		h := newBenchHost(b)
 		release, _ := h.reg.Register(registry.Batch{Tools: map[string]sdk.Tool{"echo": sdk.NewTool("echo",
 			func(_ context.Context, _ sdk.Invocation, in struct {
@@ -295,7 +295,7 @@ func BenchmarkCall(b *testing.B) {
 
 func BenchmarkConcurrentCalls(b *testing.B) {
 	for _, callers := range []int{8, 64} {
-		b.Run(fmt.Sprintf("bare/%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("callers=%d/impl=bare", callers), func(b *testing.B) {
 			client, c := startBare(b)
 			defer c.Kill()
 			msg := &echopb.EchoMessage{Data: []byte(payload(64))}
@@ -311,7 +311,7 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 				}
 			})
 		})
-		b.Run(fmt.Sprintf("toolhost/%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("callers=%d/impl=toolhost", callers), func(b *testing.B) {
 			h := newBenchHost(b)
 			s := h.start(b)
 			q, _ := h.reg.Prepare(h.loc)
@@ -338,7 +338,7 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 // eight bare plugins at once: the floor that eight processes set on this machine.
 func BenchmarkLaunch(b *testing.B) {
 	buildBench(b)
-	b.Run("bare/1", func(b *testing.B) {
+	b.Run("plugins=1/impl=bare", func(b *testing.B) {
 		defer startLaunchCPU().report(b)
 		for b.Loop() {
 			_, c := startBare(b)
@@ -347,7 +347,7 @@ func BenchmarkLaunch(b *testing.B) {
 			b.StartTimer()
 		}
 	})
-	b.Run("bare/8", func(b *testing.B) {
+	b.Run("plugins=8/impl=bare", func(b *testing.B) {
 		defer startLaunchCPU().report(b)
 		for b.Loop() {
 			clients := make([]*plugin.Client, 8)
@@ -390,8 +390,8 @@ func BenchmarkLaunch(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	b.Run("toolhost/1", func(b *testing.B) { launch(b, 1) })
-	b.Run("toolhost/8", func(b *testing.B) { launch(b, 8) })
+	b.Run("plugins=1/impl=toolhost", func(b *testing.B) { launch(b, 1) })
+	b.Run("plugins=8/impl=toolhost", func(b *testing.B) { launch(b, 8) })
 }
 
 // BenchmarkHostMemoryPerPlugin reports the host's live heap per loaded plugin.
@@ -407,7 +407,7 @@ func BenchmarkHostMemoryPerPlugin(b *testing.B) {
 		}
 		b.ReportMetric(total/float64(b.N), "heap-B/plugin")
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		measure(b, func() func() {
 			var clients []*plugin.Client
 			for range n {
@@ -421,7 +421,7 @@ func BenchmarkHostMemoryPerPlugin(b *testing.B) {
 			}
 		})
 	})
-	b.Run("toolhost", func(b *testing.B) {
+	b.Run("impl=toolhost", func(b *testing.B) {
 		measure(b, func() func() {
 			h := newBenchHost(b)
 			for range n {

@@ -427,6 +427,9 @@ func TestOutcomes(t *testing.T) {
 		"garbage": {InputSchema: json.RawMessage(`{}`), Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) {
 			return sdk.Output{JSON: json.RawMessage(`{"unterminated`)}, nil
 		}},
+		"not_text": {InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{"type": "string"}`), Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) {
+			return sdk.Output{JSON: json.RawMessage(`42`)}, nil
+		}},
 		"panics": counted(func(context.Context, echoIn) (echoOut, error) { panic("boom") }),
 		"broken": counted(func(context.Context, echoIn) (echoOut, error) { return echoOut{}, errors.New("connection reset") }),
 	}})
@@ -448,6 +451,7 @@ func TestOutcomes(t *testing.T) {
 		{"OutputNotEncodable", "nan", `{"text":"hi"}`, registry.InvalidOutput, []string{"unsupported value"}, false},
 		{"OutputViolatesSchema", "bad_output", `{"text":"hi"}`, registry.InvalidOutput, []string{"/echo"}, true},
 		{"OutputNotJSON", "garbage", `{}`, registry.InvalidOutput, []string{"not valid JSON"}, false},
+		{"OutputNotText", "not_text", `{}`, registry.InvalidOutput, []string{"/: got number, want string"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
