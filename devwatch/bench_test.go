@@ -20,7 +20,8 @@ import (
 	"github.com/toolhost/toolhost/registry"
 )
 
-// BenchmarkReload measures, side by side in one run:
+// BenchmarkReload measures, side by side in one run, each iteration doing all four
+// in turn (so a drift in the machine's speed hits them alike):
 //
 //   - reload: from the write of a changed source file to the new generation serving
 //     (Prepare, polled every millisecond, gives a new Request whose call returns the
@@ -29,125 +30,125 @@ import (
 //     reload's own build, start and swap times are reported beside it;
 //   - build: location.BuildPlugin of a changed source (cache key + go build);
 //   - go-build: a plain `go build` of a changed source;
-//   - bare-launch: launching a bare go-plugin echo plugin (handshake and dispense)
-//     and killing it.
+//   - bare-launch: launching a bare go-plugin echo plugin (handshake and dispense).
 //
-// The target is reload ≤ build + 2 × bare-launch. Each iteration compiles, so run
-// with a fixed count:
+// The target is reload ≤ build + 2 × bare-launch. Each iteration compiles three
+// times, so run with a fixed count:
 //
-//	go test -run '^$' -bench Reload -benchtime 5x ./devwatch/
+//	go test -run '^$' -bench Reload -benchtime 7x ./devwatch/
 var version atomic.Int64
 
 func init() { version.Store(1000) }
 
 func BenchmarkReload(b *testing.B) {
-	b.Run("reload", func(b *testing.B) {
-		e := newEnv(b, devwatch.DefaultDebounce)
-		var lat, build, start, swap []time.Duration
-		for b.Loop() {
-			v := int(version.Add(1))
-			t0 := time.Now()
-			if err := writePlugin(e.dir, v, "Reports the version."); err != nil {
-				b.Fatal(err)
-			}
-			want := strconv.Itoa(v)
-			// Poll Prepare, which costs nothing while the registry is unchanged (a
-			// call per poll would take CPU from the build it waits for); when the
-			// Request changes, one call says whether the new generation serves.
-			seen, _ := e.loc.Prepare()
-			for {
-				q, err := e.loc.Prepare()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if q != seen {
-					served := time.Since(t0)
-					seen = q
-					s, err := q.Settle(context.Background(), registry.Call{Name: "work", Input: []byte(`{"n":1}`)})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if s.Text() == want {
-						lat = append(lat, served)
-						break
-					}
-				}
-				time.Sleep(time.Millisecond)
-			}
-			ev := e.next() // the swap finishes before the next edit
-			if ev.Err != nil {
-				b.Fatal(ev.Err)
-			}
-			build, start, swap = append(build, ev.Build), append(start, ev.Reload.Start), append(swap, ev.Reload.Swap)
+	e := newEnv(b, devwatch.DefaultDebounce)
+	buildSrc, goBuildSrc := benchDir(b, "bench-build-"), benchDir(b, "bench-gobuild-")
+	bare := filepath.Join(b.TempDir(), "bare")
+	if out, err := exec.Command("go", "build", "-o", bare, "../plugins/testdata/bare").CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	var reload, reloadBuild, start, swap, build, goBuild, launch []time.Duration
+	for b.Loop() {
+		d, ev := reloadOnce(b, e)
+		reload, reloadBuild = append(reload, d), append(reloadBuild, ev.Build)
+		start, swap = append(start, ev.Reload.Start), append(swap, ev.Reload.Swap)
+
+		writePlugin(buildSrc, int(version.Add(1)), "Reports the version.")
+		t0 := time.Now()
+		if _, built, err := location.BuildPlugin(context.Background(), cache, "p", buildSrc); err != nil || !built {
+			b.Fatal(built, err)
 		}
-		report(b, "reload", lat)
-		report(b, "build", build)
-		report(b, "start", start)
-		report(b, "swap", swap)
-	})
-	b.Run("build", func(b *testing.B) {
-		src, err := os.MkdirTemp(module, "bench-build-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(src)
-		var lat []time.Duration
-		for b.Loop() {
-			writePlugin(src, int(version.Add(1)), "Reports the version.")
-			t0 := time.Now()
-			if _, built, err := location.BuildPlugin(context.Background(), cache, "p", src); err != nil || !built {
-				b.Fatal(built, err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		report(b, "build", lat)
-	})
-	b.Run("go-build", func(b *testing.B) {
-		src, err := os.MkdirTemp(module, "bench-gobuild-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(src)
-		var lat []time.Duration
-		for b.Loop() {
-			writePlugin(src, int(version.Add(1)), "Reports the version.")
-			t0 := time.Now()
-			cmd := exec.Command("go", "build", "-o", filepath.Join(src, ".out"), ".")
-			cmd.Dir = src
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("%v\n%s", err, out)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		report(b, "go-build", lat)
-	})
-	b.Run("bare-launch", func(b *testing.B) {
-		bare := filepath.Join(b.TempDir(), "bare")
-		if out, err := exec.Command("go", "build", "-o", bare, "../plugins/testdata/bare").CombinedOutput(); err != nil {
+		build = append(build, time.Since(t0))
+
+		writePlugin(goBuildSrc, int(version.Add(1)), "Reports the version.")
+		t0 = time.Now()
+		cmd := exec.Command("go", "build", "-o", filepath.Join(goBuildSrc, ".out"), ".")
+		cmd.Dir = goBuildSrc
+		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("%v\n%s", err, out)
 		}
-		var lat []time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			c := plugin.NewClient(&plugin.ClientConfig{
-				HandshakeConfig:  echopb.Handshake,
-				Plugins:          plugin.PluginSet{"echo": &echopb.Plugin{}},
-				Cmd:              exec.Command(bare),
-				AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-				Logger:           hclog.NewNullLogger(),
-			})
-			rpc, err := c.Client()
-			if err == nil {
-				_, err = rpc.Dispense("echo")
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-			c.Kill()
+		goBuild = append(goBuild, time.Since(t0))
+
+		launch = append(launch, bareLaunch(b, bare))
+	}
+	report(b, "reload", reload)
+	report(b, "reload-build", reloadBuild)
+	report(b, "reload-start", start)
+	report(b, "reload-swap", swap)
+	report(b, "build", build)
+	report(b, "go-build", goBuild)
+	report(b, "bare-launch", launch)
+}
+
+// reloadOnce writes a new version of e's plugin and returns the time until that
+// version serves, and the reload's event.
+func reloadOnce(b *testing.B, e *env) (time.Duration, devwatch.Event) {
+	v := int(version.Add(1))
+	seen, _ := e.loc.Prepare()
+	t0 := time.Now()
+	if err := writePlugin(e.dir, v, "Reports the version."); err != nil {
+		b.Fatal(err)
+	}
+	want := strconv.Itoa(v)
+	// Poll Prepare, which costs nothing while the registry is unchanged (a call per
+	// poll would take CPU from the build it waits for); when the Request changes, one
+	// call says whether the new generation serves.
+	var served time.Duration
+	for served == 0 {
+		time.Sleep(time.Millisecond)
+		q, err := e.loc.Prepare()
+		if err != nil {
+			b.Fatal(err)
 		}
-		report(b, "launch", lat)
+		if q == seen {
+			continue
+		}
+		d := time.Since(t0)
+		seen = q
+		s, err := q.Settle(context.Background(), registry.Call{Name: "work", Input: []byte(`{"n":1}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.Text() == want {
+			served = d
+		}
+	}
+	ev := e.next() // the swap finishes before the next edit
+	if ev.Err != nil {
+		b.Fatal(ev.Err)
+	}
+	return served, ev
+}
+
+func benchDir(b *testing.B, prefix string) string {
+	dir, err := os.MkdirTemp(module, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// bareLaunch launches the bare go-plugin baseline (handshake and dispense), kills it,
+// and returns how long the launch took.
+func bareLaunch(b *testing.B, bare string) time.Duration {
+	t0 := time.Now()
+	c := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  echopb.Handshake,
+		Plugins:          plugin.PluginSet{"echo": &echopb.Plugin{}},
+		Cmd:              exec.Command(bare),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           hclog.NewNullLogger(),
 	})
+	defer c.Kill()
+	rpc, err := c.Client()
+	if err == nil {
+		_, err = rpc.Dispense("echo")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 // report adds the median of ds as a metric in milliseconds.

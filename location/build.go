@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -188,12 +189,9 @@ func lastLines(out []byte, n int) string {
 
 // buildKey computes the cache key of building src (see BuildPlugin).
 func buildKey(ctx context.Context, goCmd string, env []string, src string) (string, error) {
-	version, err := runGo(ctx, goCmd, env, src, "version")
+	version, err := goVersion(ctx, goCmd, env, src)
 	if err != nil {
-		if ctx.Err() != nil {
-			return "", context.Cause(ctx)
-		}
-		return "", fmt.Errorf("go version: %w: %s", err, bytes.TrimSpace(version))
+		return "", err
 	}
 	inputs, err := buildInputs(src)
 	if err != nil {
@@ -216,6 +214,49 @@ func buildKey(ctx context.Context, goCmd string, env []string, src string) (stri
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// goVersion is `go version` as run in src, remembered: it costs a process (about
+// 7 ms) and every build computes the key twice. What it depends on is the memo's
+// key: the go command's file (path, size, modification time), the variables that
+// select a toolchain, and the go.mod and go.work files above src (their go and
+// toolchain lines can switch toolchains).
+func goVersion(ctx context.Context, goCmd string, env []string, src string) ([]byte, error) {
+	memo := sha256.New()
+	fi, err := os.Stat(goCmd)
+	if err != nil {
+		return nil, fmt.Errorf("go command: %w", err)
+	}
+	fmt.Fprintf(memo, "%s\x00%d\x00%d\x00", goCmd, fi.Size(), fi.ModTime().UnixNano())
+	for _, v := range []string{"GOTOOLCHAIN", "GOROOT", "GOPATH", "GOFLAGS", "GOWORK"} {
+		fmt.Fprintf(memo, "%s=%s\x00", v, os.Getenv(v))
+	}
+	for dir := src; ; dir = filepath.Dir(dir) {
+		for _, f := range []string{"go.mod", "go.work"} {
+			if data, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				fmt.Fprintf(memo, "%s\x00%d\x00", filepath.Join(dir, f), len(data))
+				memo.Write(data)
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	key := string(memo.Sum(nil))
+	if v, ok := goVersions.Load(key); ok {
+		return v.([]byte), nil
+	}
+	version, err := runGo(ctx, goCmd, env, src, "version")
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("go version: %w: %s", err, bytes.TrimSpace(version))
+	}
+	goVersions.Store(key, version)
+	return version, nil
+}
+
+var goVersions sync.Map // memo key → `go version` output
 
 func hashFile(h io.Writer, label, path string) error {
 	f, err := os.Open(path)
