@@ -9,7 +9,7 @@ WORKSPACE := examples/workspace
 # The pinned MCP servers the end-to-end tests run (from npm).
 MCP_NODE := mcp/testdata/node
 
-.PHONY: all build demo test test-deps bench proto tools-proto
+.PHONY: all build demo test test-deps bench bench-compare proto tools-proto
 
 all: build
 
@@ -48,6 +48,21 @@ $(MCP_NODE)/node_modules/.package-lock.json: $(MCP_NODE)/package-lock.json
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# bench-compare runs every benchmark that has a baseline, six times, into
+# benchmarks/*.txt, and prints each beside its baseline with benchstat (the median
+# and its confidence interval per measure). BENCHMARKS.md records a run of it.
+BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+bench-compare: test-deps
+	mkdir -p benchmarks
+	$(GO) test -run '^$$' -bench 'BenchmarkCall|BenchmarkConcurrentCalls' -benchmem -benchtime=3000x -count=6 ./plugins/ > benchmarks/calls.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkLaunch|BenchmarkHostMemoryPerPlugin' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count=6 ./registry/ > benchmarks/registry.txt
+	$(GO) test -run '^$$' -bench BenchmarkMCPCall -benchmem -count=6 ./mcp/ > benchmarks/mcp.txt
+	$(GO) test -run '^$$' -bench SettleRoundTrip -benchmem -count=6 ./server/ > benchmarks/serve.txt
+	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
+	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done
+	for f in registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
 
 # proto regenerates the committed protocol code with pinned generators.
 # Needs protoc (Debian: protobuf-compiler).

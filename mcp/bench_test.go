@@ -22,7 +22,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	path := requireNode(b)
 	script := serverScript("server-everything")
 
-	b.Run("direct", func(b *testing.B) {
+	b.Run("impl=direct", func(b *testing.B) {
 		cmd := exec.Command(filepath.Join(path, "node"), script, "stdio")
 		cmd.Env = []string{"PATH=" + path}
 		client := gomcp.NewClient(&gomcp.Implementation{Name: "bench", Version: "1"}, &gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{}})
@@ -41,7 +41,7 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 	})
 
-	b.Run("toolhost", func(b *testing.B) {
+	b.Run("impl=toolhost", func(b *testing.B) {
 		st, err := registry.OpenStorage(b.TempDir(), registry.StorageOptions{})
 		if err != nil {
 			b.Fatal(err)

@@ -50,7 +50,7 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 	input := json.RawMessage(`{"text":"hello"}`)
 	inv := sdk.Invocation{SessionID: "s", Agent: "bench", AssistantMessageID: "m", ToolCallID: "c"}
 
-	b.Run("in-process", func(b *testing.B) {
+	b.Run("impl=in-process", func(b *testing.B) {
 		q, _ := reg.Prepare(registry.Application)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -66,7 +66,7 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 	}
 	defer os.RemoveAll(sockDir)
 
-	b.Run("grpc-unary", func(b *testing.B) {
+	b.Run("impl=grpc-unary", func(b *testing.B) {
 		l, err := net.Listen("unix", filepath.Join(sockDir, "echo.sock"))
 		if err != nil {
 			b.Fatal(err)
@@ -90,7 +90,7 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 		}
 	})
 
-	b.Run("serve-api", func(b *testing.B) {
+	b.Run("impl=serve-api", func(b *testing.B) {
 		root := scope.New(context.Background())
 		defer root.Close(context.Background())
 		srv, err := server.New(root, server.Options{Registry: reg, Location: location.Options{StateDir: b.TempDir()}})
