@@ -34,8 +34,8 @@ type compiledSchema struct {
 	schema    *jsonschema.Schema
 	canonical json.RawMessage // keys sorted, no insignificant space: byte-stable
 	keys      []string        // top-level "properties" names, sorted, for error messages
-	// trivial is set for the two schemas whose verdict needs no validator: true and
-	// {} (anything is valid), and {"type":"string"}, the output schema of every tool
+	// trivial is set for the schemas whose verdict needs no validator: true and {}
+	// (anything is valid), and {"type":"string"}, the output schema of every tool
 	// that returns text (valid exactly when the value is a string). The validator
 	// still runs for values they refuse, so problems read the same.
 	trivial func(v any) bool
