@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -502,6 +503,43 @@ func TestDebugModeReattach(t *testing.T) {
 	}
 	if !proctest.Running(cmd.Process.Pid) {
 		t.Fatal("closing a reattached plugin killed a process the host does not own")
+	}
+}
+
+func TestDefaultSocketDir(t *testing.T) {
+	dir := plugins.DefaultSocketDir()
+	if want := []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm", os.TempDir()}; !slices.Contains(want, dir) || dir == "" {
+		t.Fatalf("DefaultSocketDir() = %q, want one of %q", dir, want)
+	}
+	// With no SocketDir configured, the plugin's private directory (go-plugin tells
+	// the plugin its path in PLUGIN_UNIX_SOCKET_DIR) is made there, and removed when
+	// the plugin stops.
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.Current().PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var private string
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok {
+			private = v
+		}
+	}
+	if filepath.Dir(private) != dir {
+		t.Fatalf("the plugin's socket directory %q is not in %s", private, dir)
+	}
+	if info, err := os.Stat(private); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("%s: %v, %v; want mode 0700", private, info, err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(private); !os.IsNotExist(err) {
+		t.Errorf("%s is left after the plugin stopped (%v)", private, err)
 	}
 }
 
