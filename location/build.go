@@ -67,12 +67,13 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // Packages of other modules are pinned by go.sum; a local replace directive pointing
 // outside the module is not followed.
 //
-// A build goes to a temporary directory in cacheDir and is renamed into place only if
-// the key computed again afterwards is unchanged (else the error wraps
-// ErrSourcesChanged), so
+// A build goes to a temporary directory in cacheDir and is renamed into place, so
 // concurrent builds of the same key (from several processes too) are safe and a
-// reader never sees a partial binary. A failed build returns a *BuildError quoting the
-// compiler output; a cancelled ctx kills the go command and returns ctx's error.
+// reader never sees a partial binary. It is renamed only if the key, computed again
+// after the build, is unchanged: sources edited during the build are never cached
+// under the key of what was there before (the error wraps ErrSourcesChanged). A
+// failed build returns a *BuildError quoting the compiler output; a cancelled ctx
+// kills the go command and returns ctx's error.
 func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path string, built bool, err error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		return "", false, fmt.Errorf("location: build plugin: invalid binary name %q", name)
