@@ -13,10 +13,10 @@
 // cancel that build (it is not reported), and the reload starts over once the files
 // have been quiet for Options.Debounce, so a burst (an editor's rename dance, a git
 // checkout) costs one build of its final state. Binary plugins are always debounced:
-// a binary being written is seen in pieces. Then the plugin is rebuilt with
-// location.BuildPlugin — content-addressed, so a source that
-// is back to a state already built costs no compilation, and a build that yields the
-// binary already serving reloads nothing — and reloaded with
+// a binary being written is seen in pieces. The plugin is rebuilt with
+// location.BuildPlugin — content-addressed, so a source that is back to a state
+// already built costs no compilation, and a build that yields the binary already
+// serving reloads nothing — and reloaded with
 // plugins.Supervisor.Reload: the new generation starts and registers, then the old
 // one is drained and stopped. A failed build or start leaves the old generation
 // serving. Each attempt is reported as one Event.

@@ -1,16 +1,13 @@
 package plugins_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +18,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/toolhost/toolhost/internal/echopb"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -141,24 +139,24 @@ type cpuMeter struct {
 }
 
 func startCPU(pid int) *cpuMeter {
-	return &cpuMeter{pid: pid, host: procCPU("self"), peer: procCPU(strconv.Itoa(pid))}
+	return &cpuMeter{pid: pid, host: proctest.CPUTime(0), peer: proctest.CPUTime(pid)}
 }
 
 func (m *cpuMeter) report(b *testing.B) {
 	n := float64(b.N)
-	b.ReportMetric(float64((procCPU("self")-m.host).Nanoseconds())/n, "host-cpu-ns/op")
-	b.ReportMetric(float64((procCPU(strconv.Itoa(m.pid))-m.peer).Nanoseconds())/n, "plugin-cpu-ns/op")
+	b.ReportMetric(float64((proctest.CPUTime(0)-m.host).Nanoseconds())/n, "host-cpu-ns/op")
+	b.ReportMetric(float64((proctest.CPUTime(m.pid)-m.peer).Nanoseconds())/n, "plugin-cpu-ns/op")
 }
 
 // launchCPU reports the CPU time per operation of the host and of the plugin
 // processes it started and reaped (getrusage RUSAGE_CHILDREN), launch to exit.
 type launchCPU struct{ host, children time.Duration }
 
-func startLaunchCPU() launchCPU { return launchCPU{procCPU("self"), childrenCPU()} }
+func startLaunchCPU() launchCPU { return launchCPU{proctest.CPUTime(0), childrenCPU()} }
 
 func (m launchCPU) report(b *testing.B) {
 	n := float64(b.N)
-	b.ReportMetric(float64((procCPU("self")-m.host).Nanoseconds())/n, "host-cpu-ns/op")
+	b.ReportMetric(float64((proctest.CPUTime(0)-m.host).Nanoseconds())/n, "host-cpu-ns/op")
 	b.ReportMetric(float64((childrenCPU()-m.children).Nanoseconds())/n, "plugins-cpu-ns/op")
 }
 
@@ -166,19 +164,6 @@ func childrenCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is the utime+stime of /proc/<pid>/stat.
-func procCPU(pid string) time.Duration {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) start after the last ')'.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 // latencies records per-call durations and reports their median and p99.

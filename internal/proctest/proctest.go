@@ -18,6 +18,7 @@ type stat struct {
 	comm       string
 	state      string // "R", "S", "Z" (zombie), ...
 	ppid, pgrp int
+	cpu        time.Duration // utime + stime
 }
 
 func readStat(pid string) (stat, bool) {
@@ -31,12 +32,27 @@ func readStat(pid string) (stat, bool) {
 		return stat{}, false
 	}
 	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 {
+	if len(f) < 13 {
 		return stat{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgrp, _ := strconv.Atoi(f[2])
-	return stat{comm: string(data[:i+1]), state: f[0], ppid: ppid, pgrp: pgrp}, true
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	cpu := time.Duration(utime+stime) * time.Second / 100 // clock ticks (USER_HZ)
+	return stat{comm: string(data[:i+1]), state: f[0], ppid: ppid, pgrp: pgrp, cpu: cpu}, true
+}
+
+// CPUTime returns the user plus system CPU time pid has used so far, all its threads
+// together, in clock ticks of 10 ms; 0 if pid does not exist. pid 0 means this
+// process.
+func CPUTime(pid int) time.Duration {
+	name := "self"
+	if pid != 0 {
+		name = strconv.Itoa(pid)
+	}
+	s, _ := readStat(name)
+	return s.cpu
 }
 
 func (s stat) live() bool { return s.state != "Z" && s.state != "X" }
