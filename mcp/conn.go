@@ -42,7 +42,8 @@ type conn struct {
 	incoming  chan readResult
 	closed    chan struct{}
 	closeOnce sync.Once
-	readDone  chan struct{}
+	ended     chan struct{} // closed when the server's stdout ended, before Read reports it
+	readDone  chan struct{} // closed when the reader goroutine has returned
 
 	queue []jsonrpc.Message // the rest of a batch; only Read touches it
 }
@@ -55,7 +56,7 @@ type readResult struct {
 func newConn(server string, limit int, log hclog.Logger, w *os.File, r io.Reader) *conn {
 	c := &conn{
 		server: server, limit: limit, log: log, w: w,
-		incoming: make(chan readResult), closed: make(chan struct{}), readDone: make(chan struct{}),
+		incoming: make(chan readResult), closed: make(chan struct{}), ended: make(chan struct{}), readDone: make(chan struct{}),
 	}
 	go c.readLoop(r)
 	return c
@@ -82,6 +83,7 @@ func (c *conn) readLoop(r io.Reader) {
 			}
 		}
 		if err != nil {
+			close(c.ended)
 			select {
 			case c.incoming <- readResult{err: err}:
 			case <-c.closed:

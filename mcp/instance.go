@@ -137,8 +137,10 @@ func (inst *Instance) start(ctx context.Context) error {
 // startErr explains a failed start step: the timeout, the process's exit, or err.
 func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error) error {
 	select {
-	case <-inst.conn.readDone:
-		// Its stdout ended: the server is exiting; let its status explain.
+	case <-inst.conn.ended:
+		// Its stdout ended: the server is exiting; let its status explain. (ended,
+		// not readDone: the reader hands the end over before its goroutine returns,
+		// so readDone may not be closed yet when the failed step reports it.)
 		t := time.NewTimer(time.Second)
 		defer t.Stop()
 		select {
