@@ -20,6 +20,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
@@ -316,6 +318,14 @@ func (inst *Instance) start(ctx context.Context) error {
 		ServicesBrokerId: servicesID,
 	})
 	if err != nil {
+		if status.Code(err) == codes.DeadlineExceeded {
+			// The plugin's server enforces the same deadline (gRPC sends it along) and
+			// may report it before our own timer has fired: wait a moment for ours.
+			select {
+			case <-actx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 		if actx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("activation did not finish within the start timeout (%s)", cfg.StartTimeout)
 		}
