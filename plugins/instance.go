@@ -241,6 +241,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		SkipHostEnv:      true,
 		GRPCDialOptions: []grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2 * pluginpb.ChunkSize)),
+			pluginpb.DialOption(),
 		},
 	}
 	if cfg.Reattach != nil {
@@ -290,7 +291,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// broker closes with the process.
 	toolsID := conn.broker.NextId()
 	go conn.broker.AcceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin())...)
+		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
@@ -299,7 +300,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	if svc := cfg.Services; svc != nil {
 		servicesID = conn.broker.NextId()
 		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin())...)
+			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission})
 			return s

@@ -41,15 +41,17 @@ func Serve(p Plugin) {
 	config := &plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
 		Plugins:         plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}},
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger:          logger,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, pluginpb.ServerOption())...)
+		},
+		Logger: logger,
 	}
 	if !debugFlag() {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
 		host := os.Getppid()
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+			return grpc.NewServer(append(opts, pluginpb.ServerOption(), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 				if p.PID != host {
 					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
 				}
@@ -131,7 +133,7 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	if !s.activated.CompareAndSwap(false, true) {
 		return nil, status.Error(codes.FailedPrecondition, "sdk: plugin already activated")
 	}
-	conn, err := s.broker.Dial(req.ToolsBrokerId)
+	conn, err := s.broker.DialWithOptions(req.ToolsBrokerId, pluginpb.DialOption())
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "sdk: dial the Tools capability: %v", err)
 	}
@@ -139,7 +141,7 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	tools := &toolsClient{server: s, client: pluginpb.NewToolsClient(conn)}
 	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
 	if req.ServicesBrokerId != 0 {
-		conn, err := s.broker.Dial(req.ServicesBrokerId)
+		conn, err := s.broker.DialWithOptions(req.ServicesBrokerId, pluginpb.DialOption())
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
 		}

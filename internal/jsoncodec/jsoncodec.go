@@ -13,6 +13,7 @@ package jsoncodec
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -45,9 +46,32 @@ func UnmarshalNoCopy(data []byte, v any) error {
 	return err
 }
 
-// Marshal encodes v like encoding/json.Marshal (HTML characters escaped, map keys
-// sorted).
-func Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v like encoding/json.Marshal (map keys sorted) with HTML escaping
+// off, as an encoding/json Encoder with SetEscapeHTML(false) does: what it encodes
+// is tool output on its way to a model, not into an HTML page, so "<" stays one
+// character instead of six, and a string is scanned for three fewer characters. A
+// json.RawMessage (checked to be valid) is copied as it is, insignificant space
+// included, where encoding/json would compact it.
+func Marshal(v any) ([]byte, error) {
+	buf := marshalBuffers.Get().(*[]byte)
+	data, err := json.Append((*buf)[:0], v, json.SortMapKeys)
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(data)
+	if cap(data) <= maxPooledBuffer {
+		*buf = data
+		marshalBuffers.Put(buf)
+	}
+	return out, nil
+}
+
+// marshalBuffers holds Marshal's scratch buffers: encoding appends, so one that has
+// grown to an output's size encodes the next output of that size without regrowing.
+var marshalBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuffer keeps one huge output from pinning its buffer in the pool.
+const maxPooledBuffer = 1 << 20
 
 // checkDepth refuses data nested deeper than MaxDepth. Documents with fewer opening
 // brackets than that cannot be, and are passed after a vectorized count.

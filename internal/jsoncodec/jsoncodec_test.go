@@ -1,6 +1,7 @@
 package jsoncodec
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -41,12 +42,34 @@ func FuzzAgreesWithEncodingJSON(f *testing.F) {
 		if werr != nil {
 			return
 		}
-		wout, werr := json.Marshal(want)
+		wout, werr := stdMarshal(want)
 		gout, gerr := Marshal(got)
+		gout = compact(gout)
 		if werr != nil || gerr != nil || string(wout) != string(gout) {
 			t.Fatalf("re-encoding %#v: encoding/json %q (%v), jsoncodec %q (%v)", want, wout, werr, gout, gerr)
 		}
 	})
+}
+
+// stdMarshal is what Marshal must agree with: encoding/json without HTML escaping.
+// Marshal keeps a json.RawMessage's insignificant space where encoding/json removes
+// it, so both encodings are compared compacted.
+func stdMarshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return compact(b.Bytes()), nil
+}
+
+func compact(data []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		return data
+	}
+	return b.Bytes()
 }
 
 type typed struct {
@@ -76,8 +99,9 @@ func FuzzTypedAgreesWithEncodingJSON(f *testing.F) {
 		if werr != nil {
 			return
 		}
-		wout, _ := json.Marshal(want)
+		wout, _ := stdMarshal(want)
 		gout, _ := Marshal(got)
+		gout = compact(gout)
 		if string(wout) != string(gout) {
 			t.Fatalf("%q: encoding/json %s, jsoncodec %s", data, wout, gout)
 		}

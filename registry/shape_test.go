@@ -1,0 +1,80 @@
+package registry
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/toolhost/toolhost/internal/jsoncodec"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// The schemas typed tools derive, and neighbours just inside and just outside the
+// subset shapeCheck decides.
+var shapeSchemas = []string{
+	`true`, `{}`, `{"type":"string"}`, `{"type":"integer","description":"n"}`, `{"type":"null"}`,
+	`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`,
+	`{"type":"object","properties":{"n":{"type":"integer"},"f":{"type":"number"},"b":{"type":"boolean"}}}`,
+	`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"additionalProperties":{"type":"integer"}}`,
+	`{"type":"object","properties":{"o":{"type":"object","properties":{"x":{}},"required":["x","y"]}},"required":["o"]}`,
+	`{"type":"array","items":{"type":"array","items":true}}`, `{"type":"object","additionalProperties":true}`,
+	`{"type":"string","minLength":2}`, `{"type":["string","null"]}`, `{"enum":[1,2]}`, `{"properties":{"a":{"type":"string"}}}`,
+	`{"type":"string","format":"email"}`, `{"type":"object","$defs":{"x":{}},"properties":{"a":{"$ref":"#/$defs/x"}}}`,
+	`false`, `{"type":"object","properties":{"a":false}}`, `{"type":"object","patternProperties":{"^a":{"type":"string"}}}`,
+}
+
+// FuzzShapeCheckAgreesWithValidator holds shapeCheck to the validator's verdict on
+// every schema it decides and every value.
+func FuzzShapeCheckAgreesWithValidator(f *testing.F) {
+	values := []string{`{"text":"hi"}`, `{"text":1}`, `{"text":"hi","x":2}`, `{}`, `[]`, `"s"`, `1`, `1.0`, `1.5`, `1e300`,
+		`null`, `true`, `{"n":2,"f":0.5,"b":false}`, `{"n":2.5}`, `{"tags":["a",1],"z":3}`, `{"tags":[],"z":3.5}`,
+		`{"o":{"x":1,"y":null}}`, `{"o":{"x":1}}`, `[[1],[]]`, `[1]`, `{"a":"x"}`, `{"a":1}`}
+	for _, s := range shapeSchemas {
+		for _, v := range values {
+			f.Add(s, v)
+		}
+	}
+	f.Fuzz(func(t *testing.T, schema, value string) {
+		cs, err := compileSchema("schema", json.RawMessage(schema))
+		if err != nil || cs.quick == nil {
+			return
+		}
+		var v any
+		if jsoncodec.UnmarshalNoCopy([]byte(value), &v) != nil {
+			return
+		}
+		quick, valid := cs.quick(v), cs.schema.Validate(v) == nil
+		if quick != valid {
+			t.Fatalf("schema %s, value %s: shapeCheck says %v, the validator %v", schema, value, quick, valid)
+		}
+	})
+}
+
+// TestShapeCheckDecidesTypedToolSchemas: the schemas sdk.SchemaFor derives for plain
+// structs, strings and numbers are decided without the validator; the others are
+// left to it.
+func TestShapeCheckDecidesTypedToolSchemas(t *testing.T) {
+	type in struct {
+		Text  string   `json:"text" jsonschema:"description=the text"`
+		Count int      `json:"count,omitempty"`
+		Ratio float64  `json:"ratio,omitempty"`
+		Tags  []string `json:"tags,omitempty"`
+		Loud  bool     `json:"loud,omitempty"`
+	}
+	for _, schema := range []json.RawMessage{sdk.SchemaFor[in](), sdk.SchemaFor[string](), sdk.SchemaFor[int](), sdk.SchemaFor[[]string]()} {
+		cs, err := compileSchema("schema", schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.quick == nil {
+			t.Errorf("schema %s is left to the validator", schema)
+		}
+	}
+	for i, s := range shapeSchemas {
+		var doc any
+		_ = json.Unmarshal([]byte(s), &doc)
+		decided := shapeCheck(doc) != nil
+		if want := i < 11; decided != want {
+			t.Errorf("schema %s: decided = %v, want %v", s, decided, want)
+		}
+	}
+}
