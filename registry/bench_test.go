@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -46,4 +47,31 @@ func BenchmarkPrepare(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRegister measures registering one typed tool: with schemas the registry
+// has compiled before (a plugin's restart or reload registers the same ones), and
+// with schemas it has not.
+func BenchmarkRegister(b *testing.B) {
+	r := newRegistry(b)
+	tool := sdk.NewTool("echo", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) { return in.Text, nil })
+	b.Run("schemas=cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			release := register(b, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": tool}})
+			release()
+		}
+	})
+	b.Run("schemas=new", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			t := tool
+			t.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","description":"%d","properties":{"text":{"type":"string"}}}`, i))
+			t.OutputSchema = json.RawMessage(fmt.Sprintf(`{"type":"string","description":"%d"}`, i))
+			release := register(b, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": t}})
+			release()
+		}
+	})
 }

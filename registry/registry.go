@@ -76,6 +76,7 @@ type Options struct {
 type Registry struct {
 	storage       *Storage
 	maxInputBytes int
+	schemas       schemaCache
 
 	mu         sync.RWMutex
 	placements map[string]*placement
@@ -192,7 +193,7 @@ func mergeLimits(l, base Limits) Limits {
 // idempotent and safe to call from any goroutine. Executions already begun are not
 // affected by the release; only their context ends them.
 func (r *Registry) Register(b Batch) (release func(), err error) {
-	entries, err := buildEntries(b)
+	entries, err := r.buildEntries(b)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +231,7 @@ func (r *Registry) remove(p *placement, entries []*entry) {
 }
 
 // buildEntries validates a batch and compiles its schemas, outside any lock.
-func buildEntries(b Batch) ([]*entry, error) {
+func (r *Registry) buildEntries(b Batch) ([]*entry, error) {
 	authored := make([]string, 0, len(b.Tools))
 	for k := range b.Tools {
 		authored = append(authored, k)
@@ -250,7 +251,7 @@ func buildEntries(b Batch) ([]*entry, error) {
 			return nil, fail(a, fmt.Errorf("authored names %q and %q both normalize to %q", other, a, name))
 		}
 		byName[name] = a
-		e, err := newEntry(name, b, b.Tools[a])
+		e, err := r.newEntry(name, b, b.Tools[a])
 		if err != nil {
 			return nil, fail(a, err)
 		}
@@ -259,7 +260,7 @@ func buildEntries(b Batch) ([]*entry, error) {
 	return entries, nil
 }
 
-func newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
+func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 	if t.Execute == nil {
 		return nil, fmt.Errorf("tool has no executor")
 	}
@@ -268,16 +269,16 @@ func newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 	}
 	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner}
 	var err error
-	if e.input, err = compileSchema("input schema", t.InputSchema); err != nil {
+	if e.input, err = r.schemas.compile("input schema", t.InputSchema); err != nil {
 		return nil, err
 	}
 	if len(t.OutputSchema) > 0 {
-		if e.output, err = compileSchema("output schema", t.OutputSchema); err != nil {
+		if e.output, err = r.schemas.compile("output schema", t.OutputSchema); err != nil {
 			return nil, err
 		}
 	}
 	if len(t.StructuredSchema) > 0 {
-		if e.structured, err = compileSchema("structured schema", t.StructuredSchema); err != nil {
+		if e.structured, err = r.schemas.compile("structured schema", t.StructuredSchema); err != nil {
 			return nil, err
 		}
 	}

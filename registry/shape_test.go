@@ -2,6 +2,8 @@ package registry
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolhost/toolhost/internal/jsoncodec"
@@ -75,6 +77,42 @@ func TestShapeCheckDecidesTypedToolSchemas(t *testing.T) {
 		decided := shapeCheck(doc) != nil
 		if want := i < 11; decided != want {
 			t.Errorf("schema %s: decided = %v, want %v", s, decided, want)
+		}
+	}
+}
+
+// TestSchemaCache: the same bytes compile once; errors are never kept; the cache
+// stays within its bounds however many distinct schemas arrive.
+func TestSchemaCache(t *testing.T) {
+	var c schemaCache
+	raw := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)
+	a, err := c.compile("input schema", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := c.compile("output schema", append(json.RawMessage(nil), raw...)); b != a {
+		t.Error("the same schema bytes were compiled twice")
+	}
+	for range 2 {
+		if _, err := c.compile("input schema", json.RawMessage(`{"type": 7}`)); err == nil || !strings.Contains(err.Error(), "input schema") {
+			t.Fatalf("invalid schema: err = %v", err)
+		}
+	}
+	pad := strings.Repeat("x", 64<<10)
+	for i := range 2 * maxCachedSchemaBytes / len(pad) {
+		if _, err := c.compile("input schema", json.RawMessage(fmt.Sprintf(`{"description":"%d %s"}`, i, pad))); err != nil {
+			t.Fatal(err)
+		}
+		if c.bytes > maxCachedSchemaBytes {
+			t.Fatalf("cache holds %d bytes of schemas, over its %d bound", c.bytes, maxCachedSchemaBytes)
+		}
+	}
+	for i := range 2 * maxCachedSchemas {
+		if _, err := c.compile("input schema", json.RawMessage(fmt.Sprintf(`{"description":"%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.byRaw) > maxCachedSchemas {
+			t.Fatalf("cache holds %d schemas, over its %d bound", len(c.byRaw), maxCachedSchemas)
 		}
 	}
 }
