@@ -317,8 +317,9 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 }
 
 // BenchmarkLaunch times launches up to the moment the plugins serve: for bare, the
-// handshake and Dispense; for toolhost, Supervise returning (handshake, activation,
-// the Tools capability dialled, tools registered and their schemas compiled).
+// handshake and Dispense (and, for bare-first-call, one echo call after them); for
+// toolhost, Supervise returning (handshake, activation, the Tools capability
+// dialled, tools registered and their schemas compiled).
 // Stopping the processes, and making the host, are outside the timing. bare/8 starts
 // eight bare plugins at once: the floor that eight processes set on this machine.
 func BenchmarkLaunch(b *testing.B) {
@@ -327,6 +328,22 @@ func BenchmarkLaunch(b *testing.B) {
 		defer startLaunchCPU().report(b)
 		for b.Loop() {
 			_, c := startBare(b)
+			b.StopTimer()
+			c.Kill()
+			b.StartTimer()
+		}
+	})
+	b.Run("plugins=1/impl=bare-first-call", func(b *testing.B) {
+		// Launched and answering: go-plugin's Dispense returns before the gRPC
+		// connection is up, so the bare launch above has not yet dialled it, where
+		// toolhost's has already made a call (the activation).
+		defer startLaunchCPU().report(b)
+		msg := &echopb.EchoMessage{Data: []byte(payload(64))}
+		for b.Loop() {
+			client, c := startBare(b)
+			if _, err := client.Echo(context.Background(), msg); err != nil {
+				b.Fatal(err)
+			}
 			b.StopTimer()
 			c.Kill()
 			b.StartTimer()
