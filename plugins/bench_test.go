@@ -173,9 +173,15 @@ func (l latencies) report(b *testing.B) {
 	if len(l) == 0 {
 		return
 	}
+	p50, p99 := l.quantiles()
+	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns")
+}
+
+// quantiles sorts l and returns its median and 99th percentile.
+func (l latencies) quantiles() (p50, p99 time.Duration) {
 	slices.Sort(l)
-	b.ReportMetric(float64(l[len(l)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds()), "p99-ns")
+	return l[len(l)/2], l[len(l)*99/100]
 }
 
 func BenchmarkCall(b *testing.B) {
@@ -278,6 +284,48 @@ func BenchmarkCall(b *testing.B) {
 	})
 }
 
+// BenchmarkCallAlternating makes a bare call and a toolhost call in turn, so both
+// meet the machine in the same state: on a VM whose speed drifts by tens of percent
+// between runs, the per-implementation benchmarks above compare runs made minutes
+// apart. It reports each side's median and p99, and their ratios (toolhost / bare).
+func BenchmarkCallAlternating(b *testing.B) {
+	for _, size := range []int{64, 64 << 10} {
+		name := fmt.Sprintf("%dB", size)
+		if size >= 1<<10 {
+			name = fmt.Sprintf("%dKiB", size>>10)
+		}
+		b.Run("size="+name, func(b *testing.B) {
+			client, c := startBare(b)
+			defer c.Kill()
+			h := newBenchHostLimits(b, registry.Limits{MaxBytes: 1 << 20})
+			h.start(b)
+			q, _ := h.reg.Prepare(h.loc)
+			msg := &echopb.EchoMessage{Data: []byte(payload(size))}
+			input, _ := json.Marshal(map[string]string{"text": payload(size)})
+			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
+			bare, toolhost := make(latencies, 0, b.N), make(latencies, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				if _, err := client.Echo(context.Background(), msg); err != nil {
+					b.Fatal(err)
+				}
+				bare = append(bare, time.Since(start))
+				start = time.Now()
+				if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
+					b.Fatal(s, err)
+				}
+				toolhost = append(toolhost, time.Since(start))
+			}
+			bare50, bare99 := bare.quantiles()
+			th50, th99 := toolhost.quantiles()
+			b.ReportMetric(float64(bare50.Nanoseconds()), "bare-p50-ns")
+			b.ReportMetric(float64(th50.Nanoseconds()), "toolhost-p50-ns")
+			b.ReportMetric(float64(th50)/float64(bare50), "p50-ratio")
+			b.ReportMetric(float64(th99)/float64(bare99), "p99-ratio")
+		})
+	}
+}
+
 func BenchmarkConcurrentCalls(b *testing.B) {
 	for _, callers := range []int{8, 64} {
 		b.Run(fmt.Sprintf("callers=%d/impl=bare", callers), func(b *testing.B) {
@@ -314,6 +362,114 @@ func BenchmarkConcurrentCalls(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkConcurrentAlternating is BenchmarkConcurrentCalls with both sides in
+// one benchmark: each iteration is a round of 100 calls per caller on the bare
+// plugin, then one on toolhost, so drift in the machine's speed hits both alike. It
+// reports the time per call of each side and the throughput ratio (bare time /
+// toolhost time: toolhost's throughput as a fraction of bare's).
+func BenchmarkConcurrentAlternating(b *testing.B) {
+	const perCaller = 100
+	for _, callers := range []int{8, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			client, c := startBare(b)
+			defer c.Kill()
+			h := newBenchHost(b)
+			h.start(b)
+			q, _ := h.reg.Prepare(h.loc)
+			msg := &echopb.EchoMessage{Data: []byte(payload(64))}
+			input, _ := json.Marshal(map[string]string{"text": payload(64)})
+			round := func(call func() error) time.Duration {
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range callers {
+					wg.Go(func() {
+						for range perCaller {
+							if err := call(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			var bare, toolhost time.Duration
+			for b.Loop() {
+				bare += round(func() error { _, err := client.Echo(context.Background(), msg); return err })
+				toolhost += round(func() error {
+					_, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input})
+					return err
+				})
+			}
+			calls := float64(b.N * callers * perCaller)
+			b.ReportMetric(float64(bare.Nanoseconds())/calls, "bare-ns/call")
+			b.ReportMetric(float64(toolhost.Nanoseconds())/calls, "toolhost-ns/call")
+			b.ReportMetric(float64(bare)/float64(toolhost), "throughput-ratio")
+		})
+	}
+}
+
+// BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:
+// each iteration launches one bare plugin, eight bare plugins at once, one toolhost
+// plugin and eight toolhost plugins at once, so drift hits all alike. It reports each
+// median and the ratios the targets name.
+func BenchmarkLaunchAlternating(b *testing.B) {
+	buildBench(b)
+	timed := func(n int, launch func() func()) time.Duration {
+		stops := make([]func(), n)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range stops {
+			wg.Go(func() { stops[i] = launch() })
+		}
+		wg.Wait()
+		d := time.Since(start)
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
+			}
+		}
+		return d
+	}
+	bare := func() func() {
+		_, c, err := launchBare(bareBinary, false)
+		if err != nil {
+			b.Error(err)
+			return nil
+		}
+		return c.Kill
+	}
+	var bare1, bare8, toolhost1, toolhost8 latencies
+	for b.Loop() {
+		bare1 = append(bare1, timed(1, bare))
+		bare8 = append(bare8, timed(8, bare))
+		for n, into := range map[int]*latencies{1: &toolhost1, 8: &toolhost8} {
+			b.StopTimer()
+			h := newBenchHost(b)
+			b.StartTimer()
+			*into = append(*into, timed(n, func() func() {
+				if _, err := h.supervise(); err != nil {
+					b.Error(err)
+				}
+				return nil
+			}))
+			h.root.Close(context.Background())
+		}
+	}
+	b1, _ := bare1.quantiles()
+	b8, _ := bare8.quantiles()
+	t1, _ := toolhost1.quantiles()
+	t8, _ := toolhost8.quantiles()
+	for name, d := range map[string]time.Duration{"bare-1": b1, "bare-8": b8, "toolhost-1": t1, "toolhost-8": t8} {
+		b.ReportMetric(float64(d)/float64(time.Millisecond), name+"-ms")
+	}
+	b.ReportMetric(float64(t1)/float64(b1), "toolhost-1/bare-1")
+	b.ReportMetric(float64(t8)/float64(b8), "toolhost-8/bare-8")
+	b.ReportMetric(float64(t8)/float64(b1), "toolhost-8/bare-1")
+	b.ReportMetric(float64(b8)/float64(b1), "bare-8/bare-1")
 }
 
 // BenchmarkLaunch times launches up to the moment the plugins serve: for bare, the
