@@ -88,12 +88,13 @@ func serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{pluginpb.ServerOption(), grpc.NumStreamWorkers(streamWorkers)}
 }
 
-// streamWorkers is the number of call workers. Measured on two cores with 64
-// concurrent callers (BenchmarkConcurrentAlternating), 2 workers gained nothing that
-// stood out, because calls arrive in bursts that find them busy; 16, 32 and 64 all
-// raised throughput from 0.75 to 0.82-0.86 of bare. Each idle worker keeps its
-// stack, so this takes the smallest of those.
-const streamWorkers = 16
+// streamWorkers is the number of call workers: enough for 64 calls at once, the
+// most the benchmarks make. Measured on two cores with 64 concurrent callers
+// (BenchmarkConcurrentAlternating), 2 workers gained nothing that stood out, because
+// calls arrive in bursts that find them busy; 8 and 16 raised throughput from 0.75
+// to 0.79-0.83 of bare, 32 and 64 to 0.83-0.86. An idle worker keeps the stack it
+// grew, a few KB.
+const streamWorkers = 64
 
 // warmUp builds, while the host is still connecting, what the activation's first
 // protobuf messages and first derived schema would otherwise build while the host
