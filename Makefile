@@ -51,12 +51,16 @@ bench:
 
 # bench-compare runs every benchmark that has a baseline, six times, into
 # benchmarks/*.txt, and prints each beside its baseline with benchstat (the median
-# and its confidence interval per measure). BENCHMARKS.md records a run of it.
+# and its confidence interval per measure). The *Alternating benchmarks measure
+# both sides in one loop and report their ratios. BENCHMARKS.md records a run.
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench-compare: test-deps
 	mkdir -p benchmarks
-	$(GO) test -run '^$$' -bench 'BenchmarkCall|BenchmarkConcurrentCalls' -benchmem -benchtime=3000x -count=6 ./plugins/ > benchmarks/calls.txt
-	$(GO) test -run '^$$' -bench 'BenchmarkLaunch|BenchmarkHostMemoryPerPlugin' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkCallAlternating' -benchtime=3000x -count=6 ./plugins/ > benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkConcurrentAlternating' -benchtime=40x -count=6 ./plugins/ >> benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkLaunchAlternating' -benchtime=20x -count=6 ./plugins/ >> benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench '^(BenchmarkCall|BenchmarkConcurrentCalls)$$' -benchmem -benchtime=3000x -count=6 ./plugins/ > benchmarks/calls.txt
+	$(GO) test -run '^$$' -bench '^(BenchmarkLaunch|BenchmarkHostMemoryPerPlugin)$$' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count=6 ./registry/ > benchmarks/registry.txt
 	$(GO) test -run '^$$' -bench Codec -benchmem -count=6 ./internal/pluginpb/ > benchmarks/codec.txt
 	$(GO) test -run '^$$' -bench BenchmarkMCPCall -benchmem -count=6 ./mcp/ > benchmarks/mcp.txt
@@ -64,7 +68,7 @@ bench-compare: test-deps
 	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
 	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done
 	$(BENCHSTAT) -col /codec benchmarks/codec.txt
-	for f in registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
+	for f in alternating registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
 
 # proto regenerates the committed protocol code with pinned generators.
 # Needs protoc (Debian: protobuf-compiler).
