@@ -56,7 +56,7 @@ bench:
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench-compare: test-deps
 	mkdir -p benchmarks
-	$(GO) test -run '^$$' -bench 'BenchmarkCallAlternating' -benchtime=3000x -count=6 ./plugins/ > benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkCallAlternating' -benchtime=30x -count=6 ./plugins/ > benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkConcurrentAlternating' -benchtime=40x -count=6 ./plugins/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkLaunchAlternating' -benchtime=20x -count=6 ./plugins/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench '^(BenchmarkCall|BenchmarkConcurrentCalls)$$' -benchmem -benchtime=3000x -count=6 ./plugins/ > benchmarks/calls.txt
