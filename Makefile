@@ -63,8 +63,10 @@ bench-compare: test-deps
 	$(GO) test -run '^$$' -bench '^(BenchmarkLaunch|BenchmarkHostMemoryPerPlugin)$$' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count=6 ./registry/ > benchmarks/registry.txt
 	$(GO) test -run '^$$' -bench Codec -benchmem -count=6 ./internal/pluginpb/ > benchmarks/codec.txt
-	$(GO) test -run '^$$' -bench BenchmarkMCPCall -benchmem -count=6 ./mcp/ > benchmarks/mcp.txt
-	$(GO) test -run '^$$' -bench SettleRoundTrip -benchmem -count=6 ./server/ > benchmarks/serve.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkMCPCall$$' -benchmem -count=6 ./mcp/ > benchmarks/mcp.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkMCPCallAlternating' -count=6 ./mcp/ >> benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTrip$$' -benchmem -count=6 ./server/ > benchmarks/serve.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTripAlternating' -count=6 ./server/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
 	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done
 	$(BENCHSTAT) -col /codec benchmarks/codec.txt

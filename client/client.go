@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/jsoncodec"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -318,7 +319,7 @@ func (c *Client) Settle(ctx context.Context, requestID string, call Call, progre
 			}
 		case *servepb.SettleEvent_Settlement:
 			var s registry.Settlement
-			if err := json.Unmarshal(e.Settlement, &s); err != nil {
+			if err := jsoncodec.Unmarshal(e.Settlement, &s); err != nil {
 				return nil, &CallError{Kind: Operational, Message: "decode settlement: " + err.Error()}
 			}
 			drain(stream)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/jsoncodec"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
@@ -235,7 +235,7 @@ func (a *api) Settle(req *servepb.SettleRequest, stream servepb.Toolhost_SettleS
 	if err != nil {
 		final.Event = &servepb.SettleEvent_Error{Error: callError(err)}
 	} else {
-		data, merr := json.Marshal(settlement)
+		data, merr := jsoncodec.Marshal(settlement)
 		if merr != nil {
 			final.Event = &servepb.SettleEvent_Error{Error: &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: "encode settlement: " + merr.Error()}}
 		} else {

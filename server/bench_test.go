@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,18 +22,65 @@ import (
 	"github.com/toolhost/toolhost/server"
 )
 
-// BenchmarkSettleRoundTrip compares, side by side, one settle of a trivial
-// in-process tool
-//
-//   - through the serve API (client.Settle over the unix socket: the Settle stream,
-//     the pipeline, the settlement encoded as JSON and decoded);
-//   - directly in process (registry.Request.Settle: the pipeline alone);
-//   - and a bare gRPC unary call over a unix socket (an echo service, nothing else),
-//
-// the target being serve-api ≤ 1.5 × (in-process + grpc-unary). Run with
+// BenchmarkSettleRoundTrip times each kind of round trip newRoundTrips makes, one
+// sub-benchmark each; the target is serve-api ≤ 1.5 × (in-process + grpc-unary).
+// Run with
 //
 //	go test -run '^$' -bench SettleRoundTrip -benchmem ./server/
 func BenchmarkSettleRoundTrip(b *testing.B) {
+	calls := newRoundTrips(b)
+	for _, name := range []string{"in-process", "grpc-unary", "serve-api"} {
+		b.Run("impl="+name, func(b *testing.B) {
+			call := calls[name](b)
+			b.ReportAllocs()
+			for b.Loop() {
+				call()
+			}
+		})
+	}
+}
+
+// BenchmarkSettleRoundTripAlternating makes the same three kinds of call in blocks
+// of 100, one block of each in turn, so that drift in the machine's speed hits all
+// alike, and reports each median and the target's ratio,
+// serve-api / (in-process + grpc-unary).
+func BenchmarkSettleRoundTripAlternating(b *testing.B) {
+	setup := newRoundTrips(b)
+	names := []string{"in-process", "grpc-unary", "serve-api"}
+	calls := make([]func(), len(names))
+	for i, name := range names {
+		calls[i] = setup[name](b)
+	}
+	const block = 100
+	times := make([][]time.Duration, len(names))
+	for b.Loop() {
+		for i, call := range calls {
+			for range block {
+				start := time.Now()
+				call()
+				times[i] = append(times[i], time.Since(start))
+			}
+		}
+	}
+	p50 := make([]time.Duration, len(names))
+	for i, ts := range times {
+		slices.Sort(ts)
+		p50[i] = ts[len(ts)/2]
+		b.ReportMetric(float64(p50[i].Nanoseconds()), names[i]+"-p50-ns")
+	}
+	b.ReportMetric(float64(p50[2])/float64(p50[0]+p50[1]), "serve-ratio")
+}
+
+// newRoundTrips returns, by name, functions that set up one kind of settle round
+// trip of a trivial in-process tool for the benchmark they are given, and return one
+// call of it:
+//
+//   - serve-api: client.Settle over the unix socket (the Settle stream, the
+//     pipeline, the settlement encoded as JSON and decoded);
+//   - in-process: registry.Request.Settle, the pipeline alone;
+//   - grpc-unary: a bare gRPC unary call over a unix socket (an echo service,
+//     nothing else).
+func newRoundTrips(b *testing.B) map[string]func(*testing.B) func() {
 	st, err := registry.OpenStorage(b.TempDir(), registry.StorageOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -46,27 +95,24 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer release()
+	b.Cleanup(release)
 	input := json.RawMessage(`{"text":"hello"}`)
 	inv := sdk.Invocation{SessionID: "s", Agent: "bench", AssistantMessageID: "m", ToolCallID: "c"}
-
-	b.Run("impl=in-process", func(b *testing.B) {
-		q, _ := reg.Prepare(registry.Application)
-		b.ReportAllocs()
-		for b.Loop() {
-			if s, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input, Invocation: inv}); err != nil || s.Outcome != registry.Completed {
-				b.Fatal(s, err)
-			}
-		}
-	})
-
 	sockDir, err := os.MkdirTemp("", "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(sockDir)
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
 
-	b.Run("impl=grpc-unary", func(b *testing.B) {
+	inProcess := func(b *testing.B) func() {
+		q, _ := reg.Prepare(registry.Application)
+		return func() {
+			if s, err := q.Settle(context.Background(), registry.Call{Name: "echo", Input: input, Invocation: inv}); err != nil || s.Outcome != registry.Completed {
+				b.Fatal(s, err)
+			}
+		}
+	}
+	grpcUnary := func(b *testing.B) func() {
 		l, err := net.Listen("unix", filepath.Join(sockDir, "echo.sock"))
 		if err != nil {
 			b.Fatal(err)
@@ -74,25 +120,21 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 		s := grpc.NewServer()
 		echopb.RegisterEchoServer(s, echoServer{})
 		go s.Serve(l)
-		defer s.Stop()
 		conn, err := grpc.NewClient("unix://"+l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer conn.Close()
+		b.Cleanup(func() { conn.Close(); s.Stop() })
 		c := echopb.NewEchoClient(conn)
 		msg := &echopb.EchoMessage{Data: input}
-		b.ReportAllocs()
-		for b.Loop() {
+		return func() {
 			if _, err := c.Echo(context.Background(), msg); err != nil {
 				b.Fatal(err)
 			}
 		}
-	})
-
-	b.Run("impl=serve-api", func(b *testing.B) {
+	}
+	serveAPI := func(b *testing.B) func() {
 		root := scope.New(context.Background())
-		defer root.Close(context.Background())
 		srv, err := server.New(root, server.Options{Registry: reg, Location: location.Options{StateDir: b.TempDir()}})
 		if err != nil {
 			b.Fatal(err)
@@ -102,12 +144,15 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		go srv.Serve(l)
-		defer srv.Shutdown(context.Background())
 		c, err := client.Dial(context.Background(), "unix://"+l.Addr().String(), "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close()
+		b.Cleanup(func() {
+			c.Close()
+			srv.Shutdown(context.Background())
+			root.Close(context.Background())
+		})
 		ws, _ := location.Canonicalize(b.TempDir())
 		loc, _, err := c.ActivateLocation(context.Background(), ws)
 		if err != nil {
@@ -118,13 +163,13 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		call := client.Call{Name: "echo", Input: input, Invocation: inv}
-		b.ReportAllocs()
-		for b.Loop() {
+		return func() {
 			if s, err := c.Settle(context.Background(), req.ID, call, nil); err != nil || s.Outcome != registry.Completed {
 				b.Fatal(s, err)
 			}
 		}
-	})
+	}
+	return map[string]func(*testing.B) func(){"in-process": inProcess, "grpc-unary": grpcUnary, "serve-api": serveAPI}
 }
 
 type echoServer struct{ echopb.UnimplementedEchoServer }
