@@ -133,7 +133,7 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.grpc = grpc.NewServer(
-		grpc.StatsHandler(connTagger{}),
+		grpc.Creds(connCreds{}),
 		grpc.ChainUnaryInterceptor(s.unaryGuard),
 		grpc.ChainStreamInterceptor(s.streamGuard),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
