@@ -5,8 +5,9 @@
 //
 // A [Server] owns the Locations it activates (in a child scope of the scope given to
 // [New]) and the per-connection state: Requests and their calls belong to the
-// transport connection that prepared them, identified by the server itself (a gRPC
-// stats handler tags each accepted connection), so no client can name another's.
+// transport connection that prepared them, identified by the server itself (its
+// transport credentials give each accepted connection an identity), so no client can
+// name another's.
 // Permission asks are parked by a per-Location [permission.Asker] until a client
 // answers through AnswerAsk.
 //
