@@ -83,7 +83,10 @@ func (c connCreds) Clone() credentials.TransportCredentials { return c }
 
 func (connCreds) OverrideServerName(string) error { return nil }
 
-// trackedConn ends its connection's identity when it is closed.
+// trackedConn ends its connection's identity when it is closed. gRPC reads a
+// wrapped connection, as it reads one from any credentials, through a buffer it
+// keeps while the connection is idle (only for the standard library's own connection
+// types does it wait for readiness first); a serve API has a few connections.
 type trackedConn struct {
 	net.Conn
 	c    *conn
