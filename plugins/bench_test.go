@@ -454,11 +454,14 @@ func BenchmarkLaunchAlternating(b *testing.B) {
 	for b.Loop() {
 		bare1 = append(bare1, timed(1, bare))
 		bare8 = append(bare8, timed(8, bare))
-		for n, into := range map[int]*latencies{1: &toolhost1, 8: &toolhost8} {
+		for _, run := range []struct {
+			n    int
+			into *latencies
+		}{{1, &toolhost1}, {8, &toolhost8}} {
 			b.StopTimer()
 			h := newBenchHost(b)
 			b.StartTimer()
-			*into = append(*into, timed(n, func() func() {
+			*run.into = append(*run.into, timed(run.n, func() func() {
 				if _, err := h.supervise(); err != nil {
 					b.Error(err)
 				}

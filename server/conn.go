@@ -52,10 +52,10 @@ func connFrom(ctx context.Context) *conn {
 }
 
 // connCreds gives every accepted connection its identity, and ends it when gRPC
-// closes the connection. (It replaced a stats handler, which gRPC also calls for
-// every event of every RPC: about 5 µs of a serve API round trip.) The server
-// speaks plain HTTP/2 over sockets its listeners already checked; these credentials
-// add no security of their own.
+// closes the connection. (Credentials rather than a stats handler, which gRPC would
+// also call for every event of every RPC.) The server speaks plain HTTP/2 over
+// sockets its listeners already checked; these credentials add no security of their
+// own.
 type connCreds struct{}
 
 // connAuth is the auth info of a connection: its identity.

@@ -1,9 +1,10 @@
 // Package jsoncodec is the JSON codec of the call path: the registry's validation
-// decode, the sdk's typed tools and projections. It has encoding/json's semantics
-// (checked by a differential fuzz test against the standard library) and
-// github.com/segmentio/encoding/json's speed: decoding a 64 KiB string is about 20×
-// faster than encoding/json, which matters because every call's input and output is
-// decoded on both sides of the plugin boundary.
+// decode, the sdk's typed tools and projections, the serve API's settlements. It
+// decodes with encoding/json's semantics and encodes with those of an encoding/json
+// Encoder that does not escape HTML (both checked by differential fuzz tests against
+// the standard library), at github.com/segmentio/encoding/json's speed: decoding a
+// 64 KiB string is about 20× faster than encoding/json, which matters because every
+// call's input and output is decoded on both sides of the plugin boundary.
 //
 // segmentio's decoder recurses per nesting level without a limit of its own, so
 // Unmarshal refuses documents nested deeper than encoding/json allows (10000 levels)
