@@ -22,6 +22,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolhost/toolhost/registry"
 )
 
 // ConfigPath is the config file's path relative to a Location directory.
@@ -137,7 +139,8 @@ type PermissionRule struct {
 }
 
 // OutputLimits bounds the tool output sent to the model. A zero field means the
-// default; a set field is at least 1.
+// default; a set field is at least registry.MinMaxLines lines and
+// registry.MinMaxBytes bytes (a preview needs room for its marker).
 type OutputLimits struct {
 	MaxLines int
 	MaxBytes int
@@ -694,8 +697,8 @@ func (d *decoder) config(raw *rawConfig) *Config {
 		})
 	}
 	cfg.ToolOutput = OutputLimits{
-		MaxLines: int(d.count("/tool_output/max_lines", raw.ToolOutput.MaxLines)),
-		MaxBytes: int(d.count("/tool_output/max_bytes", raw.ToolOutput.MaxBytes)),
+		MaxLines: int(d.atLeast("/tool_output/max_lines", raw.ToolOutput.MaxLines, registry.MinMaxLines)),
+		MaxBytes: int(d.atLeast("/tool_output/max_bytes", raw.ToolOutput.MaxBytes, registry.MinMaxBytes)),
 	}
 	return cfg
 }
@@ -727,13 +730,16 @@ func (d *decoder) duration(path, s string) time.Duration {
 }
 
 // count converts an integer the schema bounded to [1, 2^53-1]; "" is zero.
-func (d *decoder) count(path string, n json.Number) int64 {
+func (d *decoder) count(path string, n json.Number) int64 { return d.atLeast(path, n, 1) }
+
+// atLeast converts an integer the schema bounded to [floor, 2^53-1]; "" is zero.
+func (d *decoder) atLeast(path string, n json.Number, floor int64) int64 {
 	if n == "" {
 		return 0
 	}
 	r, ok := new(big.Rat).SetString(string(n))
-	if !ok || !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() < 1 {
-		d.problem(path, "got %s, want an integer of at least 1", display(n))
+	if !ok || !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() < floor {
+		d.problem(path, "got %s, want an integer of at least %d", display(n), floor)
 		return 0
 	}
 	return r.Num().Int64()

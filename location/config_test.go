@@ -187,8 +187,8 @@ func TestParseConfigAccepts(t *testing.T) {
 				t.Errorf("WorkspaceID = %q, want w", cfg.WorkspaceID)
 			}
 		}},
-		{"IntegralNumbersInAnyNotation", `{"tool_output": {"max_lines": 1.0, "max_bytes": 5e3}}`, func(t *testing.T, cfg *location.Config) {
-			if want := (location.OutputLimits{MaxLines: 1, MaxBytes: 5000}); cfg.ToolOutput != want {
+		{"IntegralNumbersInAnyNotation", `{"tool_output": {"max_lines": 8.0, "max_bytes": 5e3}}`, func(t *testing.T, cfg *location.Config) {
+			if want := (location.OutputLimits{MaxLines: 8, MaxBytes: 5000}); cfg.ToolOutput != want {
 				t.Errorf("ToolOutput = %+v, want %+v", cfg.ToolOutput, want)
 			}
 		}},
@@ -395,9 +395,11 @@ func TestParseConfigRejects(t *testing.T) {
 
 		// tool_output and counts
 		{"ToolOutputZero", `{"tool_output": {"max_lines": 0}}`,
-			[]problem{{"/tool_output/max_lines", []string{"got 0, want at least 1"}}}},
+			[]problem{{"/tool_output/max_lines", []string{"got 0, want at least 8"}}}},
+		{"ToolOutputBelowThePreviewFloors", `{"tool_output": {"max_lines": 2, "max_bytes": 1000}}`,
+			[]problem{{"/tool_output/max_bytes", []string{"got 1000, want at least 1024"}}, {"/tool_output/max_lines", []string{"got 2, want at least 8"}}}},
 		{"ToolOutputNegative", `{"tool_output": {"max_bytes": -5}}`,
-			[]problem{{"/tool_output/max_bytes", []string{"got -5, want at least 1"}}}},
+			[]problem{{"/tool_output/max_bytes", []string{"got -5, want at least 1024"}}}},
 		{"ToolOutputFraction", `{"tool_output": {"max_bytes": 1.5}}`,
 			[]problem{{"/tool_output/max_bytes", []string{"got number, want integer"}}}},
 		{"ToolOutputHuge", `{"tool_output": {"max_bytes": 1e300}}`,
@@ -462,7 +464,7 @@ func TestLoadConfigReportsEveryProblemSortedByPath(t *testing.T) {
 		problem{"/plugins/9/bogus", []string{"unknown property"}},
 		problem{"/plugins/10/sha256", []string{"invalid sha256"}},
 		problem{"/permission/0/effect", []string{`got "maybe"`}},
-		problem{"/tool_output/max_lines", []string{"want at least 1"}},
+		problem{"/tool_output/max_lines", []string{"want at least 8"}},
 		problem{"/typo", []string{"unknown property"}},
 	)
 	var paths []string

@@ -2,12 +2,12 @@
 // config, .toolhost/config.json (see [LoadConfig] and the published [ConfigSchema]).
 //
 // [Activate] turns a directory into a running Location: a fresh Location scope, a
-// registry placement, and every configured plugin started in parallel and supervised in
-// its own child scope (plugins given as Go source are built first, see [BuildPlugin]).
-// A failed activation leaves nothing behind. [Location.Close] deactivates: every tool
-// of the Location disappears, in-flight executions end as interruptions, and every
-// process it started is gone.
-//
-// MCP servers and manifest tools are parsed and validated but not served yet;
-// activation logs a warning when a config declares them.
+// registry placement, the Location's services (a FileSystem confined to the directory
+// and a Permission service with the config's rules), the built-in tools, and every
+// configured source started in parallel in its own child scope: plugins (given as Go
+// source they are built first, see [BuildPlugin]) and MCP servers, each supervised and
+// restarted under a crash budget, and manifest tools. A failed activation leaves
+// nothing behind. [Location.Close] deactivates: every tool of the Location
+// disappears, in-flight executions end as interruptions, and every process it started
+// is gone.
 package location

@@ -19,8 +19,8 @@ func FuzzBound(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, text string, maxLines, maxBytes uint16) {
 		lim := Limits{
-			MaxLines:      minMaxLines + int(maxLines)%256,
-			MaxBytes:      minMaxBytes + int(maxBytes)%4096,
+			MaxLines:      MinMaxLines + int(maxLines)%256,
+			MaxBytes:      MinMaxBytes + int(maxBytes)%4096,
 			MaxMediaBytes: 1,
 		}
 		media := sdk.Media("image/png", []byte{1})

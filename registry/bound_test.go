@@ -149,7 +149,7 @@ func TestBound(t *testing.T) {
 		},
 		{
 			name:    "FloorLimits",
-			lim:     Limits{MaxLines: minMaxLines, MaxBytes: minMaxBytes},
+			lim:     Limits{MaxLines: MinMaxLines, MaxBytes: MinMaxBytes},
 			content: []sdk.Part{sdk.Text(numberedLines(1, 5000))},
 			full:    numberedLines(1, 5000),
 		},
@@ -485,7 +485,7 @@ func TestBoundLongestDirFitsFloor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenStorage(%d-byte path): %v", len(dir), err)
 	}
-	lim := Limits{MaxLines: minMaxLines, MaxBytes: minMaxBytes}
+	lim := Limits{MaxLines: MinMaxLines, MaxBytes: MinMaxBytes}
 	full := strings.Repeat(strings.Repeat("9", 50)+"\n", 1<<20/51)
 	out, _, managed, err := bound(st, lim, []sdk.Part{sdk.Text(full)}, nil)
 	if err != nil {

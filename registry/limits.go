@@ -16,8 +16,8 @@ const (
 // (3 lines, and at most 658 bytes since OpenStorage caps the directory path at 512
 // bytes) and still shows at least 5 lines and 366 bytes of output.
 const (
-	minMaxLines = 8
-	minMaxBytes = 1024
+	MinMaxLines = 8
+	MinMaxBytes = 1024
 )
 
 // ErrInvalidLimits is wrapped by every error Limits.Validate returns.
@@ -58,8 +58,8 @@ func (l Limits) WithDefaults() Limits {
 // and wraps ErrInvalidLimits.
 func (l Limits) Validate() error {
 	return errors.Join(
-		checkLimit("MaxLines", l.MaxLines, minMaxLines),
-		checkLimit("MaxBytes", l.MaxBytes, minMaxBytes),
+		checkLimit("MaxLines", l.MaxLines, MinMaxLines),
+		checkLimit("MaxBytes", l.MaxBytes, MinMaxBytes),
 		checkLimit("MaxMediaBytes", l.MaxMediaBytes, 1),
 	)
 }

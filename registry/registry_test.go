@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -348,8 +349,8 @@ func TestExecution(t *testing.T) {
 		if got != inv || gotIn != (echoIn{Text: "hi", Count: 2}) {
 			t.Fatalf("executor saw %+v %+v", got, gotIn)
 		}
-		if s.Outcome != registry.Completed || string(s.Structured) != `{"echo":"hi"}` || len(s.Content) != 0 || s.ToolCallID != "call-9" {
-			t.Fatalf("settlement = %+v, want structured output only", s)
+		if s.Outcome != registry.Completed || string(s.Structured) != `{"echo":"hi"}` || s.Text() != `{"echo":"hi"}` || s.ToolCallID != "call-9" {
+			t.Fatalf("settlement = %+v, want the structured output, and its JSON as the model content", s)
 		}
 	})
 	t.Run("ProjectionSeesInputAndEncodedOutput", func(t *testing.T) {
@@ -562,17 +563,47 @@ func TestHooks(t *testing.T) {
 	if got := settle(t, q, "echo", `{}`).Text(); got != "x+app1+loc1+loc2" {
 		t.Fatalf("text = %q, want application hooks first, then the Location's in order", got)
 	}
-	if got := settle(t, q, "missing", `{}`); !strings.HasSuffix(got.Text(), "+app1+loc1+loc2") {
-		t.Fatalf("hooks did not run on an error settlement: %q", got.Text())
+	if got := settle(t, q, "missing", `{}`); strings.Contains(got.Text(), "+") {
+		t.Fatalf("hooks ran for an unknown tool: %q", got.Text())
 	}
 	releaseLoc()
 	if got := settle(t, q, "echo", `{}`).Text(); got != "x+app1+loc2" {
 		t.Fatalf("after release text = %q", got)
 	}
+	releaseLoc() // idempotent
 	appQ, _ := r.Prepare(registry.Application)
-	if got := settle(t, appQ, "echo", `{}`); got.Text() != fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request+app1", "echo") {
-		t.Fatalf("application settlement ran Location hooks: %q", got.Text())
+	if got := settle(t, appQ, "echo", `{}`); strings.Contains(got.Text(), "+") {
+		t.Fatalf("hooks ran for a tool unknown to the application placement: %q", got.Text())
 	}
+
+	t.Run("NotForUnavailable", func(t *testing.T) {
+		release := register(t, r, registry.Batch{Location: "/ws", Tools: map[string]sdk.Tool{"gone": constTool("g")}})
+		q, _ := r.Prepare("/ws")
+		release()
+		if got := settle(t, q, "gone", `{}`); got.Outcome != registry.Unavailable || strings.Contains(got.Text(), "+") {
+			t.Fatalf("settlement = %s %q, want unavailable without hooks", got.Outcome, got.Text())
+		}
+	})
+	t.Run("ForEveryResolvedOutcome", func(t *testing.T) {
+		strict := sdk.NewTool("strict", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) {
+			if in.Text == "fail" {
+				return "", sdk.Failf("no")
+			}
+			return in.Text, nil
+		})
+		register(t, r, registry.Batch{Location: "/ws", Tools: map[string]sdk.Tool{"strict": strict}})
+		q, _ := r.Prepare("/ws")
+		for input, want := range map[string]registry.Outcome{
+			`{"text":"ok","count":1}`:   registry.Completed,
+			`{"text":"fail","count":1}`: registry.ToolFailed,
+			`{"count":"x"}`:             registry.InvalidInput,
+		} {
+			got := settle(t, q, "strict", input)
+			if got.Outcome != want || !strings.HasSuffix(got.Text(), "+app1+loc2") {
+				t.Fatalf("%s: settlement = %s %q, want %s with the after hooks", input, got.Outcome, got.Text(), want)
+			}
+		}
+	})
 
 	t.Run("HookErrorIsOperational", func(t *testing.T) {
 		release, _ := r.AddHook("/ws", func(context.Context, registry.Call, *registry.Settlement) (*registry.Settlement, error) {
@@ -583,6 +614,99 @@ func TestHooks(t *testing.T) {
 		var op *registry.OperationalError
 		if !errors.As(err, &op) || op.Op != "hook" {
 			t.Fatalf("err = %v, want an operational hook error", err)
+		}
+	})
+}
+
+func TestBeforeHooks(t *testing.T) {
+	r := newRegistry(t)
+	openLocation(t, r, "/ws")
+	var seen []string
+	echo := sdk.NewTool("echo", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) {
+		seen = append(seen, in.Text)
+		return in.Text, nil
+	})
+	register(t, r, registry.Batch{Location: "/ws", Tools: map[string]sdk.Tool{"echo": echo}})
+	var afterInput string
+	r.AddHook("/ws", func(_ context.Context, call registry.Call, s *registry.Settlement) (*registry.Settlement, error) {
+		afterInput = string(call.Input)
+		return s, nil
+	})
+	q, _ := r.Prepare("/ws")
+
+	t.Run("ReplacedInputIsValidatedAndSeenByExecutorAndAfterHooks", func(t *testing.T) {
+		var order []string
+		rel1, _ := r.AddBeforeHook(registry.Application, func(_ context.Context, call registry.Call) (json.RawMessage, error) {
+			order = append(order, "app:"+string(call.Input))
+			return json.RawMessage(`{"text":"from-app","count":1}`), nil
+		})
+		defer rel1()
+		rel2, _ := r.AddBeforeHook("/ws", func(_ context.Context, call registry.Call) (json.RawMessage, error) {
+			order = append(order, "loc:"+string(call.Input))
+			return json.RawMessage(`{"text":"from-loc","count":2}`), nil
+		})
+		defer rel2()
+		s := settle(t, q, "echo", `{"text":"model","count":0}`)
+		if s.Outcome != registry.Completed || s.Text() != "from-loc" {
+			t.Fatalf("settlement = %s %q, want the last hook's input executed", s.Outcome, s.Text())
+		}
+		wantOrder := []string{`app:{"text":"model","count":0}`, `loc:{"text":"from-app","count":1}`}
+		if !slices.Equal(order, wantOrder) {
+			t.Fatalf("order = %q, want %q", order, wantOrder)
+		}
+		if afterInput != `{"text":"from-loc","count":2}` {
+			t.Fatalf("after hook saw input %s", afterInput)
+		}
+	})
+	t.Run("ReplacementFailingValidationIsInvalidInput", func(t *testing.T) {
+		rel, _ := r.AddBeforeHook("/ws", func(context.Context, registry.Call) (json.RawMessage, error) {
+			return json.RawMessage(`{"text":7}`), nil
+		})
+		defer rel()
+		seen = nil
+		if s := settle(t, q, "echo", `{"text":"ok","count":1}`); s.Outcome != registry.InvalidInput || len(seen) != 0 {
+			t.Fatalf("settlement = %s, executor saw %q; want invalid input and no execution", s.Outcome, seen)
+		}
+	})
+	t.Run("RefusalIsModelVisibleAndSkipsExecution", func(t *testing.T) {
+		rel, _ := r.AddBeforeHook("/ws", func(context.Context, registry.Call) (json.RawMessage, error) {
+			return nil, sdk.Failf("echo is disabled during the freeze")
+		})
+		defer rel()
+		seen = nil
+		s := settle(t, q, "echo", `{"text":"ok","count":1}`)
+		if s.Outcome != registry.ToolFailed || s.Text() != "echo is disabled during the freeze" || len(seen) != 0 {
+			t.Fatalf("settlement = %s %q, executor saw %q", s.Outcome, s.Text(), seen)
+		}
+	})
+	t.Run("ErrorIsOperationalPanicIsDefect", func(t *testing.T) {
+		rel, _ := r.AddBeforeHook("/ws", func(context.Context, registry.Call) (json.RawMessage, error) {
+			return nil, errors.New("policy store down")
+		})
+		_, err := q.Settle(t.Context(), registry.Call{Name: "echo"})
+		var op *registry.OperationalError
+		if !errors.As(err, &op) || op.Op != "before hook" {
+			t.Fatalf("err = %v, want an operational before-hook error", err)
+		}
+		rel()
+		rel() // idempotent
+		rel, _ = r.AddBeforeHook("/ws", func(context.Context, registry.Call) (json.RawMessage, error) { panic("boom") })
+		defer rel()
+		_, err = q.Settle(t.Context(), registry.Call{Name: "echo"})
+		var defect *registry.DefectError
+		if !errors.As(err, &defect) {
+			t.Fatalf("err = %v, want a defect", err)
+		}
+	})
+	t.Run("NotForUnknown", func(t *testing.T) {
+		ran := false
+		rel, _ := r.AddBeforeHook("/ws", func(_ context.Context, call registry.Call) (json.RawMessage, error) {
+			ran = true
+			return call.Input, nil
+		})
+		defer rel()
+		if s := settle(t, q, "missing", `{}`); s.Outcome != registry.Unknown || ran {
+			t.Fatalf("settlement = %s, before hook ran = %v", s.Outcome, ran)
 		}
 	})
 }

@@ -44,18 +44,30 @@ type Call struct {
 	Progress func(sdk.Progress)
 }
 
-// Outcome classifies a settlement.
+// Outcome classifies a settlement. Its value is the stable string runners persist and
+// the serve API and `toolhost call --json` print.
 type Outcome string
 
-// The outcomes a Settlement can carry. Interruption, defects and operational failures
-// are Go errors, never settlements.
+// The outcomes a Settlement can carry. Every one but Completed is shown to the model as
+// an error (Settlement.IsError). Interruption, defects and operational failures are Go
+// errors, never settlements.
 const (
-	Completed     Outcome = "completed"
-	ToolFailed    Outcome = "tool_failure"
-	Unknown       Outcome = "unknown"
-	InvalidInput  Outcome = "invalid_input"
+	// Completed ("completed"): the tool ran and its output validated.
+	Completed Outcome = "completed"
+	// ToolFailed ("tool_failure"): the tool returned an *sdk.ToolFailure, or a before
+	// hook refused the call; the message is the content.
+	ToolFailed Outcome = "tool_failure"
+	// Unknown ("unknown"): the name was not advertised by the Request. No hook ran.
+	Unknown Outcome = "unknown"
+	// InvalidInput ("invalid_input"): the input is not JSON, is too large or does not
+	// match the input schema; the executor was not invoked. Problems says where.
+	InvalidInput Outcome = "invalid_input"
+	// InvalidOutput ("invalid_output"): the tool ran but its output does not match its
+	// output schema, so no success is published. Problems says where.
 	InvalidOutput Outcome = "invalid_output"
-	Unavailable   Outcome = "unavailable"
+	// Unavailable ("unavailable"): the captured registration was closed and no later
+	// generation of its source with the same contract has taken its place. No hook ran.
+	Unavailable Outcome = "unavailable"
 )
 
 // Settlement is the result of one call, for the runner to persist and show the model.
@@ -90,43 +102,15 @@ func (s *Settlement) Text() string {
 	return b.String()
 }
 
-// Settle runs one call through the pipeline: resolve the captured registration,
-// validate input, execute, validate output, project, bound, run after hooks.
+// Settle runs one call through the pipeline: resolve the captured registration, run
+// the before hooks, validate input, execute, validate output, project, bound, run the
+// after hooks. Hooks run only when the tool resolved (not for Unknown or Unavailable).
 //
 // It returns a Settlement for every model-visible result (see Outcome). It returns an
 // error, and no Settlement, when the call was interrupted (errors.Is(err,
 // context.Canceled)), hit a defect (*DefectError) or failed operationally
 // (*OperationalError).
 func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
-	s, err := q.settle(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range q.reg.hooksFor(q.location) {
-		if s, err = runHook(ctx, h, call, s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-func runHook(ctx context.Context, h Hook, call Call, s *Settlement) (out *Settlement, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = nil, &DefectError{Tool: call.Name, Value: v, Stack: debug.Stack()}
-		}
-	}()
-	out, err = h(ctx, call, s)
-	if err == nil && out == nil {
-		err = errors.New("hook returned no settlement")
-	}
-	if err != nil {
-		return nil, &OperationalError{Tool: call.Name, Op: "hook", Err: err}
-	}
-	return out, nil
-}
-
-func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
 	e, ok := q.entries[call.Name]
 	if !ok {
 		return refusal(call, Unknown, fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name), nil), nil
@@ -137,6 +121,21 @@ func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
 	}
 	defer done()
 
+	hooks := q.reg.hooksFor(q.location)
+	call, s, err := runBefore(ctx, hooks, call)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		if s, err = q.settle(ctx, e, call); err != nil {
+			return nil, err
+		}
+	}
+	return runAfter(ctx, hooks, call, s)
+}
+
+// settle validates the input, executes the resolved entry and publishes its output.
+func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement, error) {
 	input := bytes.TrimSpace(call.Input)
 	if len(input) == 0 {
 		input = []byte("{}")
@@ -193,6 +192,11 @@ func (q *Request) settle(ctx context.Context, call Call) (*Settlement, error) {
 	content, structured, managed, err := bound(q.reg.storage, q.limits, content, structured)
 	if err != nil {
 		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
+	}
+	if len(content) == 0 && structured != nil {
+		// A settlement always has model content: structured output alone becomes its
+		// JSON text (within the limits, or bound would have replaced it by a preview).
+		content = []sdk.Part{sdk.Text(string(structured))}
 	}
 	return &Settlement{
 		Name:         call.Name,
