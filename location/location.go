@@ -349,9 +349,12 @@ func (l *Location) Plugins() []*plugins.Supervisor { return slices.Clone(l.plugi
 func (l *Location) MCPServers() []*mcp.Supervisor { return slices.Clone(l.servers) }
 
 // Prepare captures a registry Request for the Location's placement: its tools and the
-// application's, sorted by name. It fails with registry.ErrLocationNotOpen once the
-// Location is closed.
-func (l *Location) Prepare() (*registry.Request, error) { return l.reg.Prepare(l.id) }
+// application's, sorted by name, narrowed by opts (for example registry.Offer with
+// permission.Visibility of the rules that apply to the request). It fails with
+// registry.ErrLocationNotOpen once the Location is closed.
+func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, error) {
+	return l.reg.Prepare(l.id, opts...)
+}
 
 // Close deactivates the Location: it closes the Location scope, so in-flight
 // executions end as interruptions, every tool of the Location disappears, every

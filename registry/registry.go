@@ -321,8 +321,24 @@ func (r *Registry) effective(location, name string) *entry {
 // Prepare captures a Request for one model request against a placement: the
 // effective registration of every visible name, and their definitions sorted by name.
 // Requests are immutable, so while nothing is registered or released in the
-// placement (or the application's), Prepare returns the same one again.
-func (r *Registry) Prepare(location string) (*Request, error) {
+// placement (or the application's), Prepare without options returns the same one
+// again. Options narrow what is offered (see [Offer]).
+func (r *Registry) Prepare(location string, opts ...PrepareOption) (*Request, error) {
+	q, err := r.prepare(location)
+	if err != nil || len(opts) == 0 {
+		return q, err
+	}
+	var cfg prepareConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.offered == nil {
+		return q, nil
+	}
+	return q.only(cfg.offered), nil
+}
+
+func (r *Registry) prepare(location string) (*Request, error) {
 	r.mu.RLock()
 	p, ok := r.placements[location]
 	if !ok {

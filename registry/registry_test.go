@@ -744,3 +744,51 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("left behind: %v", q.Definitions())
 	}
 }
+
+func TestPrepareOffer(t *testing.T) {
+	r := newRegistry(t)
+	openLocation(t, r, "/ws")
+	edit := func(action string) sdk.Tool {
+		tool := constTool("edited")
+		tool.PermissionAction = action
+		return tool
+	}
+	register(t, r, registry.Batch{Location: "/ws", Tools: map[string]sdk.Tool{
+		"edit": edit(""), "write": edit("edit"), "apply_patch": edit("edit"), "question": constTool("?"),
+	}})
+	names := func(q *registry.Request) (out []string) {
+		for _, d := range q.Definitions() {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	denyEdit := registry.Offer(func(action string) bool { return action != "edit" })
+
+	t.Run("SharedActionHidesEveryToolDeclaringIt", func(t *testing.T) {
+		q, err := r.Prepare("/ws", denyEdit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(q); !slices.Equal(got, []string{"question"}) {
+			t.Fatalf("offered %q, want only question", got)
+		}
+		if s := settle(t, q, "write", `{}`); s.Outcome != registry.Unknown {
+			t.Fatalf("hidden tool settled %s, want unknown", s.Outcome)
+		}
+	})
+	t.Run("TheNameIsAnActionToo", func(t *testing.T) {
+		q, _ := r.Prepare("/ws", registry.Offer(func(action string) bool { return action != "write" }))
+		if got := names(q); !slices.Equal(got, []string{"apply_patch", "edit", "question"}) {
+			t.Fatalf("offered %q", got)
+		}
+	})
+	t.Run("WithoutOptionsEverythingIsOffered", func(t *testing.T) {
+		q, _ := r.Prepare("/ws")
+		if got := names(q); len(got) != 4 {
+			t.Fatalf("offered %q, want all four", got)
+		}
+		if s := settle(t, q, "write", `{}`); s.Outcome != registry.Completed {
+			t.Fatalf("write settled %s", s.Outcome)
+		}
+	})
+}

@@ -64,7 +64,13 @@ type Tool struct {
 	// built (closures), never looked up during a call.
 	Execute Executor
 	// Project, if set, maps input and encoded output to model content. When nil, an
-	// output that encodes a JSON string becomes one text part; anything else stays
-	// structured output only.
+	// output that encodes a JSON string becomes one text part; anything else becomes
+	// structured output (and its JSON text as content).
 	Project Projection
+	// PermissionAction, if set, is the permission action the tool's requests use when
+	// it differs from the tool's name, so that related tools share rules ("edit" for
+	// edit, write and apply_patch). A Request prepared with permission visibility hides
+	// the tool when its name or this action is denied outright. It decides visibility
+	// only; the tool still formulates its own permission requests.
+	PermissionAction string
 }
