@@ -165,6 +165,9 @@ func TestPluginServesTools(t *testing.T) {
 		if !errors.As(err, &defect) || !strings.Contains(fmt.Sprint(defect.Value), "kaboom") || !strings.Contains(string(defect.Stack), "main.") {
 			t.Fatalf("err = %v, want a defect with the plugin's panic and stack", err)
 		}
+		if op := (*registry.OperationalError)(nil); errors.As(err, &op) {
+			t.Fatalf("err = %v, want a *registry.DefectError, not an operational error", err)
+		}
 		if s := h.mustCall("echo", `{"text":"still up"}`); s.Text() != "still up" {
 			t.Fatal("plugin did not survive a panicking tool")
 		}

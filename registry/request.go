@@ -261,6 +261,7 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 	var failure *sdk.ToolFailure
 	var decodeErr *sdk.InputDecodingError
 	var encodeErr *sdk.OutputEncodingError
+	var defect *DefectError
 	switch {
 	case callCtx.Err() != nil:
 		// Whatever the executor returned, the runner interrupted the call.
@@ -274,6 +275,9 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 		return out, interruption(ownerCtx)
 	case err == nil, errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
 		return out, err
+	case errors.As(err, &defect):
+		// A producer's defect (a plugin's panic, with its stack) is reported as one.
+		return out, defect
 	case errors.Is(err, context.Canceled):
 		// A deliberate interruption-like end, such as a permission ask declined
 		// without a message: passed through, never model-visible.
