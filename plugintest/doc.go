@@ -20,6 +20,11 @@
 //		}
 //	}
 //
+// Build keeps binaries in toolhost's content-addressed build cache, so tests
+// with unchanged sources share one build ([BuildOnce] does it from TestMain).
+// [TryStart] returns a plugin's start or activation failure for a test that
+// asserts it.
+//
 // Everything Start creates is closed by the test's cleanup, which also fails
 // the test if a plugin process outlived the close. Progress events and full
 // control over the call (invocation ids, a cancellable context) are available

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -71,26 +72,42 @@ type Host struct {
 }
 
 // Build compiles the Go main package at dir (for example "." from the plugin's own
-// test, which runs in the package directory) with go build, into a new
-// t.TempDir(). It returns the binary's absolute path, whose base name is the
-// package directory's. A failed build fails the test with the compiler's output.
+// test, which runs in the package directory) and returns the binary's absolute path,
+// whose base name is the package directory's. It builds the way a Location builds a
+// plugin given as "source": into toolhost's content-addressed build cache
+// ($TOOLHOST_BUILD_CACHE, else $XDG_CACHE_HOME/toolhost/build, else
+// ~/.cache/toolhost/build, else a directory under the system's temporary directory),
+// keyed by the package's sources, its module's go.mod and go.sum and the go version.
+// So every test (and every later run) with unchanged sources gets the same binary at
+// once: call Build from each test, or once in TestMain through [BuildOnce]. A failed
+// build fails the test with the compiler's output.
 //
-// Build blocks until go build finishes. Each call builds again; go's build cache
-// makes repeated builds of an unchanged package quick, but a test file that needs
-// the binary in several tests can build once and share the path within a test.
+// Build blocks until the build (or the cache lookup) finishes.
 func Build(t testing.TB, dir string) string {
 	t.Helper()
+	path, err := build(t.Context(), dir)
+	if err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	return path
+}
+
+// BuildOnce is [Build] for TestMain, where there is no testing.TB: it returns the
+// binary's path or the build's error (a *location.BuildError quotes the compiler's
+// output).
+func BuildOnce(dir string) (string, error) { return build(context.Background(), dir) }
+
+func build(ctx context.Context, dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		t.Fatalf("plugintest: build %s: %v", dir, err)
+		return "", fmt.Errorf("build %s: %w", dir, err)
 	}
-	out := filepath.Join(t.TempDir(), filepath.Base(abs))
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, ".")
-	cmd.Dir = abs
-	if output, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("plugintest: go build %s: %v\n%s", abs, err, output)
+	cache, err := location.BuildCacheDir("", os.Environ())
+	if err != nil {
+		cache = filepath.Join(os.TempDir(), "toolhost-plugintest-build")
 	}
-	return out
+	path, _, err := location.BuildPlugin(ctx, cache, filepath.Base(abs), abs)
+	return path, err
 }
 
 // Start launches the plugin binary at path (see [Build]) the way a Location does:
@@ -105,6 +122,20 @@ func Build(t testing.TB, dir string) string {
 // — and then fails the test if any plugin process it saw still exists. The
 // plugin's logs go to t.Log. Start must be called from the test's goroutine.
 func Start(t testing.TB, path string, opts Options) *Host {
+	t.Helper()
+	h, err := TryStart(t, path, opts)
+	if err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	return h
+}
+
+// TryStart is [Start] for a test that asserts how a plugin fails to start or
+// activate: instead of failing the test it returns the error, a
+// *plugins.StartError carrying the plugin's message and the tail of its stderr
+// (errors.As finds it). Misuse (a bad Options value) still fails the test, and the
+// cleanup still checks that no plugin process is left.
+func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 	t.Helper()
 	bin, err := filepath.Abs(path)
 	if err != nil {
@@ -174,11 +205,11 @@ func Start(t testing.TB, path string, opts Options) *Host {
 	target := plugins.Target{Registry: reg, Location: dir, Directory: dir}
 	sup, err := plugins.Supervise(t.Context(), h.root, cfg, target, plugins.Budget{})
 	if err != nil {
-		t.Fatalf("plugintest: %v", err)
+		return nil, err
 	}
 	h.sup = sup
 	h.track()
-	return h
+	return h, nil
 }
 
 // canonical returns dir absolute with its symlinks evaluated, as a Location is.

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/plugintest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -33,6 +34,11 @@ func TestMain(m *testing.M) {
 	case "":
 	case "serve":
 		sdk.Serve(sdk.ActivateFunc(activateProbe))
+		return
+	case "refuse":
+		sdk.Serve(sdk.ActivateFunc(func(context.Context, sdk.Location, sdk.Tools) error {
+			return errors.New("probe: the API_KEY option is missing")
+		}))
 		return
 	default:
 		fmt.Fprintln(os.Stderr, "probe: refusing to start: no handshake today")
@@ -330,7 +336,7 @@ func TestBuildFailureShowsTheCompilerOutput(t *testing.T) {
 		}
 	}
 	msg := fatalOf(t, func(tb testing.TB) { plugintest.Build(tb, dir) })
-	if !strings.Contains(msg, "go build") || !strings.Contains(msg, "undefined: undefinedThing") {
+	if !strings.Contains(msg, "build plugin") || !strings.Contains(msg, "undefined: undefinedThing") {
 		t.Errorf("Build failure message %q should quote the compiler", msg)
 	}
 }
@@ -341,6 +347,34 @@ func TestStartFailureShowsThePluginStderr(t *testing.T) {
 	})
 	if !strings.Contains(msg, "no handshake today") {
 		t.Errorf("Start failure message %q should quote the plugin's stderr", msg)
+	}
+}
+
+func TestBuildIsSharedBetweenTests(t *testing.T) {
+	var first string
+	t.Run("First", func(t *testing.T) { first = plugintest.Build(t, "../examples/plugins/text") })
+	t.Run("Second", func(t *testing.T) {
+		fi, err := os.Stat(first)
+		if err != nil {
+			t.Fatalf("the first test's binary is gone after it ended: %v", err)
+		}
+		if again := plugintest.Build(t, "../examples/plugins/text"); again != first {
+			t.Fatalf("second Build = %s, want the cached %s", again, first)
+		}
+		if fi2, _ := os.Stat(first); !fi2.ModTime().Equal(fi.ModTime()) {
+			t.Fatalf("unchanged sources were built again")
+		}
+	})
+	if path, err := plugintest.BuildOnce("../examples/plugins/text"); err != nil || path != first {
+		t.Fatalf("BuildOnce = %s, %v; want %s", path, err, first)
+	}
+}
+
+func TestTryStartReturnsTheActivationFailure(t *testing.T) {
+	h, err := plugintest.TryStart(t, os.Args[0], plugintest.Options{Env: map[string]string{probeEnv: "refuse", "GORACE": "atexit_sleep_ms=0"}})
+	var start *plugins.StartError
+	if h != nil || !errors.As(err, &start) || !strings.Contains(err.Error(), "the API_KEY option is missing") {
+		t.Fatalf("TryStart = %v, %v; want a *plugins.StartError quoting the activation's error", h, err)
 	}
 }
 
