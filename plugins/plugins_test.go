@@ -494,18 +494,21 @@ func TestDebugModeReattach(t *testing.T) {
 	}
 	cfg := h.config(nil, "")
 	cfg.Reattach = &rc
-	s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), plugins.Budget{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := h.mustCall("echo", `{"text":"debugging"}`).Text(); got != "debugging" {
-		t.Fatalf("echo through the reattached plugin = %q", got)
-	}
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !proctest.Running(cmd.Process.Pid) {
-		t.Fatal("closing a reattached plugin killed a process the host does not own")
+	// The debug process serves one host after another, each with a fresh activation.
+	for attach := range 3 {
+		s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), plugins.Budget{})
+		if err != nil {
+			t.Fatalf("attach %d: %v", attach+1, err)
+		}
+		if got := h.mustCall("echo", `{"text":"debugging"}`).Text(); got != "debugging" {
+			t.Fatalf("attach %d: echo through the reattached plugin = %q", attach+1, got)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !proctest.Running(cmd.Process.Pid) {
+			t.Fatal("closing a reattached plugin killed a process the host does not own")
+		}
 	}
 }
 

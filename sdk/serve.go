@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -30,7 +33,9 @@ import (
 // Run the binary with -debug to start it by hand, for example under a debugger: it
 // prints a TOOLHOST_REATTACH=... line; export it where toolhost runs and the host
 // attaches to this process instead of launching one. The map key is the binary's
-// base name; it must match the plugin's name in the Location config.
+// base name; it must match the plugin's name in the Location config. The process
+// serves any number of hosts one after another, each with a fresh activation, until
+// it is interrupted.
 func Serve(p Plugin) {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       filepath.Base(os.Args[0]),
@@ -63,20 +68,88 @@ func Serve(p Plugin) {
 		plugin.Serve(config)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reattach := make(chan *plugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	config.Test = &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
-	go plugin.Serve(config)
-	rc := <-reattach
-	if rc == nil {
-		fmt.Fprintln(os.Stderr, "sdk: plugin failed to start in debug mode")
-		os.Exit(1)
+	serveDebug(config, p, logger)
+}
+
+// serveDebug serves hosts one after another, for as long as the process runs, each
+// with a fresh activation. go-plugin's broker serves one host per server, so every
+// host gets a server of its own: one is always waiting, and when a host connects to
+// it the next is started and its socket renamed onto the public address (the one the
+// reattach line names), so a host that attaches right after another detached never
+// meets a used server. A server stops when its host's connection ends.
+func serveDebug(config *plugin.ServeConfig, p Plugin, logger hclog.Logger) {
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
+	next := make(chan struct{}, 1)
+	next <- struct{}{}
+	var public string // the socket every host dials
+	var servers sync.WaitGroup
+	stopAll, cancelAll := context.WithCancel(context.Background())
+	defer func() {
+		cancelAll()
+		servers.Wait()
+		os.Remove(public)
+	}()
+	for {
+		select {
+		case <-interrupt:
+			return
+		case <-next:
+		}
+		ctx, cancel := context.WithCancel(stopAll)
+		var attached, detached sync.Once
+		cfg := *config
+		cfg.Plugins = plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}}
+		cfg.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.StatsHandler(connEvents{
+				begin: func() { attached.Do(func() { next <- struct{}{} }) },
+				end:   func() { detached.Do(cancel) },
+			}))...)
+		}
+		reattach := make(chan *plugin.ReattachConfig, 1)
+		closed := make(chan struct{})
+		cfg.Test = &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
+		servers.Go(func() {
+			plugin.Serve(&cfg)
+			<-closed
+		})
+		rc := <-reattach
+		if rc == nil {
+			fmt.Fprintln(os.Stderr, "sdk: plugin failed to start in debug mode")
+			os.Exit(1)
+		}
+		first := public == ""
+		if first {
+			public = rc.Addr.String() + ".debug"
+		}
+		if err := os.Rename(rc.Addr.String(), public); err != nil {
+			fmt.Fprintf(os.Stderr, "sdk: debug mode: cannot serve at %s: %v\n", public, err)
+			os.Exit(1)
+		}
+		if first {
+			r := pluginpb.ReattachFrom(rc)
+			r.Address = public
+			line, _ := json.Marshal(map[string]pluginpb.Reattach{filepath.Base(os.Args[0]): r})
+			fmt.Printf("plugin started in debug mode; run toolhost with:\n\n\t%s='%s'\n\n", pluginpb.ReattachEnv, line)
+		} else {
+			logger.Debug("ready for the next host")
+		}
 	}
-	line, _ := json.Marshal(map[string]pluginpb.Reattach{filepath.Base(os.Args[0]): pluginpb.ReattachFrom(rc)})
-	fmt.Printf("plugin started in debug mode; run toolhost with:\n\n\t%s='%s'\n\n", pluginpb.ReattachEnv, line)
-	<-closed
+}
+
+// connEvents is a gRPC stats handler that reports connections beginning and ending.
+type connEvents struct{ begin, end func() }
+
+func (connEvents) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (connEvents) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (connEvents) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c connEvents) HandleConn(_ context.Context, s stats.ConnStats) {
+	switch s.(type) {
+	case *stats.ConnBegin:
+		c.begin()
+	case *stats.ConnEnd:
+		c.end()
+	}
 }
 
 // serverOptions configure the plugin's gRPC server: the protocol's codec, and
