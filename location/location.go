@@ -118,6 +118,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	if err != nil {
 		return nil, err
 	}
+	warnUnmatchedReattach(logger, id, cfg, reattach)
 	cacheDir := ""
 	if needsBuild(cfg, reattach) {
 		if cacheDir, err = BuildCacheDir(opts.BuildCache, env); err != nil {
@@ -362,6 +363,21 @@ func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, e
 // deadline), and the placement is released. It blocks until all that is done and is
 // idempotent: later calls return the first call's result.
 func (l *Location) Close(ctx context.Context) error { return l.scope.Close(ctx) }
+
+// warnUnmatchedReattach warns about TOOLHOST_REATTACH entries that name no plugin of
+// the Location: a misspelt name would otherwise silently launch the host's own copy.
+func warnUnmatchedReattach(logger hclog.Logger, id string, cfg *Config, reattach map[string]pluginpb.Reattach) {
+	names := make([]string, 0, len(cfg.Plugins))
+	for _, p := range cfg.Plugins {
+		names = append(names, p.Name)
+	}
+	for name := range reattach {
+		if !slices.Contains(names, name) {
+			logger.Warn(fmt.Sprintf("%s names plugin %q, which this Location does not configure, so nothing attaches to that process here; the Location's plugins are %q",
+				pluginpb.ReattachEnv, name, names), "location", id)
+		}
+	}
+}
 
 // parseReattach reads TOOLHOST_REATTACH from env (the last definition wins, as for
 // exec). Unset or empty means no plugin is reattached.

@@ -764,6 +764,19 @@ func TestActivateReattachesDebugPlugin(t *testing.T) {
 	if err := goleak.Find(before); err != nil {
 		t.Errorf("goroutines left after detaching from the plugin: %v", err)
 	}
+
+	t.Run("UnmatchedNameIsReported", func(t *testing.T) {
+		e := newEnv(t)
+		e.opts.Env = []string{"TOOLHOST_REATTACH=" + strings.Replace(value, `"echo"`, `"ecko"`, 1)}
+		l := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"))))
+		defer l.Close(t.Context())
+		if logs := e.logs.String(); !strings.Contains(logs, `TOOLHOST_REATTACH names plugin "ecko"`) || !strings.Contains(logs, `["echo"]`) {
+			t.Errorf("logs %q: want a warning naming the unmatched entry and the Location's plugins", logs)
+		}
+		if out := callEcho(t, l, "own copy"); out.PID == cmd.Process.Pid {
+			t.Errorf("the unmatched entry attached to the debug process")
+		}
+	})
 }
 
 func assertGone(t *testing.T, pids []int) {
