@@ -141,7 +141,7 @@ type StartError struct {
 }
 
 func (e *StartError) Error() string {
-	msg := fmt.Sprintf("plugins: start %q: %v", e.Plugin, e.Err)
+	msg := fmt.Sprintf("plugins: plugin %q did not start: %v", e.Plugin, e.Err)
 	if tail := strings.TrimSpace(e.Stderr); tail != "" {
 		msg += "\nplugin stderr (last lines):\n" + indent(tail)
 	}
@@ -330,7 +330,12 @@ func (inst *Instance) start(ctx context.Context) error {
 		if actx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("activation did not finish within the start timeout (%s)", cfg.StartTimeout)
 		}
-		return fmt.Errorf("activate: %w", statusError(err))
+		if inst.exited != nil {
+			if cerr := inst.exitedDuring(err); cerr != nil {
+				return fmt.Errorf("the plugin exited during its activation (%s)", cerr.Status) // StartError adds the stderr tail
+			}
+		}
+		return fmt.Errorf("its activation failed: %w", statusError(err))
 	}
 	return nil
 }

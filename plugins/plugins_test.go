@@ -355,7 +355,8 @@ func TestStartFaults(t *testing.T) {
 		{"ExitsBeforeHandshake", map[string]string{"FAULT": "exit_early"}, "", nil, []string{"permission denied"}},
 		{"NeverAnswers", map[string]string{"FAULT": "never_answer"}, "", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"timeout", "never answering"}},
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
-		{"ActivationFails", nil, "fail_activate", nil, []string{"missing API key"}},
+		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4)", "cannot open the cache database"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
 		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},
@@ -376,6 +377,11 @@ func TestStartFaults(t *testing.T) {
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error does not contain %q:\n%v", want, err)
+				}
+			}
+			for _, code := range []string{"(Aborted)", "(Unavailable)", "activate: activate"} {
+				if strings.Contains(err.Error(), code) {
+					t.Errorf("error meant for a person contains %q:\n%v", code, err)
 				}
 			}
 			q, _ := h.reg.Prepare(h.loc)

@@ -261,26 +261,41 @@ func (inst *Instance) callError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	if status.Code(err) == codes.Unavailable || status.Code(err) == codes.Canceled {
-		// The connection broke: if the process is gone, say how it ended.
-		select {
-		case <-inst.exited:
-			cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
-			if inst.proc != nil {
-				cerr.Status = inst.proc.exitStatus()
-			}
-			return cerr
-		case <-time.After(2 * time.Second):
-		}
+	if cerr := inst.exitedDuring(err); cerr != nil {
+		return cerr
 	}
 	return fmt.Errorf("plugins: plugin %q: %w", inst.cfg.Name, statusError(err))
 }
 
-// statusError turns a gRPC status into a plain error with its message. It never
+// exitedDuring returns the crash when err is a broken connection and the process has
+// exited (waiting a moment for the exit to be seen), so errors say how the process
+// ended and quote its stderr instead of the transport's complaint.
+func (inst *Instance) exitedDuring(err error) *CrashError {
+	if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled {
+		return nil
+	}
+	select {
+	case <-inst.exited:
+		cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
+		if inst.proc != nil {
+			cerr.Status = inst.proc.exitStatus()
+		}
+		return cerr
+	case <-time.After(2 * time.Second):
+		return nil
+	}
+}
+
+// statusError turns a gRPC status into a plain error for people: the plugin's own
+// message, and for a broken connection what that means; never the gRPC code. It never
 // wraps context errors: only the caller's own context decides interruption.
 func statusError(err error) error {
-	if st, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s (%s)", st.Message(), st.Code())
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
 	}
-	return err
+	if st.Code() == codes.Unavailable {
+		return fmt.Errorf("the connection to the plugin broke: %s", st.Message())
+	}
+	return errors.New(st.Message())
 }

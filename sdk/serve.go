@@ -261,7 +261,7 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 		}
 	}()
 	if err := s.impl.Activate(ctx, loc, tools); err != nil {
-		return nil, status.Errorf(codes.Aborted, "activate: %v", err)
+		return nil, status.Error(codes.Aborted, err.Error()) // the host says it was the activation
 	}
 	return &pluginpb.ActivateResponse{}, nil
 }

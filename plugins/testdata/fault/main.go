@@ -68,6 +68,11 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		time.Sleep(time.Hour)
 	case "fail_activate":
 		return fmt.Errorf("missing API key")
+	case "exit_activate":
+		// Straight to fd 2, as a log or a panic writes: go-plugin has redirected
+		// os.Stderr over the connection, and that stream ends with the process.
+		fmt.Fprintln(os.NewFile(2, "stderr"), "fault: cannot open the cache database")
+		os.Exit(4)
 	}
 	_, err := tools.Register(ctx, map[string]sdk.Tool{
 		"echo": echo(),
