@@ -32,6 +32,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -407,8 +408,7 @@ func (p *watchedPlugin) work() {
 		}
 		ctx, cancel := context.WithCancelCause(p.w.ctx)
 		p.mu.Lock()
-		changed := slices.Sorted(maps.Keys(p.changed))
-		p.changed = map[string]bool{}
+		changed := p.takeChanged()
 		if p.source != "" {
 			p.cancel = cancel // only a build is cancelled; a binary's start is not
 		}
@@ -434,6 +434,26 @@ func (p *watchedPlugin) work() {
 	}
 }
 
+// takeChanged empties the change set and returns what to report, sorted: a file that
+// no longer exists and is not a Go or module file was an editor's temporary (written,
+// then renamed onto the real file, which is reported itself), not a change. The
+// caller holds p.mu.
+func (p *watchedPlugin) takeChanged() []string {
+	changed := slices.Sorted(maps.Keys(p.changed))
+	p.changed = map[string]bool{}
+	root := p.source
+	if root == "" {
+		return changed
+	}
+	return slices.DeleteFunc(changed, func(rel string) bool {
+		if strings.HasSuffix(rel, "/") || strings.HasSuffix(rel, ".go") || slices.Contains([]string{"go.mod", "go.sum", "go.work"}, path.Base(rel)) {
+			return false
+		}
+		_, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
+		return errors.Is(err, fs.ErrNotExist)
+	})
+}
+
 // settle ends a reload attempt: files it leaves to the next reload go back into the
 // change set, and the plugin is idle again unless changes are waiting (their timer
 // kicks the next reload).
@@ -455,7 +475,7 @@ func (p *watchedPlugin) reload(ctx context.Context, changed []string) (Event, bo
 	if p.source != "" {
 		begin := time.Now()
 		path, built, err := location.BuildPlugin(ctx, p.w.opts.BuildCache, p.name, p.source)
-		ev.Build, ev.Built = time.Since(begin), built
+		ev.Build, ev.Built = time.Since(begin), built || err != nil // a failed build was no cache hit
 		// From here on, changes wait for this reload instead of cancelling it.
 		p.mu.Lock()
 		p.cancel = nil

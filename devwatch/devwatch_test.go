@@ -480,6 +480,14 @@ func TestOnlyRealChangesReload(t *testing.T) {
 	if ev.Err != nil || strings.Join(ev.Changed, ",") != "sub/doc.txt" || ev.Reload.To == 0 {
 		t.Fatalf("file in the new directory: %v (changed %q)", ev, ev.Changed)
 	}
+	// An editor's save through a temporary name reports the file it saved.
+	tmp := filepath.Join(sub, "doc.txt.tmp-4242")
+	os.WriteFile(tmp, []byte("more notes"), 0o644)
+	os.Rename(tmp, filepath.Join(sub, "doc.txt"))
+	ev = e.next()
+	if strings.Join(ev.Changed, ",") != "sub/doc.txt" {
+		t.Fatalf("save through a temporary: changed %q, want only the saved file", ev.Changed)
+	}
 }
 
 func TestBinaryPluginReload(t *testing.T) {

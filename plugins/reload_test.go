@@ -116,6 +116,9 @@ func TestReloadFailedStartKeepsTheOldGeneration(t *testing.T) {
 	if got := h.mustCall("echo", `{"text":"new"}`).Text(); got != "new" || !gone(old.PID()) {
 		t.Fatalf("after the good reload: %q, old process gone: %v", got, gone(old.PID()))
 	}
+	if g := s.Current().Generation(); g != old.Generation()+1 {
+		t.Fatalf("the good reload is generation %d, want %d: a failed start used up a number", g, old.Generation()+1)
+	}
 }
 
 func TestCrashAfterReloadRestartsTheNewGeneration(t *testing.T) {

@@ -67,14 +67,20 @@ func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Targ
 	return s, nil
 }
 
-// startNext starts the next generation with cfg. The caller holds s.op (or, in
-// Supervise, owns s alone).
+// startNext starts the next generation with cfg. A start that fails does not use up
+// its number: generations that ran are numbered without gaps. The caller holds s.op
+// (or, in Supervise, owns s alone).
 func (s *Supervisor) startNext(ctx context.Context, cfg Config) (*Instance, error) {
 	s.mu.Lock()
-	s.gen++
-	gen := s.gen
+	gen := s.gen + 1
 	s.mu.Unlock()
-	return Start(ctx, s.scope, cfg, s.target, gen)
+	inst, err := Start(ctx, s.scope, cfg, s.target, gen)
+	if err == nil {
+		s.mu.Lock()
+		s.gen = gen
+		s.mu.Unlock()
+	}
+	return inst, err
 }
 
 // setRunning makes inst, started with cfg, the current generation and wakes the
