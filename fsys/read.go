@@ -19,28 +19,33 @@ func IsBinary(data []byte) bool {
 	return bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0
 }
 
-// open resolves p and opens it as a regular file, failing with ErrIsDir or
-// ErrNotRegular otherwise.
+// open resolves p and opens it beneath the root as a regular file, failing with
+// ErrIsDir or ErrNotRegular otherwise.
 func (f *FS) open(op, p string) (*os.File, os.FileInfo, error) {
 	abs, err := f.Resolve(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, err := os.Stat(abs)
+	file, fi, err := f.openBeneath(abs)
 	if err != nil {
 		return nil, nil, &PathError{Op: op, Path: p, Err: err}
 	}
-	switch {
-	case fi.IsDir():
-		return nil, nil, &PathError{Op: op, Path: p, Err: ErrIsDir}
-	case !fi.Mode().IsRegular():
-		return nil, nil, &PathError{Op: op, Path: p, Err: ErrNotRegular}
-	}
-	file, err := os.Open(abs)
-	if err != nil {
+	if err := regular(fi); err != nil {
+		file.Close()
 		return nil, nil, &PathError{Op: op, Path: p, Err: err}
 	}
 	return file, fi, nil
+}
+
+// regular returns nil for a regular file, else ErrIsDir or ErrNotRegular.
+func regular(fi os.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return ErrIsDir
+	case !fi.Mode().IsRegular():
+		return ErrNotRegular
+	}
+	return nil
 }
 
 // Read returns limit bytes of the file p from offset (limit 0: to the end). Reading

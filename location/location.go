@@ -233,6 +233,9 @@ func (l *Location) startServices(ctx context.Context, opts Options, env []string
 	if l.fs, err = fsys.New(l.id); err != nil {
 		return err
 	}
+	if err := l.scope.Defer(ctx, func(context.Context) error { return l.fs.Close() }); err != nil {
+		return err
+	}
 	stateFile := ""
 	stateDir := opts.StateDir
 	if stateDir == "" {

@@ -167,6 +167,7 @@ func Start(t testing.TB, path string, opts Options) *Host {
 		if err != nil {
 			t.Fatalf("plugintest: %v", err)
 		}
+		t.Cleanup(func() { files.Close() })
 		cfg.Services = &plugins.Services{FS: files, Permission: perm}
 	} else {
 		cfg.Authorize = perm.AssertTool
