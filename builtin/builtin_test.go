@@ -361,11 +361,18 @@ func TestDeniedTouchesNothing(t *testing.T) {
 		{"list", map[string]any{"path": "sub"}, `"sub"`},
 		{"glob", map[string]any{"pattern": "**"}, `"**"`},
 	} {
-		msg := e.failed(t, c.tool, c.input)
-		for _, want := range []string{"permission denied", `"` + c.tool + `"`, c.resource, ".toolhost/config.json"} {
+		s, err := e.call(t, c.tool, c.input)
+		if err != nil || s.Outcome != registry.ToolFailed {
+			t.Fatalf("%s %v = %+v, %v; want a tool failure", c.tool, c.input, s, err)
+		}
+		msg := s.Text()
+		for _, want := range []string{"permission denied", `"` + c.tool + `"`, c.resource} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%s %v: %q lacks %q", c.tool, c.input, msg, want)
 			}
+		}
+		if strings.Contains(msg, ".toolhost/config.json") || !strings.Contains(s.Hint, ".toolhost/config.json") {
+			t.Errorf("%s %v: the model sees %q, the runner %q; want the config only in the runner's hint", c.tool, c.input, msg, s.Hint)
 		}
 		if strings.Contains(msg, "TODO") || strings.Contains(msg, "package") || strings.Contains(msg, "does not exist") {
 			t.Errorf("%s %v: a denied call revealed content: %q", c.tool, c.input, msg)
@@ -378,9 +385,15 @@ func TestDeniedTouchesNothing(t *testing.T) {
 
 func TestNobodyToAskIsADeny(t *testing.T) {
 	e := setup(t, nil, nil)
-	msg := e.failed(t, "read", map[string]any{"path": "a.txt"})
-	if !strings.Contains(msg, "no one to ask") || !strings.Contains(msg, `"resource":"a.txt"`) {
-		t.Errorf("read without an asker: %q", msg)
+	s, err := e.call(t, "read", map[string]any{"path": "a.txt"})
+	if err != nil || s.Outcome != registry.ToolFailed {
+		t.Fatalf("read without an asker = %+v, %v; want a tool failure", s, err)
+	}
+	if msg := s.Text(); !strings.Contains(msg, "no one to ask") || strings.Contains(msg, `"resource"`) {
+		t.Errorf("read without an asker shows the model %q", msg)
+	}
+	if !strings.Contains(s.Hint, `"resource":"a.txt"`) {
+		t.Errorf("read without an asker: runner hint %q lacks the rule", s.Hint)
 	}
 }
 

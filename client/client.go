@@ -283,7 +283,9 @@ func (e *CallError) Unwrap() error {
 
 // Settle settles one call on Request requestID. progress, if set, receives the
 // tool's progress events in order (some may be dropped under load), from the calling
-// goroutine. It returns the settlement, whatever its outcome, or an error: an
+// goroutine. It returns the settlement, whatever its outcome (its Hint is the
+// server's runner_hint: for the runner and the person, never for the model), or an
+// error: an
 // interruption (errors.Is(err, context.Canceled): ctx was cancelled, CancelCall, the
 // Location closed, the server shut down), a *CallError of kind Defect or
 // Operational, or an RPC error (ErrNotFound for a Request of another connection).
@@ -322,6 +324,7 @@ func (c *Client) Settle(ctx context.Context, requestID string, call Call, progre
 			if err := jsoncodec.Unmarshal(e.Settlement, &s); err != nil {
 				return nil, &CallError{Kind: Operational, Message: "decode settlement: " + err.Error()}
 			}
+			s.Hint = ev.RunnerHint
 			drain(stream)
 			return &s, nil
 		case *servepb.SettleEvent_Error:

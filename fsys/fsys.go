@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 var (
@@ -61,16 +62,20 @@ func MaxReadBytes(n int64) Option { return func(f *FS) { f.maxRead = n } }
 // MaxGrepFileBytes is the size above which Grep skips a file (default 10 MiB).
 func MaxGrepFileBytes(n int64) Option { return func(f *FS) { f.maxGrepFile = n } }
 
-// FS is a file system confined to one root directory. It holds no open resources
-// and is safe for concurrent use.
+// FS is a file system confined to one root directory. It holds the root directory
+// open (see Close) and is safe for concurrent use.
 type FS struct {
 	root        string
+	dir         *os.Root // the root, opened once: every open is resolved beneath it
+	escapes     error    // the error os.Root reports for a path that leaves it
 	maxRead     int64
 	maxGrepFile int64
 }
 
 // New returns an FS rooted at root, which must be an absolute path to an existing
-// directory; symlinks in it are evaluated, so Root is canonical.
+// directory; symlinks in it are evaluated, so Root is canonical. The FS holds the
+// directory open from now on: a rename of the root does not move it, and the
+// caller should Close it when done.
 func New(root string, opts ...Option) (*FS, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("fsys: root %q is not absolute", root)
@@ -86,11 +91,34 @@ func New(root string, opts ...Option) (*FS, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("fsys: root %s: %w", real, ErrNotDir)
 	}
-	f := &FS{root: real, maxRead: DefaultMaxReadBytes, maxGrepFile: DefaultMaxGrepFileBytes}
+	dir, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("fsys: root: %w", err)
+	}
+	// os.Root refuses a path that leaves it with an unexported error; a ".." at
+	// the start yields it without a system call, so it can be recognized later.
+	_, escapes := dir.Open("..")
+	var pe *os.PathError
+	if !errors.As(escapes, &pe) {
+		dir.Close()
+		return nil, fmt.Errorf("fsys: root: opening \"..\" beneath it returned %v", escapes)
+	}
+	f := &FS{root: real, dir: dir, escapes: pe.Err, maxRead: DefaultMaxReadBytes, maxGrepFile: DefaultMaxGrepFileBytes}
 	for _, o := range opts {
 		o(f)
 	}
 	return f, nil
+}
+
+// Close releases the root directory. Operations in flight finish; later ones fail
+// with an error wrapping os.ErrClosed. It is idempotent and safe for concurrent
+// use; an FS that is never closed releases the directory when it is garbage
+// collected.
+func (f *FS) Close() error {
+	if err := f.dir.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("fsys: close: %w", err)
+	}
+	return nil
 }
 
 // Root returns the canonical absolute root directory.
@@ -196,6 +224,11 @@ func (f *FS) walk(rel string) (string, error) {
 			return "", fmt.Errorf("%w: too many levels of symbolic links", ErrInvalidPath)
 		}
 		target, err := os.Readlink(next)
+		if errors.Is(err, syscall.EINVAL) {
+			// No longer a symlink: it changed since the Lstat; look again.
+			todo = append([]string{c}, todo...)
+			continue
+		}
 		if err != nil {
 			return "", err
 		}

@@ -261,17 +261,20 @@ func (f *FS) insideRoot(abs string) bool {
 }
 
 // walkTree walks the tree under base (a resolved directory; a missing one holds
-// nothing) without following symlinks. visit sees each entry below base, its path
-// segments relative to base, and says whether to enter it (for directories). Entries
-// that cannot be read are skipped; ctx ending stops the walk with its cause.
+// nothing) without following symlinks. visit sees each entry below base (its
+// absolute path and its path segments relative to base) and says whether to enter
+// it (for directories). Each directory is opened beneath the root, so one swapped
+// for a symlink leading out mid-walk is skipped, never read. Entries that cannot be
+// read are skipped; ctx ending stops the walk with its cause.
 func (f *FS) walkTree(ctx context.Context, base string, visit func(p string, segs []string, d fs.DirEntry) (bool, error)) error {
-	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+	start := f.relTo(filepath.Clean(base))
+	err := fs.WalkDir(f.dir.FS(), filepath.ToSlash(start), func(rp string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if p == base {
+		if rp == start {
 			if err != nil && !isNotExist(err) {
-				return &PathError{Op: "walk", Path: f.Rel(base), Err: err}
+				return &PathError{Op: "walk", Path: f.Rel(base), Err: f.beneathErr(err)}
 			}
 			return err // nil, or stop at a missing base
 		}
@@ -281,8 +284,11 @@ func (f *FS) walkTree(ctx context.Context, base string, visit func(p string, seg
 			}
 			return nil
 		}
-		rel, _ := filepath.Rel(base, p)
-		enter, err := visit(p, splitPath(rel), d)
+		rel := rp
+		if start != "." {
+			rel = strings.TrimPrefix(rp, start+"/")
+		}
+		enter, err := visit(filepath.Join(f.root, rp), splitPath(rel), d)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -63,9 +62,9 @@ func (f *FS) Grep(ctx context.Context, pattern string, opts GrepOptions) ([]Matc
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(base)
+	fi, err := f.dir.Stat(f.relTo(base))
 	if err != nil {
-		return nil, &PathError{Op: "grep", Path: opts.Path, Err: err}
+		return nil, &PathError{Op: "grep", Path: opts.Path, Err: f.beneathErr(err)}
 	}
 	var out []Match
 	full := func() bool { return opts.Limit > 0 && len(out) >= opts.Limit }
@@ -115,8 +114,12 @@ func (f *FS) grepFile(ctx context.Context, re *regexp.Regexp, abs string, out *[
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	file, err := os.Open(abs)
+	file, fi, err := f.openBeneath(abs)
 	if err != nil {
+		return nil
+	}
+	if regular(fi) != nil {
+		file.Close()
 		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(file, f.maxGrepFile+1))

@@ -3,8 +3,11 @@ package fsys
 import (
 	"context"
 	"io/fs"
-	"os"
+	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Entry is one directory entry, described without following symlinks.
@@ -24,38 +27,43 @@ func (f *FS) List(ctx context.Context, p string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(abs)
+	dir, fi, err := f.openBeneath(abs)
 	if err != nil {
 		return nil, &PathError{Op: "list", Path: p, Err: err}
 	}
+	defer dir.Close()
 	if !fi.IsDir() {
 		return nil, &PathError{Op: "list", Path: p, Err: ErrNotDir}
 	}
-	des, err := os.ReadDir(abs) // sorted by name
+	des, err := dir.ReadDir(-1)
 	if err != nil {
 		return nil, &PathError{Op: "list", Path: p, Err: err}
 	}
+	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	// Each entry is described relative to the open directory, never by a path
+	// that could have changed since it was opened.
+	fd := int(dir.Fd())
 	out := make([]Entry, 0, len(des))
 	for i, de := range des {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		info, err := de.Info()
-		if err != nil {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, de.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // removed since ReadDir
 		}
-		out = append(out, Entry{Name: de.Name(), Type: typeOf(info.Mode()), Size: info.Size(), ModTime: info.ModTime()})
+		out = append(out, Entry{Name: de.Name(), Type: typeOfStat(st.Mode), Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())})
 	}
 	return out, nil
 }
 
-func typeOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
+func typeOfStat(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
 		return "file"
-	case m.IsDir():
+	case unix.S_IFDIR:
 		return "dir"
-	case m&fs.ModeSymlink != 0:
+	case unix.S_IFLNK:
 		return "symlink"
 	}
 	return "other"

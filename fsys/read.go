@@ -19,28 +19,33 @@ func IsBinary(data []byte) bool {
 	return bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0
 }
 
-// open resolves p and opens it as a regular file, failing with ErrIsDir or
-// ErrNotRegular otherwise.
+// open resolves p and opens it beneath the root as a regular file, failing with
+// ErrIsDir or ErrNotRegular otherwise.
 func (f *FS) open(op, p string) (*os.File, os.FileInfo, error) {
 	abs, err := f.Resolve(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, err := os.Stat(abs)
+	file, fi, err := f.openBeneath(abs)
 	if err != nil {
 		return nil, nil, &PathError{Op: op, Path: p, Err: err}
 	}
-	switch {
-	case fi.IsDir():
-		return nil, nil, &PathError{Op: op, Path: p, Err: ErrIsDir}
-	case !fi.Mode().IsRegular():
-		return nil, nil, &PathError{Op: op, Path: p, Err: ErrNotRegular}
-	}
-	file, err := os.Open(abs)
-	if err != nil {
+	if err := regular(fi); err != nil {
+		file.Close()
 		return nil, nil, &PathError{Op: op, Path: p, Err: err}
 	}
 	return file, fi, nil
+}
+
+// regular returns nil for a regular file, else ErrIsDir or ErrNotRegular.
+func regular(fi os.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return ErrIsDir
+	case !fi.Mode().IsRegular():
+		return ErrNotRegular
+	}
+	return nil
 }
 
 // Read returns limit bytes of the file p from offset (limit 0: to the end). Reading
@@ -63,23 +68,33 @@ func (f *FS) Read(ctx context.Context, p string, offset, limit int64) ([]byte, e
 	if n > f.maxRead || limit > f.maxRead {
 		return nil, &PathError{Op: "read", Path: p, Err: fmt.Errorf("%w: %d bytes exceed the %d byte limit", ErrTooLarge, max(n, limit), f.maxRead)}
 	}
-	buf := make([]byte, 0, n)
+	// Read straight into the result, a chunk at a time so that ctx is checked
+	// between chunks; the file may shrink meanwhile (a short result) but never
+	// grows the result beyond n.
+	buf := make([]byte, n)
 	r := io.NewSectionReader(file, offset, n)
-	chunk := make([]byte, 1<<20)
-	for {
+	got := 0
+	for got < len(buf) {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		m, err := r.Read(chunk)
-		buf = append(buf, chunk[:m]...)
+		m, err := r.Read(buf[got:min(got+readChunk, len(buf))])
+		got += m
 		if errors.Is(err, io.EOF) {
-			return buf, nil
+			break
 		}
 		if err != nil {
 			return nil, &PathError{Op: "read", Path: p, Err: err}
 		}
 	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return buf[:got], nil
 }
+
+// readChunk is how much Read reads between checks of its context.
+const readChunk = 1 << 20
 
 // ReadLines returns up to maxLines lines of the text file p starting at line
 // startLine (1-based; below 1 means 1; maxLines 0: all), without their line

@@ -176,12 +176,15 @@ func TestHostAssertsPermissionForUntrustedPlugins(t *testing.T) {
 			t.Fatalf("settle = %v, %v; want a tool failure naming the action", s, err)
 		}
 	})
-	t.Run("NobodyToAskIsADenyThatSaysHowToAllow", func(t *testing.T) {
+	t.Run("NobodyToAskIsADenyWhoseHintSaysHowToAllow", func(t *testing.T) {
 		e := newEnv(t)
 		dir := workspace(t, obj{"plugins": []obj{echoPlugin("echo")}})
 		s, err := settle(t, e.activate(t, dir))
-		if err != nil || s.Outcome != registry.ToolFailed || !strings.Contains(s.Text(), location.ConfigPath) {
-			t.Fatalf("settle = %v, %v; want a tool failure pointing at the config", s, err)
+		if err != nil || s.Outcome != registry.ToolFailed || !strings.Contains(s.Hint, location.ConfigPath) {
+			t.Fatalf("settle = %v, %v; want a tool failure whose runner hint points at the config", s, err)
+		}
+		if strings.Contains(s.Text(), location.ConfigPath) {
+			t.Errorf("the model sees %q, which points at the config", s.Text())
 		}
 	})
 	t.Run("AskCarriesTheToolNameAndTheInvocation", func(t *testing.T) {

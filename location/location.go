@@ -48,7 +48,7 @@ type Options struct {
 	// the config's env alone.
 	Env []string
 	// Asker reaches a person when a permission rule says "ask". nil: nobody to ask,
-	// so those requests are denied with a message saying how to allow them.
+	// so those requests are denied (with a hint, for the runner, saying how to allow them).
 	Asker permission.Asker
 	// StateDir is where "always" approvals persist, one file per Location. Default:
 	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
@@ -232,6 +232,9 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 func (l *Location) startServices(ctx context.Context, opts Options, env []string, logger hclog.Logger) error {
 	var err error
 	if l.fs, err = fsys.New(l.id); err != nil {
+		return err
+	}
+	if err := l.scope.Defer(ctx, func(context.Context) error { return l.fs.Close() }); err != nil {
 		return err
 	}
 	stateFile := ""

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/toolhost/toolhost/sdk"
 )
 
 var (
-	// ErrDenied is the cause inside the *sdk.ToolFailure returned when a rule denies a
-	// request or there is nobody to ask.
+	// ErrDenied is matched by the cause inside the *sdk.ToolFailure returned when a
+	// rule denies a request or there is nobody to ask (a [*DeniedError]).
 	ErrDenied = errors.New("permission: denied")
 	// ErrRejected is the cause inside the *sdk.ToolFailure returned when a person
 	// rejects a request with a message.
@@ -18,16 +20,47 @@ var (
 	ErrDeclined = errors.New("permission: declined")
 	// ErrNoOneToAsk is for Askers that can find nobody to ask this time (a server
 	// with no client watching asks): an Asker error wrapping it makes Assert answer
-	// as it does with no Asker at all, a deny that says how to allow the request.
+	// as it does with no Asker at all: a deny (whose hint says how to allow the
+	// request).
 	ErrNoOneToAsk = errors.New("permission: no one to ask")
 	// ErrUnknownAsk is returned by Reply for an id that is not pending (never
 	// registered, or already answered).
 	ErrUnknownAsk = errors.New("permission: unknown ask")
 )
 
+// DeniedError is the cause (the Err) inside the *sdk.ToolFailure of a request that a
+// rule denies or that nobody could be asked about. The failure's Message, which the
+// model sees, says only that permission was denied for the action and which
+// resources; how to allow the request is the Hint, for the runner and the person
+// (registry.Settlement.Hint carries it; `toolhost call` prints it to stderr), never
+// for the model, which could act on it. It matches ErrDenied.
+type DeniedError struct {
+	// Action is the request's action.
+	Action string
+	// Resources are the request's resources that were denied (NoOneToAsk false) or
+	// that needed approval (NoOneToAsk true).
+	Resources []string
+	// NoOneToAsk is true when the policy said ask and there was nobody to ask.
+	NoOneToAsk bool
+	hint       string
+}
+
+func (e *DeniedError) Error() string {
+	if e.NoOneToAsk {
+		return fmt.Sprintf("permission denied: %s on %s needs approval, and there is no one to ask", quote(e.Action), describe(e.Resources))
+	}
+	return fmt.Sprintf("permission denied: %s is not allowed on %s", quote(e.Action), describe(e.Resources))
+}
+
+// Hint says how to allow the request in the Location config, for a person.
+func (e *DeniedError) Hint() string { return e.hint }
+
+// Unwrap returns ErrDenied.
+func (e *DeniedError) Unwrap() error { return ErrDenied }
+
 // DeclinedError ends a call the way an interruption does: it satisfies
-// errors.Is(err, context.Canceled) and errors.Is(err, ErrDeclined), and is never
-// shown to the model.
+// errors.Is(err, context.Canceled), errors.Is(err, ErrDeclined) and errors.Is(err,
+// sdk.ErrDeclined) (as [sdk.Permission] promises), and is never shown to the model.
 type DeclinedError struct {
 	// ID is the ask's id, or "" when Assert declined without registering an ask.
 	ID string
@@ -41,8 +74,10 @@ func (e *DeclinedError) Error() string {
 	return fmt.Sprintf("permission: %q declined: %s", e.Action, e.Reason)
 }
 
-// Unwrap returns ErrDeclined and context.Canceled.
-func (e *DeclinedError) Unwrap() []error { return []error{ErrDeclined, context.Canceled} }
+// Unwrap returns ErrDeclined, sdk.ErrDeclined and context.Canceled.
+func (e *DeclinedError) Unwrap() []error {
+	return []error{ErrDeclined, sdk.ErrDeclined, context.Canceled}
+}
 
 // StateError reports a saved-approvals file that cannot be read, is corrupt, or
 // cannot be written. A Service is never created over a corrupt file, so a damaged

@@ -70,7 +70,9 @@ type Reply string
 const (
 	// Once allows this request only.
 	Once Reply = "once"
-	// Always allows this request and saves its Save patterns as allow rules.
+	// Always allows this request and saves its Save patterns as allow rules for the
+	// Location; every other pending request of the Location that they now allow,
+	// whichever session made it, is allowed too.
 	Always Reply = "always"
 	// Reject refuses this request and every other pending request of its session.
 	Reject Reply = "reject"
@@ -102,7 +104,7 @@ type Options struct {
 	// Asker reaches a person; nil means nobody can be asked, so asks are denied.
 	Asker Asker
 	// ConfigHint names where rules are configured (such as the config file's path);
-	// deny messages use it to say how to allow a request.
+	// the hint of a deny (see [DeniedError]) uses it to say how to allow a request.
 	ConfigHint string
 }
 
@@ -229,11 +231,11 @@ func (s *Service) effectOf(action, resource string) Effect {
 
 // Assert returns nil when req is allowed, asking a person when the policy says ask.
 //
-// It returns a *sdk.ToolFailure (model-visible) when a rule denies req, when nobody
-// can be asked (both wrap ErrDenied, and the message says how to allow req in the
-// config), or when the person rejects with a message (wrapping ErrRejected and
-// carrying the message). It returns a *DeclinedError (errors.Is context.Canceled and
-// ErrDeclined) when the person rejects without a message, another request of the
+// It returns a *sdk.ToolFailure (model-visible) when a rule denies req or nobody can
+// be asked (its Err a *DeniedError matching ErrDenied: the message says only what
+// was denied, the error's Hint how to allow it), or when the person rejects with a
+// message (wrapping ErrRejected and carrying the message). It returns a
+// *DeclinedError (errors.Is context.Canceled, ErrDeclined and sdk.ErrDeclined) when the person rejects without a message, another request of the
 // session was rejected, the session ended, or the Service is closed. When ctx ends
 // while asking it returns context.Cause(ctx); when the Asker fails, its error
 // wrapped; when saving an "always" answer fails, a *StateError (the approval is not
@@ -364,7 +366,7 @@ func (s *Service) resolve(p *pending, a Answer) error {
 			return err
 		}
 		s.finish(p, nil)
-		s.recheckSession(p)
+		s.recheckPending(p)
 	case Reject:
 		s.finish(p, s.rejection(p, a.Message, "rejected"))
 		for _, o := range s.claimSession(p.req.SessionID, p.id, nil) {
@@ -421,13 +423,18 @@ func (s *Service) finish(p *pending, err error) {
 	p.cancel(errAnswered)
 }
 
-// recheckSession allows the other pending asks of p's session that the rules now
-// allow.
-func (s *Service) recheckSession(p *pending) {
-	allowed := s.claimSession(p.req.SessionID, p.id, func(o *pending) bool {
+// recheckPending allows the other pending asks that the rules now allow, whichever
+// session made them: the approval just saved is the Location's.
+func (s *Service) recheckPending(p *pending) {
+	s.mu.Lock()
+	allowed := s.claimLocked(func(o *pending) bool {
+		if o == p {
+			return false
+		}
 		eff, _ := s.evaluateLocked(o.req.Action, o.req.Resources)
 		return eff == Allow
 	})
+	s.mu.Unlock()
 	for _, o := range allowed {
 		s.finish(o, nil)
 	}
@@ -486,8 +493,9 @@ func (s *Service) rejection(p *pending, message, reason string) error {
 }
 
 // denied is the model-visible failure for a request a rule denies (effect Deny) or
-// that nobody can be asked about (effect Ask). It names the resources with that
-// effect and shows a rule that would allow the first.
+// that nobody can be asked about (effect Ask). Its message names the action and the
+// resources with that effect; its cause, a *DeniedError, carries the hint for the
+// runner and the person: a rule that would allow the first of them, and where.
 func (s *Service) denied(req Request, each []Effect, eff Effect) error {
 	var which []string
 	for i, res := range resourcesOf(req) {
@@ -504,15 +512,13 @@ func (s *Service) denied(req Request, each []Effect, eff Effect) error {
 		Resource string `json:"resource"`
 		Effect   Effect `json:"effect"`
 	}{req.Action, which[0], Allow})
-	var msg string
+	d := &DeniedError{Action: req.Action, Resources: which, NoOneToAsk: eff == Ask}
 	if eff == Deny {
-		msg = fmt.Sprintf("permission denied: a rule denies %s on %s. To allow it, add a rule after the denying one in the \"permission\" list of %s, for example %s",
-			quote(req.Action), describe(which), where, example)
+		d.hint = fmt.Sprintf("to allow it, add a rule after the denying one in the \"permission\" list of %s, for example %s", where, example)
 	} else {
-		msg = fmt.Sprintf("permission denied: %s on %s needs approval, but there is no one to ask. To allow it, add a rule to the \"permission\" list of %s, for example %s",
-			quote(req.Action), describe(which), where, example)
+		d.hint = fmt.Sprintf("to allow it, add a rule to the \"permission\" list of %s, for example %s", where, example)
 	}
-	return &sdk.ToolFailure{Message: msg, Err: ErrDenied}
+	return &sdk.ToolFailure{Message: d.Error(), Err: d}
 }
 
 func resourcesOf(req Request) []string {

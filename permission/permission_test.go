@@ -199,11 +199,8 @@ func TestAssertDeniedByRule(t *testing.T) {
 	if !errors.As(err, &failure) || !errors.Is(err, permission.ErrDenied) {
 		t.Fatalf("Assert = %v, want a ToolFailure wrapping ErrDenied", err)
 	}
-	for _, want := range []string{`"read"`, `"secret/key.pem"`, "/w/.toolhost/config.json", `{"action":"read","resource":"secret/key.pem","effect":"allow"}`} {
-		if !strings.Contains(failure.Message, want) {
-			t.Errorf("message %q lacks %q", failure.Message, want)
-		}
-	}
+	checkDenial(t, err, []string{`"read"`, `"secret/key.pem"`},
+		[]string{"/w/.toolhost/config.json", `{"action":"read","resource":"secret/key.pem","effect":"allow"}`})
 	if strings.Contains(failure.Message, "ok.txt") {
 		t.Errorf("message %q names an allowed resource", failure.Message)
 	}
@@ -222,13 +219,40 @@ func TestAssertWithNobodyToAskDenies(t *testing.T) {
 	if !errors.As(err, &failure) || !errors.Is(err, permission.ErrDenied) {
 		t.Fatalf("Assert = %v, want a ToolFailure wrapping ErrDenied", err)
 	}
-	for _, want := range []string{"no one to ask", "cfg.json", `{"action":"grep","resource":"src","effect":"allow"}`} {
-		if !strings.Contains(failure.Message, want) {
-			t.Errorf("message %q lacks %q", failure.Message, want)
-		}
-	}
+	checkDenial(t, err, []string{`"grep"`, `"src"`, "no one to ask"},
+		[]string{"cfg.json", `{"action":"grep","resource":"src","effect":"allow"}`})
 	if len(s.Pending()) != 0 {
 		t.Fatal("an ask was left pending")
+	}
+}
+
+// checkDenial checks that err is a denial whose model-visible message holds every
+// one of model and nothing of hint (no config path, no rule), and whose
+// *DeniedError's Hint, for the runner and the person, holds every one of hint.
+func checkDenial(t *testing.T, err error, model, hint []string) {
+	t.Helper()
+	var failure *sdk.ToolFailure
+	var denied *permission.DeniedError
+	if !errors.As(err, &failure) || !errors.As(err, &denied) || !errors.Is(err, permission.ErrDenied) {
+		t.Fatalf("Assert = %v, want a ToolFailure whose Err is a *DeniedError", err)
+	}
+	for _, want := range model {
+		if !strings.Contains(failure.Message, want) {
+			t.Errorf("model-visible message %q lacks %q", failure.Message, want)
+		}
+	}
+	for _, want := range hint {
+		if strings.Contains(failure.Message, want) {
+			t.Errorf("model-visible message %q tells the model %q", failure.Message, want)
+		}
+		if !strings.Contains(denied.Hint(), want) {
+			t.Errorf("hint %q lacks %q", denied.Hint(), want)
+		}
+	}
+	for _, never := range []string{"config", "rule", `"effect"`, "{"} {
+		if strings.Contains(failure.Message, never) {
+			t.Errorf("model-visible message %q mentions %q", failure.Message, never)
+		}
 	}
 }
 
@@ -322,7 +346,7 @@ func TestConfiguredDenyBeatsSavedApproval(t *testing.T) {
 	}
 }
 
-func TestAlwaysResolvesOtherPendingAsksOfTheSessionItCovers(t *testing.T) {
+func TestAlwaysResolvesEveryPendingAskItCovers(t *testing.T) {
 	asker := newFakeAsker()
 	s := newService(t, permission.Options{Asker: asker})
 	first := req("s1", "read", "src/a.go")
@@ -333,26 +357,33 @@ func TestAlwaysResolvesOtherPendingAsksOfTheSessionItCovers(t *testing.T) {
 	c2 := asker.next(t)
 	d3 := assertAsync(s, t.Context(), req("s1", "read", "docs/c.md")) // not covered
 	c3 := asker.next(t)
-	d4 := assertAsync(s, t.Context(), req("s2", "read", "src/d.go")) // other session
+	d4 := assertAsync(s, t.Context(), req("s2", "read", "src/d.go")) // covered, another session
 	c4 := asker.next(t)
+	d5 := assertAsync(s, t.Context(), req("s2", "grep", "src/e.go")) // another action
+	c5 := asker.next(t)
 
 	c1.reply <- permission.Answer{Reply: permission.Always}
 	if err := <-d1; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-d2; err != nil {
-		t.Fatalf("covered ask of the session: %v", err)
-	}
-	if context.Cause(c2.ctx) == nil {
-		t.Error("the covered ask's Asker context was not cancelled")
+	for name, covered := range map[string]struct {
+		done <-chan error
+		call askCall
+	}{"of the session": {d2, c2}, "of another session": {d4, c4}} {
+		if err := <-covered.done; err != nil {
+			t.Fatalf("covered ask %s: %v", name, err)
+		}
+		if context.Cause(covered.call.ctx) == nil {
+			t.Errorf("the covered ask %s: its Asker context was not cancelled", name)
+		}
 	}
 	ids := pendingIDs(s)
-	if want := []string{c3.id, c4.id}; !reflect.DeepEqual(ids, want) {
-		t.Fatalf("pending = %v, want %v (uncovered and other session)", ids, want)
+	if want := []string{c3.id, c5.id}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("pending = %v, want %v (another resource, another action)", ids, want)
 	}
 	c3.reply <- permission.Answer{Reply: permission.Once}
-	c4.reply <- permission.Answer{Reply: permission.Once}
-	for _, d := range []<-chan error{d3, d4} {
+	c5.reply <- permission.Answer{Reply: permission.Once}
+	for _, d := range []<-chan error{d3, d5} {
 		if err := <-d; err != nil {
 			t.Fatal(err)
 		}
@@ -374,8 +405,8 @@ func TestRejectWithoutMessageDeclinesTheSession(t *testing.T) {
 		err := <-d
 		var failure *sdk.ToolFailure
 		var declined *permission.DeclinedError
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, permission.ErrDeclined) || errors.As(err, &failure) || !errors.As(err, &declined) {
-			t.Errorf("ask %d: Assert = %v, want a decline (context.Canceled, ErrDeclined, no ToolFailure)", i+1, err)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, permission.ErrDeclined) || !errors.Is(err, sdk.ErrDeclined) || errors.As(err, &failure) || !errors.As(err, &declined) {
+			t.Errorf("ask %d: Assert = %v, want a decline (context.Canceled, ErrDeclined, sdk.ErrDeclined, no ToolFailure)", i+1, err)
 		}
 	}
 	if ids := pendingIDs(s); !reflect.DeepEqual(ids, []string{c3.id}) {
@@ -479,7 +510,7 @@ func TestEndSessionDeclinesItsAsks(t *testing.T) {
 	d2 := assertAsync(s, t.Context(), req("alive", "read", "b"))
 	c2 := asker.next(t)
 	s.EndSession("gone")
-	if err := <-d1; !errors.Is(err, permission.ErrDeclined) || !errors.Is(err, context.Canceled) {
+	if err := <-d1; !errors.Is(err, permission.ErrDeclined) || !errors.Is(err, context.Canceled) || !errors.Is(err, sdk.ErrDeclined) {
 		t.Fatalf("Assert = %v, want declined", err)
 	}
 	if ids := pendingIDs(s); !reflect.DeepEqual(ids, []string{c2.id}) {
@@ -501,7 +532,7 @@ func TestCloseDeclinesPendingAndLaterAsks(t *testing.T) {
 	s.Close()
 	s.Close() // idempotent
 	for _, d := range []<-chan error{d1, d2} {
-		if err := <-d; !errors.Is(err, permission.ErrDeclined) || !errors.Is(err, context.Canceled) {
+		if err := <-d; !errors.Is(err, permission.ErrDeclined) || !errors.Is(err, context.Canceled) || !errors.Is(err, sdk.ErrDeclined) {
 			t.Fatalf("Assert = %v, want declined", err)
 		}
 	}

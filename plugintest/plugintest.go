@@ -198,6 +198,7 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 		if err != nil {
 			t.Fatalf("plugintest: %v", err)
 		}
+		t.Cleanup(func() { files.Close() })
 		cfg.Services = &plugins.Services{FS: files, Permission: perm}
 	} else {
 		cfg.Authorize = perm.AssertTool

@@ -86,7 +86,16 @@ type Settlement struct {
 	// ManagedPaths are files in managed storage holding complete output that was
 	// replaced by a preview. Never derived from runner-supplied ids.
 	ManagedPaths []string `json:"managed_paths,omitempty"`
+	// Hint is for the runner and the person, never for the model: for ToolFailed,
+	// the Hint() of the first error in the tool failure's Err chain that has one
+	// (a permission denial says there how to allow the request). It is not part of
+	// the JSON encoding, which is what the model's side persists.
+	Hint string `json:"-"`
 }
+
+// hinter is an error with a note for the runner and the person (see
+// Settlement.Hint), such as *permission.DeniedError.
+type hinter interface{ Hint() string }
 
 // IsError reports whether the model should see this settlement as an error.
 func (s *Settlement) IsError() bool { return s.Outcome != Completed }
@@ -154,7 +163,11 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		var encodeErr *sdk.OutputEncodingError
 		switch {
 		case errors.As(err, &failure):
-			return refusal(call, ToolFailed, failure.Message, nil), nil
+			s := refusal(call, ToolFailed, failure.Message, nil)
+			if h := hinter(nil); errors.As(failure.Err, &h) {
+				s.Hint = h.Hint()
+			}
+			return s, nil
 		case errors.As(err, &decodeErr):
 			p := []Problem{{Message: decodeErr.Err.Error()}}
 			return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, nil, p), p), nil

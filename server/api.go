@@ -240,6 +240,7 @@ func (a *api) Settle(req *servepb.SettleRequest, stream servepb.Toolhost_SettleS
 			final.Event = &servepb.SettleEvent_Error{Error: &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: "encode settlement: " + merr.Error()}}
 		} else {
 			final.Event = &servepb.SettleEvent_Settlement{Settlement: data}
+			final.RunnerHint = settlement.Hint
 		}
 	}
 	if err := out.send(final); err != nil {

@@ -18,8 +18,9 @@ import (
 // ErrNobodyWatching is the error of an ask made while no client watches asks for it
 // (see WatchAsks): the call ends with an operational error saying so, rather than
 // waiting for an answer that cannot come.
-// It wraps permission.ErrNoOneToAsk, so the call gets the same deny (with how to allow
-// the request in the config) as with no one to ask at all.
+// It wraps permission.ErrNoOneToAsk, so the call gets the same deny as with no one to
+// ask at all: the model sees that permission was denied, the runner the settle
+// result's runner_hint saying how to allow the request in the config.
 var ErrNobodyWatching = fmt.Errorf("server: no client is watching permission asks for this call (WatchAsks): %w", permission.ErrNoOneToAsk)
 
 // watcherBuffer is how many ask events a watcher may fall behind before it is

@@ -340,8 +340,14 @@ func TestPermissionAsks(t *testing.T) {
 
 	t.Run("NobodyWatchingIsADeny", func(t *testing.T) {
 		s, err := a.Settle(t.Context(), req.ID, client.Call{Name: "guarded", Invocation: inv(t, "n1")}, nil)
-		if err != nil || s.Outcome != "tool_failure" || !strings.Contains(s.Text(), "config") {
-			t.Fatalf("settle %+v, %v; want a deny that says how to allow it in the config", s, err)
+		if err != nil || s.Outcome != "tool_failure" || !strings.Contains(s.Text(), "permission denied") {
+			t.Fatalf("settle %+v, %v; want a deny", s, err)
+		}
+		if strings.Contains(s.Text(), "config") || strings.Contains(s.Text(), `"effect"`) {
+			t.Errorf("the model-visible deny %q says how to allow it", s.Text())
+		}
+		if !strings.Contains(s.Hint, "config.json") || !strings.Contains(s.Hint, `{"action":"guarded","resource":"*","effect":"allow"}`) {
+			t.Errorf("runner hint %q does not say how to allow it in the config", s.Hint)
 		}
 	})
 

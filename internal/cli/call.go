@@ -107,6 +107,10 @@ func (a *app) call(ctx context.Context, args []string) int {
 			a.errorf("toolhost call: %s: %v", name, err)
 			return ExitFailure
 		}
+		if settlement.Hint != "" {
+			// For the person, not the model: stderr, outside the settlement.
+			a.errorf("toolhost call: %s", settlement.Hint)
+		}
 		if o.json {
 			if code := a.printJSON("call", settlement); code != ExitOK {
 				return code

@@ -101,7 +101,7 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	// asker answers permission asks: the person at the terminal when stdin is one;
-	// nil otherwise, so asks are denied with a message saying how to allow them.
+	// nil otherwise, so asks are denied (the hint on stderr says how to allow them).
 	asker permission.Asker
 }
 

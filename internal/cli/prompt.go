@@ -9,17 +9,16 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/term"
+
 	"github.com/toolhost/toolhost/permission"
 )
 
-// isTerminal reports whether r is a terminal a person can answer on.
+// isTerminal reports whether r is a terminal a person can answer on. It asks the
+// terminal driver: /dev/null and other character devices are not terminals.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // promptAsker asks the person at the terminal, one ask at a time: once, always, or

@@ -1031,7 +1031,12 @@ type SettleEvent struct {
 	//	*SettleEvent_Progress
 	//	*SettleEvent_Settlement
 	//	*SettleEvent_Error
-	Event         isSettleEvent_Event `protobuf_oneof:"event"`
+	Event isSettleEvent_Event `protobuf_oneof:"event"`
+	// runner_hint comes with a settlement, for the runner and the person and never
+	// for the model: registry.Settlement.Hint, such as how to allow a permission
+	// that was denied (the settlement's content only says that it was). Empty when
+	// there is none.
+	RunnerHint    string `protobuf:"bytes,4,opt,name=runner_hint,json=runnerHint,proto3" json:"runner_hint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1098,6 +1103,13 @@ func (x *SettleEvent) GetError() *CallError {
 		}
 	}
 	return nil
+}
+
+func (x *SettleEvent) GetRunnerHint() string {
+	if x != nil {
+		return x.RunnerHint
+	}
+	return ""
 }
 
 type isSettleEvent_Event interface {
@@ -1863,13 +1875,15 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x120\n" +
 	"\x14assistant_message_id\x18\x03 \x01(\tR\x12assistantMessageId\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\"\xa9\x01\n" +
+	"toolCallId\"\xca\x01\n" +
 	"\vSettleEvent\x129\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1b.toolhost.serve.v1.ProgressH\x00R\bprogress\x12 \n" +
 	"\n" +
 	"settlement\x18\x02 \x01(\fH\x00R\n" +
 	"settlement\x124\n" +
-	"\x05error\x18\x03 \x01(\v2\x1c.toolhost.serve.v1.CallErrorH\x00R\x05errorB\a\n" +
+	"\x05error\x18\x03 \x01(\v2\x1c.toolhost.serve.v1.CallErrorH\x00R\x05error\x12\x1f\n" +
+	"\vrunner_hint\x18\x04 \x01(\tR\n" +
+	"runnerHintB\a\n" +
 	"\x05event\"V\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
