@@ -39,7 +39,9 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			if tools == nil {
 				tools = []*gomcp.Tool{}
 			}
-			return &gomcp.ListToolsResult{Tools: tools}, nil
+			res := &gomcp.ListToolsResult{Tools: tools}
+			res.CacheScope = "public"
+			return res, nil
 		case "tools/call":
 			r, ok := req.(*gomcp.CallToolRequest)
 			if !ok || r.Session == nil || r.Params == nil {
@@ -136,6 +138,10 @@ func result(st *registry.Settlement) *gomcp.CallToolResult {
 	}
 	if !st.IsError() && isObject(st.Structured) {
 		res.StructuredContent = json.RawMessage(st.Structured)
+	}
+	if len(res.Content) == 0 && len(st.Structured) > 0 {
+		// For clients that read only content (the MCP specification's advice).
+		res.Content = append(res.Content, &gomcp.TextContent{Text: string(st.Structured)})
 	}
 	if len(st.ManagedPaths) > 0 {
 		res.Meta = gomcp.Meta{"toolhost/managedPaths": st.ManagedPaths}

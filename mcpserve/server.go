@@ -123,6 +123,10 @@ func New(opts Options) (*Server, error) {
 			Logging: &gomcp.LoggingCapabilities{},
 		},
 		Instructions: "Tools of the toolhost Locations (workspaces) this server was started with.",
+		// Permission asks are elicitations sent while a call runs; 2026-07-28 allows
+		// server requests only as multi round-trip results (SEP-2322), which a call
+		// blocked in the middle of its executor cannot give.
+		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
 	})
 	s.mcp.AddReceivingMiddleware(s.middleware)
 	s.done.Add(2)

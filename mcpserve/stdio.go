@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,7 +118,8 @@ func (c *stdioConn) readLine(br *bufio.Reader) (line []byte, over bool, err erro
 
 // writeError answers a message that could not be read, with a null id.
 func (c *stdioConn) writeError(code int64, msg string) {
-	data, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: &jsonrpc.Error{Code: code, Message: msg}})
+	m, _ := json.Marshal(msg)
+	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%s}}`, code, m)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, _ = c.w.Write(append(data, '\n'))

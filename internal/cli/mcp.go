@@ -80,7 +80,11 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	}
 	// Plugin and host logs go to stderr at level, and to the client's sessions at the
 	// level each set (the sink sees every message).
-	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
+	// The logger passes everything down to debug (a plugin's log lines below the
+	// host logger's level are dropped before any sink sees them); stderr gets level
+	// and up, each client session what it asked for with logging/setLevel.
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "toolhost", Output: io.Discard, Level: hclog.Debug})
+	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{Output: a.stderr, Level: level}))
 	fail := func(err error) int {
 		a.errorf("toolhost mcp: %v", err)
 		return ExitFailure
