@@ -255,3 +255,30 @@ func fromCache() []string {
 	}
 	return out
 }
+
+// TestTypeScriptClient runs testdata/node/client.mjs: the TypeScript SDK's client
+// lists, calls, gets progress, cancels (and sees the plugin's work stop), and
+// answers an elicitation, against `toolhost mcp` as a subprocess.
+func TestTypeScriptClient(t *testing.T) {
+	nodeDir := filepath.Join("testdata", "node")
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		msg := "mcpserve/testdata/node/node_modules is missing; run make test-deps"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH")
+	}
+	bin := toolhostBin(t)
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "client.mjs"), bin, filepath.Join("testdata", "ws"))
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	t.Logf("client.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("client.mjs: %v", err)
+	}
+	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+}
