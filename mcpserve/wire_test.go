@@ -282,3 +282,88 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
 }
+
+const devPlugin = `package main
+
+import (
+	"context"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+func main() {
+	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
+		_, err := tools.Register(ctx, map[string]sdk.Tool{%s})
+		return err
+	}))
+}
+`
+
+const devTool = `%q: sdk.NewTool("Says its name.", func(context.Context, sdk.Invocation, struct{}) (string, error) { return %q, nil }),`
+
+// TestDevReload: under --dev, an edit to a plugin's source is rebuilt and the client
+// is told the list changed, then lists and calls the new tool.
+func TestDevReload(t *testing.T) {
+	bin := toolhostBin(t)
+	src, err := os.MkdirTemp("testdata", "devplugin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ = filepath.Abs(src)
+	t.Cleanup(func() { os.RemoveAll(src) })
+	write := func(names ...string) {
+		var tools strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&tools, devTool, n, n)
+		}
+		tmp := filepath.Join(src, ".main.go.tmp")
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(devPlugin, tools.String())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(src, "main.go")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("alpha")
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
+	cfg := fmt.Sprintf(`{"plugins": [{"name": "dev", "source": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, src)
+	if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "mcp", "--dev", "--debounce", "100ms", "--location", ws)
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+	changed := make(chan struct{}, 10)
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "go-dev", Version: "1"}, &gomcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "alpha", Arguments: map[string]any{}}); err != nil || text(res) != "alpha" {
+		t.Fatalf("alpha: %v %+v", err, res)
+	}
+	write("alpha", "beta")
+	select {
+	case <-changed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the edit")
+	}
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "beta") {
+		t.Fatalf("after the reload tools/list gives %v", names)
+	}
+	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "beta", Arguments: map[string]any{}}); err != nil || text(res) != "beta" {
+		t.Fatalf("beta: %v %+v", err, res)
+	}
+}
