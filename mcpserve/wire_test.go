@@ -131,9 +131,9 @@ func TestDisconnectMidCallInterrupts(t *testing.T) {
 }
 
 // toolhostBin builds the toolhost command once per test binary.
-var toolhostBin = func() func(t *testing.T) string {
+var toolhostBin = func() func(t testing.TB) string {
 	var path string
-	return func(t *testing.T) string {
+	return func(t testing.TB) string {
 		t.Helper()
 		if path != "" {
 			return path
