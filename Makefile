@@ -8,6 +8,8 @@ WORKSPACE := examples/workspace
 
 # The pinned MCP servers the end-to-end tests run (from npm).
 MCP_NODE := mcp/testdata/node
+# The pinned TypeScript MCP client the mcpserve tests drive toolhost mcp with.
+MCPSERVE_NODE := mcpserve/testdata/node
 
 .PHONY: all build demo test test-deps bench bench-compare proto tools-proto
 
@@ -41,10 +43,13 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-test-deps: $(MCP_NODE)/node_modules/.package-lock.json
+test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json
 
 $(MCP_NODE)/node_modules/.package-lock.json: $(MCP_NODE)/package-lock.json
 	npm ci --prefix $(MCP_NODE) --no-audit --no-fund
+
+$(MCPSERVE_NODE)/node_modules/.package-lock.json: $(MCPSERVE_NODE)/package-lock.json
+	npm ci --prefix $(MCPSERVE_NODE) --no-audit --no-fund
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -46,6 +46,9 @@
 //
 // # Results
 //
+// A tool's title (its own, else its annotations') and annotations are passed
+// through to the registered sdk.Tool.
+//
 // A CallToolResult becomes sdk.Output as follows. Content parts: text → a text part;
 // image and audio → a media part (decoded bytes, MIME type); a resource link → a
 // text part naming its URI, name, MIME type, size and description; an embedded text

@@ -440,10 +440,20 @@ func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
 		key.WriteByte(':')
 		key.Write(s)
 	}
-	return candidate{
-		name: name, original: t.Name, key: key.String(),
-		tool: sdk.Tool{Description: desc, InputSchema: input, OutputSchema: output, Execute: inst.executor(name, t.Name)},
-	}, nil
+	tool := sdk.Tool{Description: desc, Title: t.Title, InputSchema: input, OutputSchema: output, Execute: inst.executor(name, t.Name)}
+	if a := t.Annotations; a != nil {
+		if tool.Title == "" {
+			tool.Title = a.Title
+		}
+		tool.Annotations = &sdk.Annotations{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	// Title and annotations are part of the key: a change to them re-registers the
+	// tool, so clients see it.
+	if ann, _ := json.Marshal(tool.Annotations); tool.Title != "" || tool.Annotations != nil {
+		key.WriteString(tool.Title)
+		key.Write(ann)
+	}
+	return candidate{name: name, original: t.Name, key: key.String(), tool: tool}, nil
 }
 
 // releaseAll removes every registration of the instance.

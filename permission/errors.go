@@ -23,6 +23,12 @@ var (
 	// as it does with no Asker at all: a deny (whose hint says how to allow the
 	// request).
 	ErrNoOneToAsk = errors.New("permission: no one to ask")
+	// ErrCannotAsk is for Askers whose person cannot be reached at all (an MCP
+	// client without elicitation): an Asker error wrapping it makes Assert deny the
+	// request with a model-visible message that says approval was needed and could
+	// not be asked for, and, unlike ErrNoOneToAsk, gives no advice on widening the
+	// Location's rules: the model should not learn to ask for more authority.
+	ErrCannotAsk = errors.New("permission: cannot ask")
 	// ErrUnknownAsk is returned by Reply for an id that is not pending (never
 	// registered, or already answered).
 	ErrUnknownAsk = errors.New("permission: unknown ask")

@@ -281,6 +281,12 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 		s.fail(p, context.Cause(ctx))
 	case errors.Is(err, ErrNoOneToAsk):
 		s.fail(p, s.denied(req, each, Ask))
+	case errors.Is(err, ErrCannotAsk):
+		s.fail(p, &sdk.ToolFailure{
+			Message: fmt.Sprintf("permission denied: %s on %s needs the user's approval, and the user cannot be asked from this client",
+				quote(req.Action), describe(resourcesOf(req))),
+			Err: ErrDenied,
+		})
 	case err != nil:
 		s.fail(p, fmt.Errorf("permission: ask %s: %w", p.id, err))
 	default:

@@ -57,7 +57,16 @@ func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest)
 			InputSchema:      def.InputSchema,
 			OutputSchema:     def.OutputSchema,
 			StructuredSchema: def.StructuredSchema,
+			Title:            def.Title,
 			Execute:          inst.authorized(def.Name, inst.executor(req.Registration, def.Name)),
+		}
+		if a := def.Annotations; a != nil {
+			t := tools[def.Name]
+			t.Annotations = &sdk.Annotations{
+				ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+				IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint,
+			}
+			tools[def.Name] = t
 		}
 	}
 	err := inst.register(req.Registration, registry.Batch{

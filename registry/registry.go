@@ -80,7 +80,8 @@ type Registry struct {
 
 	mu         sync.RWMutex
 	placements map[string]*placement
-	seq        uint64 // orders registrations and hooks
+	seq        uint64        // orders registrations and hooks
+	changed    chan struct{} // closed and replaced at every change (see Changed)
 }
 
 // placement is one store: the application or one Location.
@@ -118,6 +119,10 @@ type Definition struct {
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Title and Annotations are the tool's (sdk.Tool); for people and clients, not
+	// part of the contract a call is checked against (the fingerprint).
+	Title       string           `json:"title,omitempty"`
+	Annotations *sdk.Annotations `json:"annotations,omitempty"`
 }
 
 // New returns an empty Registry with an open application placement.
@@ -136,6 +141,7 @@ func New(opts Options) (*Registry, error) {
 		storage:       opts.Storage,
 		maxInputBytes: opts.MaxInputBytes,
 		placements:    map[string]*placement{Application: {limits: limits, names: map[string][]*entry{}}},
+		changed:       make(chan struct{}),
 	}, nil
 }
 
@@ -161,13 +167,33 @@ func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err e
 	}
 	p := &placement{limits: limits, names: map[string][]*entry{}}
 	r.placements[id] = p
+	r.changedLocked()
 	return sync.OnceFunc(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.placements[id] == p {
 			delete(r.placements, id)
+			r.changedLocked()
 		}
 	}), nil
+}
+
+// Changed returns a channel that is closed at the next change to the tools any
+// Request could see: a batch registered or released, a Location placement opened
+// or removed. It says only that something changed, in some placement: prepare again
+// and compare. After it is closed, call Changed again for the next change. It never
+// blocks a registration and is safe for concurrent use; toolhost mcp uses it to
+// send notifications/tools/list_changed.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
+}
+
+// changedLocked wakes Changed's waiters; r.mu is held for writing.
+func (r *Registry) changedLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 func mergeLimits(l, base Limits) Limits {
@@ -212,6 +238,7 @@ func (r *Registry) Register(b Batch) (release func(), err error) {
 		p.names[e.name] = append(p.names[e.name], e)
 	}
 	p.version++
+	r.changedLocked()
 	return sync.OnceFunc(func() { r.remove(p, entries) }), nil
 }
 
@@ -219,6 +246,7 @@ func (r *Registry) remove(p *placement, entries []*entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p.version++
+	r.changedLocked()
 	for _, e := range entries {
 		e.closed.Store(true)
 		list := slices.DeleteFunc(p.names[e.name], func(x *entry) bool { return x == e })
@@ -282,7 +310,11 @@ func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 			return nil, err
 		}
 	}
-	e.def = Definition{Name: name, Description: t.Description, InputSchema: e.input.canonical}
+	e.def = Definition{Name: name, Description: t.Description, InputSchema: e.input.canonical, Title: t.Title}
+	if t.Annotations != nil {
+		a := *t.Annotations
+		e.def.Annotations = &a
+	}
 	if e.output != nil {
 		e.def.OutputSchema = e.output.canonical
 	}

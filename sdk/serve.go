@@ -470,6 +470,8 @@ func (t *toolsClient) Register(ctx context.Context, tools map[string]Tool) (Regi
 			InputSchema:      tool.InputSchema,
 			OutputSchema:     tool.OutputSchema,
 			StructuredSchema: tool.StructuredSchema,
+			Title:            tool.Title,
+			Annotations:      annotationsPB(tool.Annotations),
 		})
 	}
 	id := t.server.next.Add(1)
@@ -505,4 +507,14 @@ func (r *registration) Close(ctx context.Context) error {
 		r.tools.server.mu.Unlock()
 	})
 	return r.err
+}
+
+func annotationsPB(a *Annotations) *pluginpb.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	return &pluginpb.ToolAnnotations{
+		ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+		IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint,
+	}
 }

@@ -54,6 +54,12 @@ type Output struct {
 type Tool struct {
 	// Description tells the model what the tool does.
 	Description string
+	// Title, if set, is a short human-readable name for people (MCP's tool title);
+	// models are told the registered name and the description.
+	Title string
+	// Annotations, if set, are hints about the tool's behaviour for clients (MCP's
+	// tool annotations). They are advisory: never a basis for permission decisions.
+	Annotations *Annotations
 	// InputSchema is the JSON Schema the input must satisfy.
 	InputSchema json.RawMessage
 	// OutputSchema, if set, is the JSON Schema the encoded output must satisfy.
@@ -74,3 +80,23 @@ type Tool struct {
 	// only; the tool still formulates its own permission requests.
 	PermissionAction string
 }
+
+// Annotations are hints about a tool's behaviour, as MCP's tool annotations define
+// them. A nil pointer means the MCP default: DestructiveHint and OpenWorldHint
+// default to true, the others to false.
+type Annotations struct {
+	// ReadOnlyHint: the tool does not modify its environment.
+	ReadOnlyHint bool `json:"readOnlyHint,omitempty"`
+	// DestructiveHint: the tool may perform destructive updates (meaningful only
+	// when ReadOnlyHint is false).
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// IdempotentHint: calling the tool again with the same input has no further
+	// effect (meaningful only when ReadOnlyHint is false).
+	IdempotentHint bool `json:"idempotentHint,omitempty"`
+	// OpenWorldHint: the tool interacts with an open world of external entities
+	// (the web); false means a closed domain (a local workspace).
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// Hint returns a pointer to b, for Annotations.DestructiveHint and OpenWorldHint.
+func Hint(b bool) *bool { return &b }

@@ -191,7 +191,8 @@ func NewToken() (string, error) {
 
 // WriteTokenFile writes token to path, readable by the user alone (mode 0600), in a
 // directory that CheckPrivateDir accepts (the default private directory is created).
-// The file is replaced atomically, never left partly written.
+// The file holds the token alone (no trailing newline), so a client may send its
+// bytes as they are. It is replaced atomically, never left partly written.
 func WriteTokenFile(path, token string) error {
 	dir := filepath.Dir(path)
 	if dir == privateDir() {
@@ -207,7 +208,7 @@ func WriteTokenFile(path, token string) error {
 		return fmt.Errorf("server: token file: %w", err)
 	}
 	defer os.Remove(f.Name())
-	if _, err := f.WriteString(token + "\n"); err != nil {
+	if _, err := f.WriteString(token); err != nil {
 		f.Close()
 		return fmt.Errorf("server: token file: %w", err)
 	}

@@ -687,7 +687,7 @@ func TestListenUnix(t *testing.T) {
 		}
 		fi, err := os.Stat(p)
 		data, _ := os.ReadFile(p)
-		if err != nil || fi.Mode().Perm() != 0o600 || string(data) != "abc\n" {
+		if err != nil || fi.Mode().Perm() != 0o600 || string(data) != "abc" {
 			t.Fatalf("token file mode %v, data %q, %v", fi.Mode(), data, err)
 		}
 	})

@@ -44,6 +44,7 @@ commands:
   call     settle one tool call in a Location
   serve    serve the API for session runners (gRPC on a unix socket or loopback TCP)
   dev      serve, watching plugins and hot-reloading them when they change
+  mcp      serve the tools of Locations as an MCP server (stdio or loopback HTTP)
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -86,6 +87,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.serve(ctx, rest)
 	case "dev":
 		return a.dev(ctx, rest)
+	case "mcp":
+		return a.mcp(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -128,6 +131,8 @@ func (a *app) help(args []string) int {
 		fs, _ = a.serveCommandFlags()
 	case "dev":
 		fs, _ = a.devFlags()
+	case "mcp":
+		fs, _ = a.mcpFlags()
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK

@@ -131,7 +131,7 @@ func (x PermissionResponse_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionResponse_Verdict.Descriptor instead.
 func (PermissionResponse_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29, 0}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{30, 0}
 }
 
 type CallResult struct {
@@ -960,8 +960,12 @@ type ToolDefinition struct {
 	InputSchema      []byte `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	OutputSchema     []byte `protobuf:"bytes,4,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	StructuredSchema []byte `protobuf:"bytes,5,opt,name=structured_schema,json=structuredSchema,proto3" json:"structured_schema,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// title is a short display name for people (MCP's tool title); optional.
+	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	// annotations are behaviour hints for clients (MCP's); absent: none given.
+	Annotations   *ToolAnnotations `protobuf:"bytes,7,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -1029,6 +1033,90 @@ func (x *ToolDefinition) GetStructuredSchema() []byte {
 	return nil
 }
 
+func (x *ToolDefinition) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetAnnotations() *ToolAnnotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+// ToolAnnotations mirror sdk.Annotations; an unset optional hint takes MCP's
+// default (true for both).
+type ToolAnnotations struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ReadOnlyHint    bool                   `protobuf:"varint,1,opt,name=read_only_hint,json=readOnlyHint,proto3" json:"read_only_hint,omitempty"`
+	DestructiveHint *bool                  `protobuf:"varint,2,opt,name=destructive_hint,json=destructiveHint,proto3,oneof" json:"destructive_hint,omitempty"`
+	IdempotentHint  bool                   `protobuf:"varint,3,opt,name=idempotent_hint,json=idempotentHint,proto3" json:"idempotent_hint,omitempty"`
+	OpenWorldHint   *bool                  `protobuf:"varint,4,opt,name=open_world_hint,json=openWorldHint,proto3,oneof" json:"open_world_hint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ToolAnnotations) Reset() {
+	*x = ToolAnnotations{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolAnnotations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolAnnotations) ProtoMessage() {}
+
+func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
+func (*ToolAnnotations) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ToolAnnotations) GetReadOnlyHint() bool {
+	if x != nil {
+		return x.ReadOnlyHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetDestructiveHint() bool {
+	if x != nil && x.DestructiveHint != nil {
+		return *x.DestructiveHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetIdempotentHint() bool {
+	if x != nil {
+		return x.IdempotentHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetOpenWorldHint() bool {
+	if x != nil && x.OpenWorldHint != nil {
+		return *x.OpenWorldHint
+	}
+	return false
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tools []*ToolDefinition      `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
@@ -1042,7 +1130,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1142,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1155,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterRequest) GetTools() []*ToolDefinition {
@@ -1092,7 +1180,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1192,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1205,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 type CloseRequest struct {
@@ -1129,7 +1217,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1229,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1242,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CloseRequest) GetRegistration() uint64 {
@@ -1172,7 +1260,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1272,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1285,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 type PathRequest struct {
@@ -1209,7 +1297,7 @@ type PathRequest struct {
 
 func (x *PathRequest) Reset() {
 	*x = PathRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1309,7 @@ func (x *PathRequest) String() string {
 func (*PathRequest) ProtoMessage() {}
 
 func (x *PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1322,7 @@ func (x *PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathRequest.ProtoReflect.Descriptor instead.
 func (*PathRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PathRequest) GetPath() string {
@@ -1254,7 +1342,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1354,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1367,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResolveResponse) GetPath() string {
@@ -1301,7 +1389,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1401,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1414,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadRequest) GetPath() string {
@@ -1359,7 +1447,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1459,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1472,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1407,7 +1495,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1507,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1520,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FileEntry) GetName() string {
@@ -1472,7 +1560,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1572,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1585,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListResponse) GetEntries() []*FileEntry {
@@ -1517,7 +1605,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1617,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1630,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1568,7 +1656,7 @@ type PathsResponse struct {
 
 func (x *PathsResponse) Reset() {
 	*x = PathsResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1668,7 @@ func (x *PathsResponse) String() string {
 func (*PathsResponse) ProtoMessage() {}
 
 func (x *PathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1681,7 @@ func (x *PathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathsResponse.ProtoReflect.Descriptor instead.
 func (*PathsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PathsResponse) GetPaths() []string {
@@ -1615,7 +1703,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1715,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1728,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1682,7 +1770,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1782,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1795,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -1740,7 +1828,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1840,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1853,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -1793,7 +1881,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1893,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1906,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{28}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PermissionRequest) GetSessionId() string {
@@ -1894,7 +1982,7 @@ type PermissionResponse struct {
 
 func (x *PermissionResponse) Reset() {
 	*x = PermissionResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1994,7 @@ func (x *PermissionResponse) String() string {
 func (*PermissionResponse) ProtoMessage() {}
 
 func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2007,7 @@ func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResponse.ProtoReflect.Descriptor instead.
 func (*PermissionResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PermissionResponse) GetVerdict() PermissionResponse_Verdict {
@@ -2003,13 +2091,22 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\bDECLINED\x10\x03\"8\n" +
 	"\x06Defect\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
-	"\x05stack\x18\x02 \x01(\tR\x05stack\"\xbb\x01\n" +
+	"\x05stack\x18\x02 \x01(\tR\x05stack\"\x98\x02\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
 	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12#\n" +
 	"\routput_schema\x18\x04 \x01(\fR\foutputSchema\x12+\n" +
-	"\x11structured_schema\x18\x05 \x01(\fR\x10structuredSchema\"o\n" +
+	"\x11structured_schema\x18\x05 \x01(\fR\x10structuredSchema\x12\x14\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\x12E\n" +
+	"\vannotations\x18\a \x01(\v2#.toolhost.plugin.v1.ToolAnnotationsR\vannotations\"\xe6\x01\n" +
+	"\x0fToolAnnotations\x12$\n" +
+	"\x0eread_only_hint\x18\x01 \x01(\bR\freadOnlyHint\x12.\n" +
+	"\x10destructive_hint\x18\x02 \x01(\bH\x00R\x0fdestructiveHint\x88\x01\x01\x12'\n" +
+	"\x0fidempotent_hint\x18\x03 \x01(\bR\x0eidempotentHint\x12+\n" +
+	"\x0fopen_world_hint\x18\x04 \x01(\bH\x01R\ropenWorldHint\x88\x01\x01B\x13\n" +
+	"\x11_destructive_hintB\x12\n" +
+	"\x10_open_world_hint\"o\n" +
 	"\x0fRegisterRequest\x128\n" +
 	"\x05tools\x18\x01 \x03(\v2\".toolhost.plugin.v1.ToolDefinitionR\x05tools\x12\"\n" +
 	"\fregistration\x18\x02 \x01(\x04R\fregistration\"\x12\n" +
@@ -2102,7 +2199,7 @@ func file_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_internal_pluginpb_plugin_proto_goTypes = []any{
 	(Failure_Kind)(0),               // 0: toolhost.plugin.v1.Failure.Kind
 	(PermissionResponse_Verdict)(0), // 1: toolhost.plugin.v1.PermissionResponse.Verdict
@@ -2119,23 +2216,24 @@ var file_internal_pluginpb_plugin_proto_goTypes = []any{
 	(*Failure)(nil),                 // 12: toolhost.plugin.v1.Failure
 	(*Defect)(nil),                  // 13: toolhost.plugin.v1.Defect
 	(*ToolDefinition)(nil),          // 14: toolhost.plugin.v1.ToolDefinition
-	(*RegisterRequest)(nil),         // 15: toolhost.plugin.v1.RegisterRequest
-	(*RegisterResponse)(nil),        // 16: toolhost.plugin.v1.RegisterResponse
-	(*CloseRequest)(nil),            // 17: toolhost.plugin.v1.CloseRequest
-	(*CloseResponse)(nil),           // 18: toolhost.plugin.v1.CloseResponse
-	(*PathRequest)(nil),             // 19: toolhost.plugin.v1.PathRequest
-	(*ResolveResponse)(nil),         // 20: toolhost.plugin.v1.ResolveResponse
-	(*ReadRequest)(nil),             // 21: toolhost.plugin.v1.ReadRequest
-	(*ReadResponse)(nil),            // 22: toolhost.plugin.v1.ReadResponse
-	(*FileEntry)(nil),               // 23: toolhost.plugin.v1.FileEntry
-	(*ListResponse)(nil),            // 24: toolhost.plugin.v1.ListResponse
-	(*GlobRequest)(nil),             // 25: toolhost.plugin.v1.GlobRequest
-	(*PathsResponse)(nil),           // 26: toolhost.plugin.v1.PathsResponse
-	(*GrepRequest)(nil),             // 27: toolhost.plugin.v1.GrepRequest
-	(*GrepMatch)(nil),               // 28: toolhost.plugin.v1.GrepMatch
-	(*GrepResponse)(nil),            // 29: toolhost.plugin.v1.GrepResponse
-	(*PermissionRequest)(nil),       // 30: toolhost.plugin.v1.PermissionRequest
-	(*PermissionResponse)(nil),      // 31: toolhost.plugin.v1.PermissionResponse
+	(*ToolAnnotations)(nil),         // 15: toolhost.plugin.v1.ToolAnnotations
+	(*RegisterRequest)(nil),         // 16: toolhost.plugin.v1.RegisterRequest
+	(*RegisterResponse)(nil),        // 17: toolhost.plugin.v1.RegisterResponse
+	(*CloseRequest)(nil),            // 18: toolhost.plugin.v1.CloseRequest
+	(*CloseResponse)(nil),           // 19: toolhost.plugin.v1.CloseResponse
+	(*PathRequest)(nil),             // 20: toolhost.plugin.v1.PathRequest
+	(*ResolveResponse)(nil),         // 21: toolhost.plugin.v1.ResolveResponse
+	(*ReadRequest)(nil),             // 22: toolhost.plugin.v1.ReadRequest
+	(*ReadResponse)(nil),            // 23: toolhost.plugin.v1.ReadResponse
+	(*FileEntry)(nil),               // 24: toolhost.plugin.v1.FileEntry
+	(*ListResponse)(nil),            // 25: toolhost.plugin.v1.ListResponse
+	(*GlobRequest)(nil),             // 26: toolhost.plugin.v1.GlobRequest
+	(*PathsResponse)(nil),           // 27: toolhost.plugin.v1.PathsResponse
+	(*GrepRequest)(nil),             // 28: toolhost.plugin.v1.GrepRequest
+	(*GrepMatch)(nil),               // 29: toolhost.plugin.v1.GrepMatch
+	(*GrepResponse)(nil),            // 30: toolhost.plugin.v1.GrepResponse
+	(*PermissionRequest)(nil),       // 31: toolhost.plugin.v1.PermissionRequest
+	(*PermissionResponse)(nil),      // 32: toolhost.plugin.v1.PermissionResponse
 }
 var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
 	8,  // 0: toolhost.plugin.v1.CallResult.events:type_name -> toolhost.plugin.v1.ExecuteEvent
@@ -2146,39 +2244,40 @@ var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
 	12, // 5: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
 	13, // 6: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
 	0,  // 7: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
-	14, // 8: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
-	23, // 9: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
-	28, // 10: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
-	1,  // 11: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
-	4,  // 12: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
-	7,  // 13: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
-	7,  // 14: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
-	3,  // 15: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
-	15, // 16: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
-	17, // 17: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
-	19, // 18: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
-	21, // 19: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
-	19, // 20: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
-	25, // 21: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
-	27, // 22: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
-	30, // 23: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
-	5,  // 24: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
-	8,  // 25: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
-	2,  // 26: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
-	8,  // 27: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
-	16, // 28: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
-	18, // 29: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
-	20, // 30: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
-	22, // 31: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
-	24, // 32: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
-	26, // 33: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
-	29, // 34: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
-	31, // 35: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
-	24, // [24:36] is the sub-list for method output_type
-	12, // [12:24] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 8: toolhost.plugin.v1.ToolDefinition.annotations:type_name -> toolhost.plugin.v1.ToolAnnotations
+	14, // 9: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
+	24, // 10: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
+	29, // 11: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
+	1,  // 12: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
+	4,  // 13: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
+	7,  // 14: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
+	7,  // 15: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
+	3,  // 16: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
+	16, // 17: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
+	18, // 18: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
+	20, // 19: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
+	22, // 20: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
+	20, // 21: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
+	26, // 22: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
+	28, // 23: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
+	31, // 24: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
+	5,  // 25: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
+	8,  // 26: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
+	2,  // 27: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
+	8,  // 28: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
+	17, // 29: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
+	19, // 30: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
+	21, // 31: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
+	23, // 32: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
+	25, // 33: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
+	27, // 34: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
+	30, // 35: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
+	32, // 36: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
+	25, // [25:37] is the sub-list for method output_type
+	13, // [13:25] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_internal_pluginpb_plugin_proto_init() }
@@ -2196,13 +2295,14 @@ func file_internal_pluginpb_plugin_proto_init() {
 		(*ExecuteEvent_Failure)(nil),
 		(*ExecuteEvent_Defect)(nil),
 	}
+	file_internal_pluginpb_plugin_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_pluginpb_plugin_proto_rawDesc), len(file_internal_pluginpb_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/devwatch"
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/mcpserve"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/server"
+)
+
+type mcpOptions struct {
+	locations []string
+	http      string
+	tokenFile string
+	dev       bool
+	debounce  time.Duration
+	verbose   bool
+}
+
+func (a *app) mcpFlags() (*flag.FlagSet, *mcpOptions) {
+	o := &mcpOptions{}
+	fs := a.newFlagSet("mcp", "--location DIR [--location DIR]... [--http 127.0.0.1:PORT [--token-file PATH]] [--dev [--debounce DURATION]] [--verbose]",
+		"serves the tools of the Locations as an MCP server: on stdin and stdout (what MCP\n"+
+			"clients launch), or with --http as streamable HTTP on loopback. Calls go through\n"+
+			"the same pipeline as every runner's: permission, validation, bounding, hooks.\n"+
+			"Permission asks go to the client's user as elicitations (once, always or reject)\n"+
+			"when the client supports them; otherwise they are denied.\n\n"+
+			"With one Location tools keep their names; with several each is prefixed with its\n"+
+			"Location's workspace_id (else its directory name) and \"_\", made unique.\n\n"+
+			"--http listens on a loopback address only and every request must carry\n"+
+			"\"Authorization: Bearer <token>\", the token (alone, no newline) being in the token\n"+
+			"file; requests with a non-loopback Host or Origin are refused. The first line on\n"+
+			"stdout says \"serving on http://ADDRESS/mcp, token in FILE\".\n\n"+
+			"--dev watches the plugins and hot-reloads them as `toolhost dev` does; the client\n"+
+			"is sent notifications/tools/list_changed when the tool set changes. Logs and\n"+
+			"reload reports go to stderr (and, as notifications/message, to the client).\n")
+	fs.Func("location", "serve the Location at `DIR` (repeatable; at least one)", func(dir string) error {
+		o.locations = append(o.locations, dir)
+		return nil
+	})
+	fs.StringVar(&o.http, "http", "", "serve streamable HTTP at `address` (127.0.0.1:PORT, [::1]:PORT; port 0 picks one)\ninstead of stdio")
+	fs.StringVar(&o.tokenFile, "token-file", "", "with --http, write the token to `path` (mode 0600; default toolhost-mcp.token\nnext to the default socket of toolhost serve)")
+	fs.BoolVar(&o.dev, "dev", false, "watch the plugins and hot-reload them when they change")
+	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "with --dev, the quiet `period` that ends a burst of changes")
+	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs on stderr (otherwise only warnings and errors)")
+	return fs, o
+}
+
+func (a *app) mcp(ctx context.Context, args []string) int {
+	fs, o := a.mcpFlags()
+	positional, code, ok := a.parse(fs, args)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(positional) > 0:
+		return a.usageError(fs, "unexpected arguments %q", positional)
+	case len(o.locations) == 0:
+		return a.usageError(fs, "missing --location DIR")
+	case o.http == "" && o.tokenFile != "":
+		return a.usageError(fs, "--token-file goes with --http")
+	}
+	level := hclog.Warn
+	if o.verbose {
+		level = hclog.Debug
+	}
+	// Plugin and host logs go to stderr at level, and to the client's sessions at the
+	// level each set (the sink sees every message).
+	// The logger passes everything down to debug (a plugin's log lines below the
+	// host logger's level are dropped before any sink sees them); stderr gets level
+	// and up, each client session what it asked for with logging/setLevel.
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "toolhost", Output: io.Discard, Level: hclog.Debug})
+	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{Output: a.stderr, Level: level}))
+	fail := func(err error) int {
+		a.errorf("toolhost mcp: %v", err)
+		return ExitFailure
+	}
+
+	var (
+		lis       net.Listener
+		token     string
+		tokenFile string
+		err       error
+	)
+	if o.http != "" {
+		if lis, err = server.ListenTCP(o.http); err != nil {
+			if errors.Is(err, server.ErrNotLoopback) {
+				return a.usageError(fs, "%v", err)
+			}
+			return fail(err)
+		}
+		defer lis.Close()
+		tokenFile = o.tokenFile
+		if tokenFile == "" {
+			tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
+		}
+		if tokenFile, err = filepath.Abs(tokenFile); err == nil {
+			if token, err = server.NewToken(); err == nil {
+				err = server.WriteTokenFile(tokenFile, token)
+			}
+		}
+		if err != nil {
+			return fail(err)
+		}
+		defer removeToken(tokenFile, token)
+	}
+
+	storageDir, err := registry.DefaultStorageDir()
+	if err != nil {
+		return fail(err)
+	}
+	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
+	if err != nil {
+		return fail(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Logger: logger.Named("mcp"), Version: Version()})
+	if err != nil {
+		return fail(err)
+	}
+	defer srv.Close()
+	logger.RegisterSink(srv.LogSink())
+
+	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv}
+	if o.dev {
+		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
+			return fail(err)
+		}
+	}
+	root := scope.New(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if err := root.Close(closeCtx); err != nil {
+			a.errorf("toolhost mcp: %v", err)
+		}
+	}()
+	for _, dir := range o.locations {
+		loc, err := location.Activate(ctx, root, dir, locOpts)
+		if err != nil {
+			if ctx.Err() != nil {
+				a.errorf("interrupted")
+				return ExitInterrupted
+			}
+			return fail(err)
+		}
+		if o.dev {
+			w, err := devwatch.Watch(context.WithoutCancel(ctx), loc, devwatch.Options{
+				BuildCache: locOpts.BuildCache,
+				Debounce:   o.debounce,
+				Logger:     logger,
+				Report:     func(ev devwatch.Event) { io.WriteString(a.stderr, ev.String()+"\n") },
+			})
+			if err != nil {
+				a.errorf("toolhost mcp: %s: not watching: %v", loc.ID(), err)
+			} else {
+				defer w.Close()
+			}
+		}
+		srv.Add(loc)
+	}
+
+	if lis == nil {
+		if err := srv.ServeStdio(ctx, a.stdin, a.stdout); err != nil {
+			return fail(err)
+		}
+		return ExitOK
+	}
+	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(lis) }()
+	fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fail(err)
+		}
+	}
+	srv.Close() // ends the sessions' streams, so Shutdown need not wait for them
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if err := hs.Shutdown(closeCtx); err != nil {
+		return fail(err)
+	}
+	return ExitOK
+}

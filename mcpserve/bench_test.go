@@ -1,0 +1,75 @@
+package mcpserve_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkCallAlternating measures tools/call over stdio, in one loop, in blocks of
+// 100 calls each: the probe plugin's echo through `toolhost mcp`, the same echo as
+// a native go-sdk stdio MCP server (testdata/nativeecho), and the built-in read
+// through `toolhost mcp`. It reports each median and the ratios to the native one.
+func BenchmarkCallAlternating(b *testing.B) {
+	native := session(b, exec.Command(buildNative(b)))
+	cmd := exec.Command(toolhostBin(b), "mcp", "--location", filepath.Join("testdata", "ws"))
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+b.TempDir())
+	toolhost := session(b, cmd)
+	echo := &gomcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}
+	read := &gomcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "hello.txt"}}
+	caller := func(s *gomcp.ClientSession, p *gomcp.CallToolParams) func() {
+		return func() {
+			res, err := s.CallTool(b.Context(), p)
+			if err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+	}
+	const block = 100
+	var n, p, r []time.Duration
+	timed := func(call func(), into *[]time.Duration) {
+		for range block {
+			start := time.Now()
+			call()
+			*into = append(*into, time.Since(start))
+		}
+	}
+	for b.Loop() {
+		timed(caller(native, echo), &n)
+		timed(caller(toolhost, echo), &p)
+		timed(caller(toolhost, read), &r)
+	}
+	med := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2].Nanoseconds()) }
+	mn, mp, mr := med(n), med(p), med(r)
+	b.ReportMetric(mn, "native-p50-ns")
+	b.ReportMetric(mp, "plugin-p50-ns")
+	b.ReportMetric(mr, "builtin-p50-ns")
+	b.ReportMetric(mp/mn, "plugin-ratio")
+	b.ReportMetric(mr/mn, "builtin-ratio")
+}
+
+func session(b *testing.B, cmd *exec.Cmd) *gomcp.ClientSession {
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "bench", Version: "1"}, nil)
+	s, err := client.Connect(b.Context(), &gomcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func buildNative(b *testing.B) string {
+	p := filepath.Join(buildCache, "nativeecho")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if out, err := exec.Command("go", "build", "-o", p, "./testdata/nativeecho").CombinedOutput(); err != nil {
+		b.Fatalf("build nativeecho: %v\n%s", err, out)
+	}
+	return p
+}

@@ -1,0 +1,72 @@
+package mcpserve
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPOptions configure Handler.
+type HTTPOptions struct {
+	// Token, if set, must come with every request as "Authorization: Bearer
+	// <Token>" (compared in constant time); other requests get 401.
+	Token string
+	// MaxRequestBytes bounds a request body (default Options.MaxMessageBytes);
+	// larger ones get 413.
+	MaxRequestBytes int64
+}
+
+// Handler returns the streamable HTTP transport of the Server (every path), for a
+// listener on loopback. Against DNS rebinding and cross-site requests it refuses
+// (403) a Host header that is not a loopback name or address, and an Origin header
+// that is not http(s) on a loopback name or address; then it checks the token.
+func (s *Server) Handler(o HTTPOptions) http.Handler {
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = int64(s.opts.MaxMessageBytes)
+	}
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
+		&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxRequestBytes})
+	want := []byte("Bearer " + o.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+			http.Error(w, "forbidden: Origin must be a loopback address", http.StatusForbidden)
+			return
+		}
+		if o.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost"`)
+			http.Error(w, "unauthorized: send \"Authorization: Bearer <token>\" with the token from toolhost mcp's token file", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header (host or host:port) names loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return loopbackHost(u.Host)
+}

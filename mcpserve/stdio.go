@@ -1,0 +1,171 @@
+package mcpserve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServeStdio serves one client session over newline-delimited JSON-RPC on r and w
+// (stdin and stdout of `toolhost mcp`) until the client ends it (r reaches its end)
+// or ctx ends; either way the session's calls are interrupted and have returned
+// when ServeStdio returns. A line that is not JSON is answered with a parse error
+// (-32700) and a line over Options.MaxMessageBytes with an invalid-request error
+// (-32600), both with a null id, and the session carries on. Only protocol messages
+// are written to w.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	c := newStdioConn(r, w, s.opts.MaxMessageBytes)
+	ss, err := s.mcp.Connect(ctx, stdioTransport{c}, nil)
+	if err != nil {
+		return fmt.Errorf("mcpserve: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-ended
+		return nil
+	case err := <-ended:
+		if errors.Is(err, io.EOF) || errors.Is(err, errConnClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+type stdioTransport struct{ c *stdioConn }
+
+func (t stdioTransport) Connect(context.Context) (gomcp.Connection, error) { return t.c, nil }
+
+var errConnClosed = errors.New("mcpserve: connection closed")
+
+// stdioConn is a gomcp.Connection over a byte stream, one message per line.
+type stdioConn struct {
+	limit int
+
+	wmu sync.Mutex
+	w   io.Writer
+
+	incoming  chan jsonrpc.Message
+	readErr   chan error
+	closeOnce sync.Once
+	closed    chan struct{}
+	closer    io.Closer // r, when it can be closed to stop the reader
+}
+
+func newStdioConn(r io.Reader, w io.Writer, limit int) *stdioConn {
+	c := &stdioConn{limit: limit, w: w, incoming: make(chan jsonrpc.Message), readErr: make(chan error, 1), closed: make(chan struct{})}
+	if cl, ok := r.(io.Closer); ok {
+		c.closer = cl
+	}
+	go c.readLoop(r)
+	return c
+}
+
+func (c *stdioConn) readLoop(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, over, err := c.readLine(br)
+		switch {
+		case over:
+			c.writeError(jsonrpc.CodeInvalidRequest, fmt.Sprintf("message exceeds %d bytes; it was discarded", c.limit))
+		case len(bytes.TrimSpace(line)) > 0:
+			msg, derr := jsonrpc.DecodeMessage(line)
+			if derr != nil {
+				c.writeError(jsonrpc.CodeParseError, "parse error: not a JSON-RPC 2.0 message: "+derr.Error())
+				break
+			}
+			select {
+			case c.incoming <- msg:
+			case <-c.closed:
+				return
+			}
+		}
+		if err != nil {
+			c.readErr <- err
+			return
+		}
+	}
+}
+
+// readLine returns the next line; a line over the limit is drained and reported
+// as over.
+func (c *stdioConn) readLine(br *bufio.Reader) (line []byte, over bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !over {
+			if len(line)+len(chunk) > c.limit+1 {
+				over, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, over, err
+	}
+}
+
+// writeError answers a message that could not be read, with a null id.
+func (c *stdioConn) writeError(code int64, msg string) {
+	m, _ := json.Marshal(msg)
+	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%s}}`, code, m)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, _ = c.w.Write(append(data, '\n'))
+}
+
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-c.incoming:
+		return msg, nil
+	case err := <-c.readErr:
+		c.readErr <- err
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, err
+	case <-c.closed:
+		return nil, errConnClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c.closed:
+		return errConnClosed
+	default:
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err = c.w.Write(append(data, '\n'))
+	return err
+}
+
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		if c.closer != nil {
+			_ = c.closer.Close()
+		}
+	})
+	return nil
+}
+
+func (c *stdioConn) SessionID() string { return "" }

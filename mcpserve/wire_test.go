@@ -1,0 +1,369 @@
+package mcpserve_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/mcpserve"
+)
+
+// rawSession speaks newline-delimited JSON-RPC to ServeStdio directly.
+type rawSession struct {
+	w      io.WriteCloser
+	r      *bufio.Reader
+	served chan error
+}
+
+func (f *fixture) raw(t *testing.T) *rawSession {
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	rs := &rawSession{w: c2sW, r: bufio.NewReader(s2cR), served: make(chan error, 1)}
+	go func() {
+		rs.served <- f.srv.ServeStdio(context.Background(), c2sR, s2cW)
+		s2cW.Close()
+	}()
+	t.Cleanup(func() {
+		c2sW.Close()
+		go io.Copy(io.Discard, s2cR)
+		<-rs.served
+	})
+	return rs
+}
+
+func (rs *rawSession) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(rs.w, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recv returns the next message that is not a notification.
+func (rs *rawSession) recv(t *testing.T) map[string]any {
+	t.Helper()
+	for {
+		line, err := rs.r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("server wrote a non-JSON line %q", line)
+		}
+		if _, ok := m["method"]; ok && m["id"] == nil {
+			continue
+		}
+		return m
+	}
+}
+
+func errCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+func TestBadInput(t *testing.T) {
+	f := start(t, "ws")
+	rs := f.raw(t)
+
+	rs.send(t, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	if m := rs.recv(t); m["error"] == nil || m["id"] != float64(7) {
+		t.Errorf("tools/list before initialize: %v", m)
+	}
+	rs.send(t, initialize)
+	if m := rs.recv(t); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":`)
+	if m := rs.recv(t); errCode(m) != -32700 || m["id"] != nil {
+		t.Errorf("malformed JSON: %v", m)
+	}
+	rs.send(t, `{"jsonrpc":"2.0","id":3,"method":"no/such/method"}`)
+	if m := rs.recv(t); errCode(m) != -32601 || m["id"] != float64(3) {
+		t.Errorf("unknown method: %v", m)
+	}
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`, strings.Repeat("x", mcpserve.DefaultMaxMessageBytes))
+	rs.send(t, big)
+	if m := rs.recv(t); errCode(m) != -32600 {
+		t.Errorf("oversized request: %v", m)
+	}
+	rs.send(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`)
+	m := rs.recv(t)
+	if res, _ := m["result"].(map[string]any); m["id"] != float64(5) || res == nil || !strings.Contains(fmt.Sprint(res["content"]), "still here") {
+		t.Errorf("the session did not carry on: %v", m)
+	}
+}
+
+func TestDisconnectMidCallInterrupts(t *testing.T) {
+	f := start(t, "ws")
+	rs := f.raw(t)
+	rs.send(t, initialize)
+	rs.recv(t)
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"steps":1000,"step_ms":20}}}`)
+	waitFor(t, "the call is under way", func() bool { return f.logs.has("probe: work started") })
+	rs.w.Close() // the client goes away
+	select {
+	case <-rs.served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeStdio did not return when the client went away")
+	}
+	rs.served <- nil // for the cleanup
+	waitFor(t, "the plugin's work stopped", func() bool { return f.logs.has("probe: work stopped") })
+}
+
+// toolhostBin builds the toolhost command once per test binary.
+var toolhostBin = func() func(t testing.TB) string {
+	var path string
+	return func(t testing.TB) string {
+		t.Helper()
+		if path != "" {
+			return path
+		}
+		p := filepath.Join(buildCache, "toolhost")
+		out, err := exec.Command("go", "build", "-o", p, "../cmd/host").CombinedOutput()
+		if err != nil {
+			t.Fatalf("build toolhost: %v\n%s", err, out)
+		}
+		path = p
+		return p
+	}
+}()
+
+func TestSubprocessStdio(t *testing.T) {
+	bin := toolhostBin(t)
+	cmd := exec.Command(bin, "mcp", "--location", filepath.Join("testdata", "ws"))
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "go-subprocess", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "from a process"}})
+	if err != nil || res.IsError || text(res) != "from a process" {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	pid := cmd.Process.Pid
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if proctest.Running(pid) {
+		t.Errorf("toolhost mcp (pid %d) still runs after the client closed", pid)
+	}
+	if kids := proctest.Children(bin); len(kids) > 0 {
+		t.Errorf("toolhost processes left: %v", kids)
+	}
+	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+}
+
+func TestHTTP(t *testing.T) {
+	f := start(t, "ws")
+	const token = "s3cret"
+	ts := httptest.NewServer(f.srv.Handler(mcpserve.HTTPOptions{Token: token}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { f.srv.Close() }) // ends the sessions' streams before ts.Close waits for them
+
+	post := func(header map[string]string) int {
+		req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range header {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"NoToken", nil, http.StatusUnauthorized},
+		{"WrongToken", map[string]string{"Authorization": "Bearer nope"}, http.StatusUnauthorized},
+		{"ForeignOrigin", map[string]string{"Authorization": "Bearer " + token, "Origin": "https://evil.example"}, http.StatusForbidden},
+		{"ForeignHost", map[string]string{"Authorization": "Bearer " + token, "Host": "evil.example"}, http.StatusForbidden},
+		{"Good", map[string]string{"Authorization": "Bearer " + token, "Origin": "http://localhost:3000"}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := post(tc.header); got != tc.want {
+				t.Errorf("status %d, want %d", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("Client", func(t *testing.T) {
+		hc := &http.Client{Transport: bearer{token}}
+		client := gomcp.NewClient(&gomcp.Implementation{Name: "go-http", Version: "1"}, nil)
+		cs, err := client.Connect(t.Context(), &gomcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "over http"}})
+		if err != nil || text(res) != "over http" {
+			t.Fatalf("echo: %v %+v", err, res)
+		}
+	})
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// fromCache lists the live processes whose executable lies in the build cache (the
+// probe plugin, toolhost itself): whoever started them.
+func fromCache() []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, buildCache) {
+			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !strings.Contains(string(stat), ") Z ") {
+				out = append(out, e.Name()+" "+exe)
+			}
+		}
+	}
+	return out
+}
+
+// TestTypeScriptClient runs testdata/node/client.mjs: the TypeScript SDK's client
+// lists, calls, gets progress, cancels (and sees the plugin's work stop), and
+// answers an elicitation, against `toolhost mcp` as a subprocess.
+func TestTypeScriptClient(t *testing.T) {
+	nodeDir := filepath.Join("testdata", "node")
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		msg := "mcpserve/testdata/node/node_modules is missing; run make test-deps"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH")
+	}
+	bin := toolhostBin(t)
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "client.mjs"), bin, filepath.Join("testdata", "ws"))
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	t.Logf("client.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("client.mjs: %v", err)
+	}
+	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+}
+
+const devPlugin = `package main
+
+import (
+	"context"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+func main() {
+	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
+		_, err := tools.Register(ctx, map[string]sdk.Tool{%s})
+		return err
+	}))
+}
+`
+
+const devTool = `%q: sdk.NewTool("Says its name.", func(context.Context, sdk.Invocation, struct{}) (string, error) { return %q, nil }),`
+
+// TestDevReload: under --dev, an edit to a plugin's source is rebuilt and the client
+// is told the list changed, then lists and calls the new tool.
+func TestDevReload(t *testing.T) {
+	bin := toolhostBin(t)
+	src, err := os.MkdirTemp("testdata", "devplugin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ = filepath.Abs(src)
+	t.Cleanup(func() { os.RemoveAll(src) })
+	write := func(names ...string) {
+		var tools strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&tools, devTool, n, n)
+		}
+		tmp := filepath.Join(src, ".main.go.tmp")
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(devPlugin, tools.String())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(src, "main.go")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("alpha")
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
+	cfg := fmt.Sprintf(`{"plugins": [{"name": "dev", "source": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, src)
+	if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "mcp", "--dev", "--debounce", "100ms", "--location", ws)
+	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+	changed := make(chan struct{}, 10)
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "go-dev", Version: "1"}, &gomcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "alpha", Arguments: map[string]any{}}); err != nil || text(res) != "alpha" {
+		t.Fatalf("alpha: %v %+v", err, res)
+	}
+	write("alpha", "beta")
+	select {
+	case <-changed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the edit")
+	}
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "beta") {
+		t.Fatalf("after the reload tools/list gives %v", names)
+	}
+	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "beta", Arguments: map[string]any{}}); err != nil || text(res) != "beta" {
+		t.Fatalf("beta: %v %+v", err, res)
+	}
+}
