@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -272,5 +274,49 @@ func TestStorageQuota(t *testing.T) {
 	}
 	if _, err := call("/ws"); err != nil {
 		t.Errorf("after the files were removed: %v", err)
+	}
+}
+
+func TestStorageQuotaRemovesExpiredFilesFirst(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	var mu sync.Mutex
+	st, err := registry.OpenStorage(dir, registry.StorageOptions{Retention: time.Hour, Now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(registry.Options{Storage: st, Limits: registry.Limits{MaxRetainedBytes: 150_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("0123456789\n", 10_000)
+	register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"big": sdk.NewTool("big", func(context.Context, sdk.Invocation, struct{}) (string, error) { return big, nil })}})
+	call := func() (*registry.Settlement, error) {
+		q, _ := r.Prepare(registry.Application)
+		return q.Settle(t.Context(), registry.Call{Name: "big", Invocation: sdk.Invocation{ToolCallID: "c"}})
+	}
+	first, err := call()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(); !errors.Is(err, registry.ErrQuotaExceeded) {
+		t.Fatalf("second call: %v, want the quota exceeded", err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	s, err := call()
+	if err != nil {
+		t.Fatalf("after the first file expired: %v; expired files must be removed before counting", err)
+	}
+	if _, err := os.Stat(first.ManagedPaths[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the expired file is still there: %v", err)
+	}
+	if got := st.Usage(registry.Application); got != 110_000 || len(s.ManagedPaths) != 1 {
+		t.Errorf("usage = %d, want only the new file's 110000 bytes", got)
 	}
 }

@@ -72,7 +72,8 @@ type Batch struct {
 	// Register fails with ErrOwnerClosed if the owner's context has already ended.
 	Owner Owner
 	// Overrides are the (normalized) names this source may take over in a Location
-	// placement although another source holds them; see Registry.Register.
+	// placement although another source holds them; see Registry.Register. The
+	// application placement ignores them.
 	Overrides []string
 	// Limits bound what this source holds in a Location placement; zero fields mean
 	// the defaults (256 tools, 4 MiB of definitions).
@@ -400,7 +401,7 @@ func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 		return nil, fmt.Errorf("tool has no input schema")
 	}
 	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner,
-		overrides: slices.Contains(b.Overrides, name)}
+		overrides: b.Location != Application && slices.Contains(b.Overrides, name)}
 	var err error
 	if e.input, err = r.schemas.compile("input schema", t.InputSchema); err != nil {
 		return nil, err
