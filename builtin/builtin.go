@@ -50,7 +50,7 @@ func (b *tools) assert(ctx context.Context, inv sdk.Invocation, tool string, res
 	return b.perm.Assert(ctx, permission.Request{
 		SessionID: inv.SessionID,
 		Agent:     inv.Agent,
-		Source:    permission.Source{Type: "tool", Tool: tool, MessageID: inv.AssistantMessageID, CallID: inv.ToolCallID},
+		Source:    permission.Source{Type: "tool", Tool: tool, MessageID: inv.AssistantMessageID, CallID: inv.ToolCallID, ToolSource: "builtin"},
 		Action:    tool,
 		Resources: resources,
 		Save:      save,

@@ -276,7 +276,7 @@ func TestPermissionRequests(t *testing.T) {
 	asker := &recAsker{ans: permission.Answer{Reply: permission.Once}}
 	e := setup(t, nil, asker)
 	source := func(tool string) permission.Source {
-		return permission.Source{Type: "tool", Tool: tool, MessageID: "msg_9", CallID: "call_3"}
+		return permission.Source{Type: "tool", Tool: tool, MessageID: "msg_9", CallID: "call_3", ToolSource: "builtin"}
 	}
 	tests := []struct {
 		tool  string
@@ -485,7 +485,7 @@ func TestAlwaysCoversTheDirectory(t *testing.T) {
 func TestOverriddenBuiltinReappears(t *testing.T) {
 	e := setup(t, allowAll(), nil)
 	reg := e.reg
-	release, err := reg.Register(registry.Batch{Location: "loc", Source: registry.Source{Kind: "plugin", Name: "p"}, Tools: map[string]sdk.Tool{
+	release, err := reg.Register(registry.Batch{Location: "loc", Source: registry.Source{Kind: "plugin", Name: "p"}, Overrides: []string{"read"}, Tools: map[string]sdk.Tool{
 		"read": sdk.NewTool("plugin read", func(context.Context, sdk.Invocation, builtin.ReadInput) (string, error) { return "from plugin", nil }),
 	}})
 	if err != nil {

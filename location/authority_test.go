@@ -197,7 +197,7 @@ func TestHostAssertsPermissionForUntrustedPlugins(t *testing.T) {
 			t.Fatalf("settle = %v, %v", s, err)
 		}
 		want := permission.Request{SessionID: "ses", Agent: "build", Action: "echo", Resources: []string{"*"}, Save: []string{"*"},
-			Source: permission.Source{Type: "tool", Tool: "echo", MessageID: "msg", CallID: "call"}}
+			Source: permission.Source{Type: "tool", Tool: "echo", MessageID: "msg", CallID: "call", ToolSource: "plugin:echo"}}
 		if len(asker.asked) != 1 || !equalRequest(asker.asked[0], want) {
 			t.Fatalf("asked %+v, want %+v", asker.asked, want)
 		}

@@ -73,6 +73,24 @@ type PluginConfig struct {
 	// StopGrace is how long a stopping plugin may take before it is killed;
 	// zero means the default.
 	StopGrace time.Duration
+	// CallTimeout bounds each call of the plugin's tools; zero means the default
+	// (10 minutes).
+	CallTimeout time.Duration
+	// Sharing holds the plugin's overrides and limits.
+	Sharing
+}
+
+// Sharing is how a source shares the Location's tool names: the names it may take
+// over from another source, and what it may hold.
+type Sharing struct {
+	// Overrides are the tool names this source may take over although another
+	// source of the Location holds them; an allowed override wins whatever the
+	// order of registration (see registry.Registry.Register).
+	Overrides []string
+	// MaxTools and MaxSchemaBytes limit what the source holds at once; zero means
+	// the defaults (256 tools, 4 MiB of definitions).
+	MaxTools       int
+	MaxSchemaBytes int64
 }
 
 // MCPServerConfig declares one stdio MCP server.
@@ -92,6 +110,9 @@ type MCPServerConfig struct {
 	Dir string
 	// Timeout bounds each request to the server; zero means the default.
 	Timeout time.Duration
+	// Sharing holds the server's overrides (registered names, "<server>_<tool>")
+	// and limits.
+	Sharing
 }
 
 // ManifestToolConfig declares one manifest tool: a command run per call that
@@ -118,6 +139,9 @@ type ManifestToolConfig struct {
 	Timeout time.Duration
 	// MaxOutputBytes caps the captured stdout; zero means the default.
 	MaxOutputBytes int64
+	// Overrides lets this tool take over its name from another source of the
+	// Location; it can hold only its own name.
+	Overrides []string
 }
 
 // Effect is the outcome a permission rule assigns.
@@ -136,6 +160,9 @@ type PermissionRule struct {
 	Action   string
 	Resource string
 	Effect   Effect
+	// Source, if set, is a pattern of the tool sources the rule applies to
+	// ("builtin", "plugin:NAME", "mcp:NAME", "manifest:NAME"); "" applies to all.
+	Source string
 }
 
 // OutputLimits bounds the tool output sent to the model. A zero field means the
@@ -144,6 +171,8 @@ type PermissionRule struct {
 type OutputLimits struct {
 	MaxLines int
 	MaxBytes int
+	// QuotaBytes is the Location's managed-storage quota; zero means 1 GiB.
+	QuotaBytes int64
 }
 
 // ConfigError reports every problem found in one config file. LoadConfig and
@@ -588,6 +617,14 @@ type rawPlugin struct {
 	Env          map[string]string `json:"env"`
 	StartTimeout string            `json:"start_timeout"`
 	StopGrace    string            `json:"stop_grace"`
+	CallTimeout  string            `json:"call_timeout"`
+	rawSharing
+}
+
+type rawSharing struct {
+	Overrides      []string    `json:"overrides"`
+	MaxTools       json.Number `json:"max_tools"`
+	MaxSchemaBytes json.Number `json:"max_schema_bytes"`
 }
 
 type rawMCPServer struct {
@@ -597,6 +634,7 @@ type rawMCPServer struct {
 	Env     map[string]string `json:"env"`
 	Dir     string            `json:"dir"`
 	Timeout string            `json:"timeout"`
+	rawSharing
 }
 
 type rawTool struct {
@@ -609,19 +647,22 @@ type rawTool struct {
 	Env            map[string]string `json:"env"`
 	Timeout        string            `json:"timeout"`
 	MaxOutputBytes json.Number       `json:"max_output_bytes"`
+	Overrides      []string          `json:"overrides"`
 }
 
 type rawRule struct {
 	Action   string `json:"action"`
 	Resource string `json:"resource"`
 	Effect   string `json:"effect"`
+	Source   string `json:"source"`
 }
 
 // Counts are json.Number because JSON Schema counts 1.0 and 1e3 as integers,
 // which encoding/json would refuse to put in an int.
 type rawOutputLimits struct {
-	MaxLines json.Number `json:"max_lines"`
-	MaxBytes json.Number `json:"max_bytes"`
+	MaxLines   json.Number `json:"max_lines"`
+	MaxBytes   json.Number `json:"max_bytes"`
+	QuotaBytes json.Number `json:"quota_bytes"`
 }
 
 // decoder converts a schema-valid rawConfig and collects the semantic problems
@@ -650,6 +691,8 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Env:          p.Env,
 			StartTimeout: d.duration(at+"/start_timeout", p.StartTimeout),
 			StopGrace:    d.duration(at+"/stop_grace", p.StopGrace),
+			CallTimeout:  d.duration(at+"/call_timeout", p.CallTimeout),
+			Sharing:      d.sharing(at, p.rawSharing),
 		}
 		if p.Path != "" {
 			pc.Path = d.resolve(p.Path)
@@ -669,6 +712,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Env:     m.Env,
 			Dir:     d.workDir(at+"/dir", m.Dir),
 			Timeout: d.duration(at+"/timeout", m.Timeout),
+			Sharing: d.sharing(at, m.rawSharing),
 		})
 	}
 	tools := map[string]string{}
@@ -687,20 +731,42 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Env:            t.Env,
 			Timeout:        d.duration(at+"/timeout", t.Timeout),
 			MaxOutputBytes: d.count(at+"/max_output_bytes", t.MaxOutputBytes),
+			Overrides:      slices.Clone(t.Overrides),
 		})
+		for j, o := range t.Overrides {
+			if o != t.Name {
+				d.problem(fmt.Sprintf("%s/overrides/%d", at, j), "a manifest tool can take over only its own name %s, not %s", quote(t.Name), quote(o))
+			}
+		}
 	}
 	for _, r := range raw.Permission {
 		cfg.Permission = append(cfg.Permission, PermissionRule{
 			Action:   r.Action,
 			Resource: r.Resource,
 			Effect:   Effect(r.Effect),
+			Source:   r.Source,
 		})
 	}
 	cfg.ToolOutput = OutputLimits{
-		MaxLines: int(d.atLeast("/tool_output/max_lines", raw.ToolOutput.MaxLines, registry.MinMaxLines)),
-		MaxBytes: int(d.atLeast("/tool_output/max_bytes", raw.ToolOutput.MaxBytes, registry.MinMaxBytes)),
+		MaxLines:   int(d.atLeast("/tool_output/max_lines", raw.ToolOutput.MaxLines, registry.MinMaxLines)),
+		MaxBytes:   int(d.atLeast("/tool_output/max_bytes", raw.ToolOutput.MaxBytes, registry.MinMaxBytes)),
+		QuotaBytes: d.count("/tool_output/quota_bytes", raw.ToolOutput.QuotaBytes),
 	}
 	return cfg
+}
+
+// sharing decodes a source's overrides and limits.
+func (d *decoder) sharing(at string, raw rawSharing) Sharing {
+	return Sharing{
+		Overrides:      slices.Clone(raw.Overrides),
+		MaxTools:       int(d.count(at+"/max_tools", raw.MaxTools)),
+		MaxSchemaBytes: d.count(at+"/max_schema_bytes", raw.MaxSchemaBytes),
+	}
+}
+
+// limits returns the registry's form of the source's limits.
+func (s Sharing) limits() registry.SourceLimits {
+	return registry.SourceLimits{MaxTools: s.MaxTools, MaxSchemaBytes: s.MaxSchemaBytes}
 }
 
 // unique records name as used by the entry at and reports an earlier use.

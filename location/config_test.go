@@ -234,6 +234,28 @@ func TestParseConfigAccepts(t *testing.T) {
 				t.Errorf("Dir = %q, want %q", got, want)
 			}
 		}},
+		{"SourcesShareNamesByConfig", `{"plugins": [{"name": "p", "path": "p", "overrides": ["read"], "max_tools": 10, "max_schema_bytes": 1e4, "call_timeout": "30s"}],
+			"mcp_servers": [{"name": "m", "command": "m", "overrides": ["m_x"], "max_tools": 5}],
+			"tools": [{"name": "read", "description": "d", "command": ["x"], "overrides": ["read"]}],
+			"permission": [{"action": "read", "resource": "*", "effect": "allow", "source": "builtin"}],
+			"tool_output": {"quota_bytes": 1000000}}`, func(t *testing.T, cfg *location.Config) {
+			p := cfg.Plugins[0]
+			if want := (location.Sharing{Overrides: []string{"read"}, MaxTools: 10, MaxSchemaBytes: 10000}); !reflect.DeepEqual(p.Sharing, want) || p.CallTimeout != 30*time.Second {
+				t.Errorf("plugin = %+v, want %+v and a 30s call timeout", p, want)
+			}
+			if want := (location.Sharing{Overrides: []string{"m_x"}, MaxTools: 5}); !reflect.DeepEqual(cfg.MCPServers[0].Sharing, want) {
+				t.Errorf("server sharing = %+v, want %+v", cfg.MCPServers[0].Sharing, want)
+			}
+			if got := cfg.Tools[0].Overrides; !reflect.DeepEqual(got, []string{"read"}) {
+				t.Errorf("tool overrides = %q", got)
+			}
+			if got := cfg.Permission[0].Source; got != "builtin" {
+				t.Errorf("rule source = %q", got)
+			}
+			if got := cfg.ToolOutput.QuotaBytes; got != 1000000 {
+				t.Errorf("quota = %d", got)
+			}
+		}},
 		{"SameNameAsPluginAndToolIsAllowed", `{"plugins": [{"name": "x", "path": "p"}], "tools": [{"name": "x", "description": "d", "command": ["x"]}]}`, func(t *testing.T, cfg *location.Config) {
 			if len(cfg.Plugins) != 1 || len(cfg.Tools) != 1 {
 				t.Errorf("got %d plugins and %d tools", len(cfg.Plugins), len(cfg.Tools))
@@ -422,6 +444,22 @@ func TestParseConfigRejects(t *testing.T) {
 			[]problem{{"/tools/0/command", []string{"got string, want array"}}}},
 		{"EmptyMCPCommand", `{"mcp_servers": [{"name": "m", "command": ""}]}`,
 			[]problem{{"/mcp_servers/0/command", []string{"must not be empty"}}}},
+
+		// sharing names and limits
+		{"OverrideIsNotAName", `{"plugins": [{"name": "p", "path": "p", "overrides": ["1bad"]}]}`,
+			[]problem{{"/plugins/0/overrides/0", []string{`invalid name "1bad"`}}}},
+		{"OverrideListedTwice", `{"mcp_servers": [{"name": "m", "command": "m", "overrides": ["m_x", "m_x"]}]}`,
+			[]problem{{"/mcp_servers/0/overrides", []string{"items at 0 and 1 are equal"}}}},
+		{"ManifestToolOverridesAnotherName", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "overrides": ["read"]}]}`,
+			[]problem{{"/tools/0/overrides/0", []string{`only its own name "t", not "read"`}}}},
+		{"ZeroMaxTools", `{"plugins": [{"name": "p", "path": "p", "max_tools": 0}]}`,
+			[]problem{{"/plugins/0/max_tools", []string{"want at least 1"}}}},
+		{"BadCallTimeout", `{"plugins": [{"name": "p", "path": "p", "call_timeout": "soon"}]}`,
+			[]problem{{"/plugins/0/call_timeout", []string{`invalid duration "soon"`}}}},
+		{"ZeroQuota", `{"tool_output": {"quota_bytes": 0}}`,
+			[]problem{{"/tool_output/quota_bytes", []string{"want at least 1"}}}},
+		{"EmptyRuleSource", `{"permission": [{"action": "a", "resource": "*", "effect": "allow", "source": ""}]}`,
+			[]problem{{"/permission/0/source", []string{"must not be empty"}}}},
 
 		// working directories
 		{"MCPDirEscapesWithDotDot", `{"mcp_servers": [{"name": "m", "command": "m", "dir": "../elsewhere"}]}`,

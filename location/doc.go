@@ -10,4 +10,11 @@
 // nothing behind. [Location.Close] deactivates: every tool of the Location
 // disappears, in-flight executions end as interruptions, and every process it started
 // is gone.
+//
+// Among the sources of one Location (the built-ins, each plugin, each MCP server, each
+// manifest tool) a tool name belongs to the source holding it; the config's
+// "overrides" let a source take named ones over (see registry.Registry.Register).
+// Every call to an untrusted source is checked by permission with the source named
+// ("plugin:NAME", "mcp:NAME", "manifest:NAME"; the built-ins ask as "builtin"), so
+// rules and saved approvals can be scoped to one source.
 package location

@@ -24,6 +24,7 @@ import (
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // BuildCacheEnv names the environment variable that overrides the default build cache
@@ -126,7 +127,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		}
 	}
 
-	release, err := opts.Registry.OpenLocation(id, registry.Limits{MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes})
+	release, err := opts.Registry.OpenLocation(id, registry.Limits{
+		MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes, MaxRetainedBytes: cfg.ToolOutput.QuotaBytes,
+	})
 	if err != nil {
 		if errors.Is(err, registry.ErrInvalidLimits) {
 			return nil, fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(id, filepath.FromSlash(ConfigPath)), err)
@@ -181,7 +184,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				Env:       mc.Env,
 				Dir:       mc.Dir,
 				Timeout:   mc.Timeout,
-				Authorize: l.perm.AssertTool, // MCP tools are untrusted
+				Authorize: l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
+				Overrides: mc.Overrides,
+				Limits:    mc.Sharing.limits(),
 				Logger:    logger.Named(mc.Name),
 			}, mcp.Target{Registry: opts.Registry, Location: id})
 		})
@@ -212,6 +217,7 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 		tools = append(tools, manifest.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
+			Overrides: t.Overrides,
 		})
 	}
 	loaded, problems := manifest.Load(l.id)
@@ -222,7 +228,10 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 	if len(tools) == 0 {
 		return nil
 	}
-	release, _ := manifest.Register(l.reg, l.id, l.scope, tools, l.perm.AssertTool, logger) // warnings are logged there
+	authorize := func(ctx context.Context, tool string, inv sdk.Invocation) error {
+		return l.perm.AssertToolFrom(ctx, "manifest:"+tool, tool, inv)
+	}
+	release, _ := manifest.Register(l.reg, l.id, l.scope, tools, authorize, logger) // warnings are logged there
 	return l.scope.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
@@ -250,7 +259,7 @@ func (l *Location) startServices(ctx context.Context, opts Options, env []string
 	}
 	rules := make([]permission.Rule, len(l.cfg.Permission))
 	for i, r := range l.cfg.Permission {
-		rules[i] = permission.Rule{Action: r.Action, Resource: r.Resource, Effect: permission.Effect(r.Effect)}
+		rules[i] = permission.Rule{Action: r.Action, Resource: r.Resource, Effect: permission.Effect(r.Effect), Source: r.Source}
 	}
 	l.perm, err = permission.New(permission.Options{
 		Rules:      rules,
@@ -298,6 +307,9 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		Options:      pc.Options,
 		StartTimeout: pc.StartTimeout,
 		StopGrace:    pc.StopGrace,
+		CallTimeout:  pc.CallTimeout,
+		Overrides:    pc.Overrides,
+		Limits:       pc.Sharing.limits(),
 		SocketDir:    opts.SocketDir,
 		Logger:       logger.Named(pc.Name),
 	}
@@ -306,7 +318,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 	if pc.Trusted {
 		cfg.Services = &plugins.Services{FS: l.fs, Permission: l.perm}
 	} else {
-		cfg.Authorize = l.perm.AssertTool
+		cfg.Authorize = l.authorizer("plugin:" + pc.Name)
 	}
 	if r, ok := reattach[pc.Name]; ok {
 		cfg.Reattach = &r
@@ -329,6 +341,14 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
 	return sup, err
+}
+
+// authorizer is the host's permission check before a call reaches the untrusted
+// source named source (see permission.Source.ToolSource).
+func (l *Location) authorizer(source string) func(context.Context, string, sdk.Invocation) error {
+	return func(ctx context.Context, tool string, inv sdk.Invocation) error {
+		return l.perm.AssertToolFrom(ctx, source, tool, inv)
+	}
 }
 
 // Permission returns the Location's permission service (to answer asks out of

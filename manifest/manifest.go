@@ -49,6 +49,9 @@ type Tool struct {
 	Timeout time.Duration
 	// MaxOutputBytes caps the captured stdout; zero means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
+	// Overrides lets the tool take over its name from another source of the
+	// Location (registry.Batch.Overrides); only the config sets it.
+	Overrides []string
 	// File is the manifest file the tool was loaded from; "" for config tools. It
 	// only serves messages.
 	File string

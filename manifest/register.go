@@ -15,7 +15,8 @@ import (
 
 // Register registers tools (the config's, then the loaded files', in that order) in
 // the placement location, each in a batch of its own, owned by owner (which may be
-// nil) and with source {Kind: "manifest", Name: the tool's name}.
+// nil) and with source {Kind: "manifest", Name: the tool's registered name} and the
+// tool's Overrides.
 //
 // A tool that cannot be registered — a schema that does not compile, a name that
 // does not normalize, a name an earlier tool of the list already uses (so a config
@@ -53,10 +54,11 @@ func Register(reg *registry.Registry, location string, owner registry.Owner, too
 			continue
 		}
 		b := registry.Batch{
-			Location: location,
-			Source:   registry.Source{Kind: "manifest", Name: t.Name},
-			Tools:    map[string]sdk.Tool{t.Name: SDKTool(t, name, authorize)},
-			Owner:    owner,
+			Location:  location,
+			Source:    registry.Source{Kind: "manifest", Name: name},
+			Tools:     map[string]sdk.Tool{t.Name: SDKTool(t, name, authorize)},
+			Owner:     owner,
+			Overrides: t.Overrides,
 		}
 		rel, err := reg.Register(b)
 		if err != nil {

@@ -52,6 +52,12 @@ type Config struct {
 	// unchanged, and the server is not called. MCP servers are untrusted: the host
 	// asserts permission here.
 	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
+	// Overrides are the registered names ("<server>_<tool>") the server may take over
+	// from another source of its Location (registry.Batch.Overrides).
+	Overrides []string
+	// Limits bound what each generation of the server holds (registry.Batch.Limits);
+	// a tool past them is skipped with a warning.
+	Limits registry.SourceLimits
 	// Logger receives the session's logs and the server's stderr (at debug level).
 	// Default: discard.
 	Logger hclog.Logger

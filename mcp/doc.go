@@ -27,12 +27,13 @@
 // compile, or whose name clashes with an earlier one after normalization, is
 // skipped with a warning (Instance.Warnings) and the others register. On
 // notifications/tools/list_changed the set is re-listed and replaced in place: an
-// unchanged tool keeps its registration, and so its precedence against other
-// sources' registrations of the same name, made before or after; a new or changed
-// tool is registered before the old registration of its name is released, so no
-// name is ever briefly missing; a vanished tool is released. The trade-off: a tool
-// the server changed becomes the latest registration of its name and so wins over
-// a later override by another source, until that source registers again.
+// unchanged tool keeps its registration; a changed tool takes its registration's
+// slot (registry.Registration.Replace), so its precedence against other sources'
+// registrations of the same name, made before or after, is unchanged — an override
+// another source registered later keeps winning — and its name is never briefly
+// missing; a new tool is registered; a vanished tool is released. Config.Overrides
+// and Config.Limits are passed with every batch: a tool whose name another source
+// of the Location holds, or past the server's limits, is skipped with a warning.
 //
 // # Messages
 //

@@ -106,10 +106,12 @@ func TestFixture(t *testing.T) {
 	})
 
 	t.Run("ListChangeReplacesInPlace", func(t *testing.T) {
-		// Another source overrides fix_echo after the server registered it.
+		// Another source of the Location overrides fix_echo, as its config allows,
+		// after the server registered it.
 		release, err := h.reg.Register(registry.Batch{
-			Location: h.loc,
-			Source:   registry.Source{Kind: "application", Name: "override"},
+			Location:  h.loc,
+			Source:    registry.Source{Kind: "plugin", Name: "override"},
+			Overrides: []string{"fix_echo"},
 			Tools: map[string]sdk.Tool{"fix_echo": {
 				InputSchema: json.RawMessage(`{"type":"object"}`),
 				Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) {
@@ -122,9 +124,10 @@ func TestFixture(t *testing.T) {
 		}
 		defer release()
 
-		// Watch that fix_echo never disappears while the set is replaced.
+		// Watch that fix_echo never disappears while the set is replaced, and that
+		// calls running meanwhile always reach the override.
 		stop := make(chan struct{})
-		var missing atomic.Int64
+		var missing, wrong atomic.Int64
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			for {
@@ -138,6 +141,18 @@ func TestFixture(t *testing.T) {
 				}
 			}
 		})
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if st, err := h.settle(t.Context(), "fix_echo", `{"message":"m"}`); err != nil || st.Text() != "override" {
+					wrong.Add(1)
+				}
+			}
+		})
 
 		n, _ := inst.Listed()
 		mustSettle(t, h, "fix_add_tool", `{}`)
@@ -146,18 +161,27 @@ func TestFixture(t *testing.T) {
 			t.Errorf("after an unrelated change fix_echo answers %q; the later override must keep winning", st.Text())
 		}
 
-		// A tool the server changed is registered anew: it becomes the latest
-		// registration of its name (the documented trade-off).
+		// A tool the server changed takes its old registration's slot: the later
+		// override still wins.
 		n, _ = inst.Listed()
 		mustSettle(t, h, "fix_change_echo", `{}`)
 		waitListed(t, inst, func() bool { m, _ := inst.Listed(); return m > n })
-		if st := mustSettle(t, h, "fix_echo", `{"message":"m"}`); st.Text() != "echo: m" {
-			t.Errorf("after the server changed echo, fix_echo answers %q", st.Text())
+		if st := mustSettle(t, h, "fix_echo", `{"message":"m"}`); st.Text() != "override" {
+			t.Errorf("after the server changed echo, fix_echo answers %q; the later override must keep winning", st.Text())
 		}
 		close(stop)
 		wg.Wait()
 		if missing.Load() != 0 {
 			t.Errorf("fix_echo was missing from %d Requests during the replacement", missing.Load())
+		}
+		if wrong.Load() != 0 {
+			t.Errorf("%d calls of fix_echo during the list changes did not reach the override", wrong.Load())
+		}
+
+		// Once the override closes, the server's changed echo is revealed.
+		release()
+		if st := mustSettle(t, h, "fix_echo", `{"message":"m"}`); st.Text() == "override" {
+			t.Errorf("after the override closed, fix_echo answers %q, want the server's changed echo", st.Text())
 		}
 	})
 }

@@ -54,7 +54,7 @@ type Instance struct {
 type registered struct {
 	original string // the server's name for it
 	key      string // what the definition was made from; equal keys: unchanged tool
-	release  func()
+	reg      *registry.Registration
 }
 
 // Start launches generation gen of the server in a new child scope of parent,
@@ -284,12 +284,10 @@ type candidate struct {
 }
 
 // sync lists the server's tools and brings the registrations in line, in place:
-// an unchanged tool keeps its registration (and so its precedence against other
-// sources); a new or changed tool is registered before the old registration of its
-// name is released, so no name is ever briefly missing; a vanished tool is
-// released. A new or changed registration becomes the latest for its name, ahead of
-// any other source's later registration of that name: the trade-off of replacing a
-// contract that the server itself changed.
+// an unchanged tool keeps its registration; a changed tool replaces its registration
+// in its slot (Registration.Replace), so it keeps its precedence against other
+// sources — an override registered later keeps winning — and its name is never
+// briefly missing; a new tool is registered; a vanished tool is released.
 func (inst *Instance) sync(ctx context.Context) error {
 	listed, warnings, err := inst.list(ctx)
 	if err != nil {
@@ -301,18 +299,27 @@ func (inst *Instance) sync(ctx context.Context) error {
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	next := make(map[string]*registered, len(cands))
-	var fresh, stale []func()
+	var fresh []*registry.Registration
 	for _, c := range cands {
-		if cur, ok := inst.tools[c.name]; ok && cur.key == c.key {
+		cur, ok := inst.tools[c.name]
+		if ok && cur.key == c.key {
 			next[c.name] = cur
 			continue
 		}
-		release, err := inst.target.Registry.Register(registry.Batch{
-			Location: inst.target.Location,
-			Source:   registry.Source{Kind: "mcp", Name: inst.cfg.Name, Generation: inst.generation},
-			Tools:    map[string]sdk.Tool{c.name: c.tool},
-			Owner:    inst.scope,
-		})
+		b := registry.Batch{
+			Location:  inst.target.Location,
+			Source:    registry.Source{Kind: "mcp", Name: inst.cfg.Name, Generation: inst.generation},
+			Tools:     map[string]sdk.Tool{c.name: c.tool},
+			Owner:     inst.scope,
+			Overrides: inst.cfg.Overrides,
+			Limits:    inst.cfg.Limits,
+		}
+		var reg *registry.Registration
+		if ok {
+			reg, err = cur.reg.Replace(b)
+		} else {
+			reg, err = inst.target.Registry.Add(b)
+		}
 		var rerr *registry.RegistrationError
 		switch {
 		case errors.As(err, &rerr):
@@ -320,22 +327,25 @@ func (inst *Instance) sync(ctx context.Context) error {
 			continue
 		case err != nil:
 			// Not about this tool (the owner closed, the Location is gone): nothing
-			// else will register either.
-			for _, release := range fresh {
-				release()
+			// else will register either. Replacements stay, tracked, so the scope's
+			// close releases them.
+			for _, g := range fresh {
+				g.Release()
+			}
+			for name, r := range next {
+				inst.tools[name] = r
 			}
 			return err
 		}
-		fresh = append(fresh, release)
-		next[c.name] = &registered{original: c.original, key: c.key, release: release}
+		if !ok {
+			fresh = append(fresh, reg)
+		}
+		next[c.name] = &registered{original: c.original, key: c.key, reg: reg}
 	}
 	for name, cur := range inst.tools {
-		if next[name] != cur {
-			stale = append(stale, cur.release)
+		if _, kept := next[name]; !kept {
+			cur.reg.Release() // vanished, or changed in a way the registry refused
 		}
-	}
-	for _, release := range stale {
-		release()
 	}
 	inst.tools = next
 	inst.warnings = warnings
@@ -463,7 +473,7 @@ func (inst *Instance) releaseAll() {
 	inst.tools = map[string]*registered{}
 	inst.mu.Unlock()
 	for _, r := range tools {
-		r.release()
+		r.reg.Release()
 	}
 }
 

@@ -60,3 +60,26 @@ func match(p, s string) bool {
 	}
 	return pi == len(p)
 }
+
+// effectOf is the effect of the rules and saved approvals for one resource of a
+// request from source. A rule with a Source applies only when its pattern matches
+// source; a saved approval with a Source only to exactly that source (one without,
+// saved before sources were recorded, to every source). The last matching rule
+// decides; a saved approval turns Ask into Allow. The caller holds s.mu.
+func (s *Service) effectOf(source, action, resource string) Effect {
+	eff := Ask
+	for _, r := range s.rules {
+		if (r.Source == "" || Match(r.Source, source)) && Match(r.Action, action) && Match(r.Resource, resource) {
+			eff = r.Effect
+		}
+	}
+	if eff != Ask {
+		return eff
+	}
+	for _, a := range s.saved {
+		if (a.Source == "" || a.Source == source) && Match(a.Action, action) && Match(a.Resource, resource) {
+			return Allow
+		}
+	}
+	return Ask
+}

@@ -31,6 +31,10 @@ type Rule struct {
 	Action   string
 	Resource string
 	Effect   Effect
+	// Source, if set, is a wildcard pattern the rule applies to only: it matches the
+	// request's Source.ToolSource ("builtin", "plugin:NAME", "mcp:NAME",
+	// "manifest:NAME"). "" applies the rule to every request.
+	Source string
 }
 
 // Source identifies what asked.
@@ -42,6 +46,11 @@ type Source struct {
 	// MessageID and CallID are the Invocation's AssistantMessageID and ToolCallID.
 	MessageID string `json:"message_id"`
 	CallID    string `json:"call_id"`
+	// ToolSource names the tool's source as the host knows it (never as the tool
+	// claims it): "builtin", "plugin:NAME", "mcp:NAME" or "manifest:NAME"; "" when
+	// unknown. Rules with a Source apply only to matching ones, and an "always"
+	// answer saves its approval for this source only.
+	ToolSource string `json:"tool_source,omitempty"`
 }
 
 // Request is one permission request, formulated by the tool that needs it.
@@ -188,19 +197,19 @@ func New(opts Options) (*Service, error) {
 func (s *Service) Evaluate(action string, resources []string) Effect {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	eff, _ := s.evaluateLocked(action, resources)
+	eff, _ := s.evaluateLocked("", action, resources)
 	return eff
 }
 
 // evaluateLocked returns the combined effect and each resource's effect.
-func (s *Service) evaluateLocked(action string, resources []string) (Effect, []Effect) {
+func (s *Service) evaluateLocked(source, action string, resources []string) (Effect, []Effect) {
 	if len(resources) == 0 {
 		resources = []string{"*"}
 	}
 	each := make([]Effect, len(resources))
 	combined := Allow
 	for i, res := range resources {
-		each[i] = s.effectOf(action, res)
+		each[i] = s.effectOf(source, action, res)
 		switch {
 		case each[i] == Deny:
 			combined = Deny
@@ -209,24 +218,6 @@ func (s *Service) evaluateLocked(action string, resources []string) (Effect, []E
 		}
 	}
 	return combined, each
-}
-
-func (s *Service) effectOf(action, resource string) Effect {
-	eff := Ask
-	for _, r := range s.rules {
-		if Match(r.Action, action) && Match(r.Resource, resource) {
-			eff = r.Effect
-		}
-	}
-	if eff != Ask {
-		return eff
-	}
-	for _, a := range s.saved {
-		if Match(a.Action, action) && Match(a.Resource, resource) {
-			return Allow
-		}
-	}
-	return Ask
 }
 
 // Assert returns nil when req is allowed, asking a person when the policy says ask.
@@ -249,7 +240,7 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 		return errors.New("permission: request has no action")
 	}
 	s.mu.Lock()
-	eff, each := s.evaluateLocked(req.Action, req.Resources)
+	eff, each := s.evaluateLocked(req.Source.ToolSource, req.Action, req.Resources)
 	switch {
 	case eff == Allow:
 		s.mu.Unlock()
@@ -367,7 +358,7 @@ func (s *Service) resolve(p *pending, a Answer) error {
 	case Once:
 		s.finish(p, nil)
 	case Always:
-		if err := s.save(p.req.Action, p.req.Save); err != nil {
+		if err := s.save(p.req.Source.ToolSource, p.req.Action, p.req.Save); err != nil {
 			s.finish(p, err)
 			return err
 		}
@@ -437,7 +428,7 @@ func (s *Service) recheckPending(p *pending) {
 		if o == p {
 			return false
 		}
-		eff, _ := s.evaluateLocked(o.req.Action, o.req.Resources)
+		eff, _ := s.evaluateLocked(o.req.Source.ToolSource, o.req.Action, o.req.Resources)
 		return eff == Allow
 	})
 	s.mu.Unlock()
@@ -446,9 +437,9 @@ func (s *Service) recheckPending(p *pending) {
 	}
 }
 
-// save persists allow rules for (action, pattern) for each new pattern, then
+// save persists allow rules for (source, action, pattern) for each new pattern, then
 // installs them. When persisting fails nothing is installed.
-func (s *Service) save(action string, patterns []string) error {
+func (s *Service) save(source, action string, patterns []string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	s.mu.Lock()
@@ -456,7 +447,7 @@ func (s *Service) save(action string, patterns []string) error {
 	s.mu.Unlock()
 	added := false
 	for _, pat := range patterns {
-		a := approval{Action: action, Resource: pat}
+		a := approval{Action: action, Resource: pat, Source: source}
 		if pat == "" || slices.Contains(next, a) {
 			continue
 		}
@@ -565,10 +556,17 @@ func cloneRequest(r Request) Request {
 // resources ["*"], saved as "*" on "always", identified by the call's Invocation.
 // It returns what Assert returns.
 func (s *Service) AssertTool(ctx context.Context, tool string, inv sdk.Invocation) error {
+	return s.AssertToolFrom(ctx, "", tool, inv)
+}
+
+// AssertToolFrom is AssertTool for a tool of the named source (see
+// Source.ToolSource): rules for other sources do not apply, and an "always" answer
+// is saved for this source only.
+func (s *Service) AssertToolFrom(ctx context.Context, source, tool string, inv sdk.Invocation) error {
 	return s.Assert(ctx, Request{
 		SessionID: inv.SessionID,
 		Agent:     inv.Agent,
-		Source:    Source{Type: "tool", Tool: tool, MessageID: inv.AssistantMessageID, CallID: inv.ToolCallID},
+		Source:    Source{Type: "tool", Tool: tool, MessageID: inv.AssistantMessageID, CallID: inv.ToolCallID, ToolSource: source},
 		Action:    tool,
 		Resources: []string{"*"},
 		Save:      []string{"*"},

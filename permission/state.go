@@ -17,9 +17,11 @@ const stateVersion = 1
 
 // stateFile is the JSON document of saved approvals:
 //
-//	{"version": 1, "approvals": [{"action": "read", "resource": "src/*"}]}
+//	{"version": 1, "approvals": [{"action": "read", "resource": "src/*", "source": "builtin"}]}
 //
-// Every approval is an allow rule.
+// Every approval is an allow rule. "source" is the tool source the approval was
+// given to (see Source.ToolSource); an approval without one (saved before sources
+// were recorded, or for a request with no known source) applies to every source.
 type stateFile struct {
 	Version   int        `json:"version"`
 	Approvals []approval `json:"approvals"`
@@ -28,6 +30,7 @@ type stateFile struct {
 type approval struct {
 	Action   string `json:"action"`
 	Resource string `json:"resource"`
+	Source   string `json:"source,omitempty"`
 }
 
 // loadState reads the approvals in path. A missing file holds none. Anything else

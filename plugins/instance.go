@@ -70,6 +70,15 @@ type Config struct {
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
 	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
+	// CallTimeout bounds each call of the plugin's tools. A call that runs out of it
+	// is cancelled in the plugin and settles as a tool failure saying it timed out.
+	// Default 10 minutes.
+	CallTimeout time.Duration
+	// Overrides are the tool names the plugin may take over from another source of
+	// its Location (registry.Batch.Overrides).
+	Overrides []string
+	// Limits bound what each generation of the plugin holds (registry.Batch.Limits).
+	Limits registry.SourceLimits
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 5 * time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 10 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -302,7 +314,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
-			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission})
+			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission, source: "plugin:" + inst.cfg.Name})
 			return s
 		})
 	}

@@ -58,7 +58,7 @@ func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest)
 			OutputSchema:     def.OutputSchema,
 			StructuredSchema: def.StructuredSchema,
 			Title:            def.Title,
-			Execute:          inst.authorized(def.Name, inst.executor(req.Registration, def.Name)),
+			Execute:          inst.authorized(def.Name, inst.timed(def.Name, inst.executor(req.Registration, def.Name))),
 		}
 		if a := def.Annotations; a != nil {
 			t := tools[def.Name]
@@ -70,10 +70,12 @@ func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest)
 		}
 	}
 	err := inst.register(req.Registration, registry.Batch{
-		Location: inst.target.Location,
-		Source:   registry.Source{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation},
-		Tools:    tools,
-		Owner:    inst.scope,
+		Location:  inst.target.Location,
+		Source:    registry.Source{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation},
+		Tools:     tools,
+		Owner:     inst.scope,
+		Overrides: inst.cfg.Overrides,
+		Limits:    inst.cfg.Limits,
 	})
 	if err != nil {
 		inst.cfg.Logger.Warn("refused a registration", "plugin", inst.cfg.Name, "error", err)
@@ -101,6 +103,30 @@ func (inst *Instance) authorized(authored string, exec sdk.Executor) sdk.Executo
 			return sdk.Output{}, err
 		}
 		return exec(ctx, inv, input)
+	}
+}
+
+// errCallTimeout is the cause of a call's context when Config.CallTimeout ends it.
+var errCallTimeout = errors.New("plugins: call timeout")
+
+// timed bounds each execution of exec by Config.CallTimeout. A call that runs out of
+// it is cancelled in the plugin (the cancellation crosses the process boundary) and
+// settles as a tool failure saying it timed out, as an MCP tool's does; the end of
+// the caller's own context stays an interruption.
+func (inst *Instance) timed(authored string, exec sdk.Executor) sdk.Executor {
+	timeout := inst.cfg.CallTimeout
+	name, _ := registry.NormalizeName(authored)
+	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
+		callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+		defer cancel()
+		out, err := exec(callCtx, inv, input)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(callCtx), errCallTimeout) {
+			return sdk.Output{}, &sdk.ToolFailure{
+				Message: fmt.Sprintf("the plugin tool %q did not finish within its timeout of %s and was cancelled", name, timeout),
+				Err:     err,
+			}
+		}
+		return out, err
 	}
 }
 

@@ -91,7 +91,8 @@ func fsStatus(err error) error {
 // permissionServer serves a Location's Permission service.
 type permissionServer struct {
 	pluginpb.UnimplementedPermissionServer
-	perm *permission.Service
+	perm   *permission.Service
+	source string // the plugin's tool source, stamped on every request
 }
 
 func (s *permissionServer) Assert(ctx context.Context, req *pluginpb.PermissionRequest) (*pluginpb.PermissionResponse, error) {
@@ -104,7 +105,7 @@ func (s *permissionServer) Assert(ctx context.Context, req *pluginpb.PermissionR
 	err := s.perm.Assert(ctx, permission.Request{
 		SessionID: req.SessionId,
 		Agent:     req.Agent,
-		Source:    permission.Source{Type: "tool", Tool: req.Tool, MessageID: req.MessageId, CallID: req.CallId},
+		Source:    permission.Source{Type: "tool", Tool: req.Tool, MessageID: req.MessageId, CallID: req.CallId, ToolSource: s.source},
 		Action:    req.Action,
 		Resources: req.Resources,
 		Save:      req.Save,

@@ -201,7 +201,10 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 		t.Cleanup(func() { files.Close() })
 		cfg.Services = &plugins.Services{FS: files, Permission: perm}
 	} else {
-		cfg.Authorize = perm.AssertTool
+		source := "plugin:" + cfg.Name // as a Location names it, so rules with a "source" apply alike
+		cfg.Authorize = func(ctx context.Context, tool string, inv sdk.Invocation) error {
+			return perm.AssertToolFrom(ctx, source, tool, inv)
+		}
 	}
 	target := plugins.Target{Registry: reg, Location: dir, Directory: dir}
 	sup, err := plugins.Supervise(t.Context(), h.root, cfg, target, plugins.Budget{})

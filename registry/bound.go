@@ -44,7 +44,7 @@ func (e *MediaTooLargeError) Error() string {
 // managed lists the files retained. A failed retention is returned as an
 // error (a *StorageError) and never as a lossy success. st must be non-nil when the
 // output can exceed lim; bound is safe for concurrent use.
-func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outContent []sdk.Part, outStructured []byte, managed []string, err error) {
+func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outContent []sdk.Part, outStructured []byte, managed []string, err error) {
 	lim = lim.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		return nil, nil, nil, err
@@ -105,9 +105,14 @@ func bound(st *Storage, lim Limits, content []sdk.Part, structured []byte) (outC
 	return out, structured, managed, nil
 }
 
+// retainer keeps output whole in managed storage: *Storage, or a placement's quota.
+type retainer interface {
+	retain(src io.WriterTo) (string, error)
+}
+
 // boundText measures t against lim. Within the limits it returns an empty path. Over
 // them it retains t whole in st and returns the preview that replaces it and the path.
-func boundText[T string | []byte](st *Storage, lim Limits, t joinedText[T]) (preview, path string, err error) {
+func boundText[T string | []byte](st retainer, lim Limits, t joinedText[T]) (preview, path string, err error) {
 	size, lines := t.size(), lineCount(t...)
 	if size <= lim.MaxBytes && lines <= lim.MaxLines {
 		return "", "", nil

@@ -254,7 +254,7 @@ func TestBoundRetainsOversizedStructuredBesideContent(t *testing.T) {
 
 func TestLimitsWithDefaults(t *testing.T) {
 	got := Limits{MaxBytes: 4096}.WithDefaults()
-	want := Limits{MaxLines: 2000, MaxBytes: 4096, MaxMediaBytes: 5 << 20}
+	want := Limits{MaxLines: 2000, MaxBytes: 4096, MaxMediaBytes: 5 << 20, MaxRetainedBytes: 1 << 30}
 	if got != want {
 		t.Errorf("WithDefaults = %+v, want %+v", got, want)
 	}

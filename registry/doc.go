@@ -8,6 +8,13 @@
 // An owner that is closing is seen through the small [Owner] interface, which
 // *scope.Scope satisfies.
 //
+// In a Location placement a tool name belongs to the source that holds it: another
+// source may take it over only when its Batch lists the name in Overrides (an
+// allowed override wins whatever the order), and each source generation is held to
+// its SourceLimits; both are checked atomically with the insertion. A source
+// replaces its own tools in place with [Registration.Replace]. Managed storage
+// keeps a quota per placement (Limits.MaxRetainedBytes).
+//
 // Outcomes stay distinct: every model-visible result is a [Settlement]; interruption
 // is an error satisfying errors.Is(err, context.Canceled); defects are [*DefectError];
 // operational failures are [*OperationalError].

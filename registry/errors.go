@@ -19,17 +19,28 @@ var (
 // RegistrationError reports the entry that made a Register call fail. Nothing of that
 // batch was registered.
 type RegistrationError struct {
-	// Tool is the authored name of the offending entry.
+	// Tool is the authored name of the offending entry; empty when the batch as a
+	// whole was refused (Err is a *LimitError).
 	Tool string
 	// Source names where the batch came from (for example "plugin text").
 	Source string
-	Err    error
+	// Owner, when Err is ErrNameTaken, names the source that holds the name (for
+	// example "builtin").
+	Owner string
+	Err   error
 }
 
 func (e *RegistrationError) Error() string {
 	from := ""
 	if e.Source != "" {
 		from = " from " + e.Source
+	}
+	switch {
+	case e.Tool == "":
+		return fmt.Sprintf("registry: register%s: %v", from, e.Err)
+	case e.Owner != "":
+		return fmt.Sprintf("registry: register tool %q%s: the name belongs to %s; the Location config must list %q in this source's \"overrides\" to take it over",
+			e.Tool, from, e.Owner, e.Tool)
 	}
 	return fmt.Sprintf("registry: register tool %q%s: %v", e.Tool, from, e.Err)
 }

@@ -10,6 +10,9 @@ const (
 	defaultMaxLines      = 2000
 	defaultMaxBytes      = 51200
 	defaultMaxMediaBytes = 5 << 20
+
+	// DefaultMaxRetainedBytes is the default managed-storage quota of a placement.
+	DefaultMaxRetainedBytes = 1 << 30
 )
 
 // The smallest limits Validate accepts. A preview needs room for its truncation marker
@@ -29,12 +32,17 @@ type Limits struct {
 	MaxLines      int // lines of text; default 2000, at least 8
 	MaxBytes      int // UTF-8 bytes of text; default 51200, at least 1024
 	MaxMediaBytes int // bytes of each media part; default 5 MiB
+	// MaxRetainedBytes is the placement's managed-storage quota (see Storage); default
+	// 1 GiB. A settlement whose retention would exceed it fails operationally with a
+	// *StorageError wrapping a *QuotaError.
+	MaxRetainedBytes int64
 }
 
-// DefaultLimits returns the default limits: 2000 lines, 51200 bytes and 5 MiB per
-// media part.
+// DefaultLimits returns the default limits: 2000 lines, 51200 bytes, 5 MiB per
+// media part and a 1 GiB managed-storage quota.
 func DefaultLimits() Limits {
-	return Limits{MaxLines: defaultMaxLines, MaxBytes: defaultMaxBytes, MaxMediaBytes: defaultMaxMediaBytes}
+	return Limits{MaxLines: defaultMaxLines, MaxBytes: defaultMaxBytes, MaxMediaBytes: defaultMaxMediaBytes,
+		MaxRetainedBytes: DefaultMaxRetainedBytes}
 }
 
 // WithDefaults returns l with its zero fields replaced by the defaults.
@@ -49,6 +57,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxMediaBytes == 0 {
 		l.MaxMediaBytes = d.MaxMediaBytes
 	}
+	if l.MaxRetainedBytes == 0 {
+		l.MaxRetainedBytes = d.MaxRetainedBytes
+	}
 	return l
 }
 
@@ -61,6 +72,7 @@ func (l Limits) Validate() error {
 		checkLimit("MaxLines", l.MaxLines, MinMaxLines),
 		checkLimit("MaxBytes", l.MaxBytes, MinMaxBytes),
 		checkLimit("MaxMediaBytes", l.MaxMediaBytes, 1),
+		checkLimit("MaxRetainedBytes", int(min(l.MaxRetainedBytes, 1<<62)), 1),
 	)
 }
 

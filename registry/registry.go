@@ -37,6 +37,19 @@ func (s Source) String() string {
 	return s.Kind + " " + s.Name
 }
 
+// ID names the source without its generation, as permission rules and saved
+// approvals name it: the Kind alone when Name is empty ("builtin"), else
+// "Kind:Name" ("plugin:text", "mcp:everything", "manifest:shout").
+func (s Source) ID() string {
+	if s.Name == "" {
+		return s.Kind
+	}
+	return s.Kind + ":" + s.Name
+}
+
+// same reports whether s and o are generations of one source.
+func (s Source) same(o Source) bool { return s.Kind == o.Kind && s.Name == o.Name }
+
 // Owner is what the registry needs of the scope that owns a batch: a context that
 // ends when the owner closes, and tracking of executions so the owner's close can wait
 // for them. *scope.Scope satisfies it.
@@ -58,6 +71,13 @@ type Batch struct {
 	// context that also ends when the owner's context ends, and is tracked by the owner.
 	// Register fails with ErrOwnerClosed if the owner's context has already ended.
 	Owner Owner
+	// Overrides are the (normalized) names this source may take over in a Location
+	// placement although another source holds them; see Registry.Register. The
+	// application placement ignores them.
+	Overrides []string
+	// Limits bound what this source holds in a Location placement; zero fields mean
+	// the defaults (256 tools, 4 MiB of definitions).
+	Limits SourceLimits
 }
 
 // Options configure a Registry.
@@ -90,6 +110,7 @@ type placement struct {
 	names   map[string][]*entry // active entries per name, oldest first
 	hooks   []*hookEntry        // in registration order
 	version uint64              // grows with every change to names
+	usage   map[Source]*usage   // what each source generation holds (Location placements)
 
 	// cached is the last Request prepared here, valid while both versions match.
 	cached                *Request
@@ -109,6 +130,8 @@ type entry struct {
 	def         Definition
 	fingerprint [sha256.Size]byte
 	owner       Owner
+	overrides   bool  // the batch may take this name over from another source
+	size        int64 // definition bytes counted against SourceLimits.MaxSchemaBytes
 	closed      atomic.Bool
 }
 
@@ -165,7 +188,7 @@ func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err e
 	if _, ok := r.placements[id]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrLocationOpen, id)
 	}
-	p := &placement{limits: limits, names: map[string][]*entry{}}
+	p := &placement{limits: limits, names: map[string][]*entry{}, usage: map[Source]*usage{}}
 	r.placements[id] = p
 	r.changedLocked()
 	return sync.OnceFunc(func() {
@@ -206,6 +229,9 @@ func mergeLimits(l, base Limits) Limits {
 	if l.MaxMediaBytes == 0 {
 		l.MaxMediaBytes = base.MaxMediaBytes
 	}
+	if l.MaxRetainedBytes == 0 {
+		l.MaxRetainedBytes = base.MaxRetainedBytes
+	}
 	return l
 }
 
@@ -218,7 +244,37 @@ func mergeLimits(l, base Limits) Limits {
 // release removes exactly this batch's entries (revealing earlier ones); it is
 // idempotent and safe to call from any goroutine. Executions already begun are not
 // affected by the release; only their context ends them.
+//
+// In a Location placement two more rules hold, checked under the same lock as the
+// insertion, so they are atomic with it:
+//
+//   - Names belong to sources. A name that another source (another Kind and Name;
+//     generations of one source are one source) holds there is refused with a
+//     *RegistrationError wrapping ErrNameTaken and naming the holder, unless this
+//     batch lists the name in Overrides or the holder does. An entry whose batch
+//     lists its name in Overrides wins over entries that do not, whatever their
+//     order, so an allowed override beats the owner even when the owner registers
+//     later; among entries alike in that respect the latest wins, as everywhere.
+//   - Limits. What one source generation holds there — its tools and their
+//     definition bytes (description and canonical schemas) — must stay within
+//     b.Limits, else a *RegistrationError wrapping a *LimitError.
+//
+// The application placement has neither rule: the embedding application's
+// registrations overlay each other freely.
 func (r *Registry) Register(b Batch) (release func(), err error) {
+	g, err := r.Add(b)
+	if err != nil {
+		return nil, err
+	}
+	return g.Release, nil
+}
+
+// Add is Register returning the *Registration, which can also be replaced in place.
+func (r *Registry) Add(b Batch) (*Registration, error) {
+	return r.add(b, nil)
+}
+
+func (r *Registry) add(b Batch, old *Registration) (*Registration, error) {
 	entries, err := r.buildEntries(b)
 	if err != nil {
 		return nil, err
@@ -232,29 +288,106 @@ func (r *Registry) Register(b Batch) (release func(), err error) {
 	if b.Owner != nil && b.Owner.Context().Err() != nil {
 		return nil, fmt.Errorf("%w: register from %s", ErrOwnerClosed, b.Source)
 	}
+	if old != nil {
+		if old.p != p || !old.source.same(b.Source) {
+			return nil, fmt.Errorf("registry: replace: a registration of %s in %q cannot be replaced by one of %s in %q",
+				old.source, old.location, b.Source, b.Location)
+		}
+		if old.released {
+			return nil, fmt.Errorf("%w: replace from %s", ErrReleased, b.Source)
+		}
+	}
+	if b.Location != Application {
+		if err := checkLimits(p, b, entries, old); err != nil {
+			return nil, err
+		}
+		if err := checkOwnership(p, b, entries, old); err != nil {
+			return nil, err
+		}
+	}
 	r.seq++
+	g := &Registration{r: r, p: p, location: b.Location, source: b.Source, entries: entries}
+	slots := map[string]*entry{}
+	if old != nil {
+		for _, e := range old.entries {
+			slots[e.name] = e
+		}
+	}
 	for _, e := range entries {
+		if prev, ok := slots[e.name]; ok {
+			// In place: the new entry takes the old one's position and order.
+			e.seq = prev.seq
+			list := p.names[e.name]
+			list[slices.Index(list, prev)] = e
+			prev.closed.Store(true)
+			delete(slots, e.name)
+			continue
+		}
 		e.seq = r.seq
 		p.names[e.name] = append(p.names[e.name], e)
 	}
+	if old != nil {
+		old.released = true
+		p.account(old.source, old.entries, -1)
+		for _, e := range old.entries {
+			if slots[e.name] == e {
+				p.drop(e)
+			}
+		}
+	}
+	p.account(b.Source, entries, +1)
 	p.version++
 	r.changedLocked()
-	return sync.OnceFunc(func() { r.remove(p, entries) }), nil
+	return g, nil
 }
 
-func (r *Registry) remove(p *placement, entries []*entry) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p.version++
-	r.changedLocked()
-	for _, e := range entries {
-		e.closed.Store(true)
-		list := slices.DeleteFunc(p.names[e.name], func(x *entry) bool { return x == e })
-		if len(list) == 0 {
-			delete(p.names, e.name)
-		} else {
-			p.names[e.name] = list
-		}
+// Registration is one registered batch. Its methods are safe for concurrent use.
+type Registration struct {
+	r        *Registry
+	p        *placement
+	location string
+	source   Source
+	entries  []*entry
+	released bool // guarded by r.mu
+}
+
+// Release removes exactly this batch's entries, revealing earlier ones. It is
+// idempotent; a Registration that Replace superseded is already released.
+func (g *Registration) Release() {
+	g.r.mu.Lock()
+	defer g.r.mu.Unlock()
+	if g.released {
+		return
+	}
+	g.released = true
+	g.p.version++
+	g.r.changedLocked()
+	g.p.account(g.source, g.entries, -1)
+	for _, e := range g.entries {
+		g.p.drop(e)
+	}
+}
+
+// Replace swaps g for the batch b of the same source and placement in one atomic
+// step: a name both hold keeps its slot (its position among the name's
+// registrations, so its precedence against other sources is unchanged) with b's
+// tool in it; a name only b has is added as Register adds it; a name only g had is
+// released. A name both hold is never absent from a Request prepared meanwhile. b is
+// checked as Register checks it, with g's entries counted as gone; on any error g
+// stays as it was. Replacing a released Registration fails with ErrReleased. On
+// success g is released and the new Registration is returned.
+func (g *Registration) Replace(b Batch) (*Registration, error) {
+	return g.r.add(b, g)
+}
+
+// drop removes e from its name's list. The caller holds r.mu.
+func (p *placement) drop(e *entry) {
+	e.closed.Store(true)
+	list := slices.DeleteFunc(p.names[e.name], func(x *entry) bool { return x == e })
+	if len(list) == 0 {
+		delete(p.names, e.name)
+	} else {
+		p.names[e.name] = list
 	}
 }
 
@@ -295,7 +428,8 @@ func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 	if len(t.InputSchema) == 0 {
 		return nil, fmt.Errorf("tool has no input schema")
 	}
-	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner}
+	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner,
+		overrides: b.Location != Application && slices.Contains(b.Overrides, name)}
 	var err error
 	if e.input, err = r.schemas.compile("input schema", t.InputSchema); err != nil {
 		return nil, err
@@ -324,6 +458,7 @@ func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 		h.Write(part)
 	}
 	h.Sum(e.fingerprint[:0])
+	e.size = int64(len(t.Description) + len(e.def.InputSchema) + len(e.def.OutputSchema) + len(structuredCanonical(e)))
 	return e, nil
 }
 
@@ -340,12 +475,12 @@ func (r *Registry) effective(location, name string) *entry {
 	if location != Application {
 		if p, ok := r.placements[location]; ok {
 			if list := p.names[name]; len(list) > 0 {
-				return list[len(list)-1]
+				return winner(list)
 			}
 		}
 	}
 	if list := r.placements[Application].names[name]; len(list) > 0 {
-		return list[len(list)-1]
+		return winner(list)
 	}
 	return nil
 }
@@ -385,7 +520,7 @@ func (r *Registry) prepare(location string) (*Request, error) {
 	q := &Request{reg: r, location: location, limits: p.limits, entries: map[string]*entry{}}
 	for _, pl := range []*placement{app, p} {
 		for name, list := range pl.names {
-			q.entries[name] = list[len(list)-1] // the Location placement comes second and wins
+			q.entries[name] = winner(list) // the Location placement comes second and wins
 		}
 	}
 	q.defs = make([]Definition, 0, len(q.entries))

@@ -202,7 +202,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
-	content, structured, managed, err := bound(q.reg.storage, q.limits, content, structured)
+	content, structured, managed, err := bound(q.reg.storage.forLocation(q.location, q.limits.MaxRetainedBytes), q.limits, content, structured)
 	if err != nil {
 		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
 	}
