@@ -116,3 +116,41 @@ func AssertGroupGone(t testing.TB, pgid int) {
 	}
 	t.Errorf("process group %d is still alive: %v", pgid, left)
 }
+
+// Marked lists the live processes whose command line contains marker (a unique
+// argument such as a sleep duration), sorted.
+func Marked(marker string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(marker)) && Running(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// AssertMarkedGone fails t if a process whose command line contains marker is still
+// alive after one second, and kills what is left.
+func AssertMarkedGone(t testing.TB, marker string) {
+	t.Helper()
+	for range 50 {
+		if len(Marked(marker)) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	left := Marked(marker)
+	for _, pid := range left {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+		}
+	}
+	t.Errorf("processes marked %q still alive after a second: %v", marker, left)
+}

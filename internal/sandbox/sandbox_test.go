@@ -46,50 +46,17 @@ func skipUnsupported(t *testing.T, mode sandbox.Mode) {
 // newMarker returns a sleep duration unique to the test, to find its processes.
 func newMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
 
-// marked lists live processes whose command line holds marker.
-func marked(marker string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), marker) && proctest.Running(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // waitMarked waits until n processes carry marker.
 func waitMarked(t *testing.T, marker string, n int) []int {
 	t.Helper()
 	for range 200 {
-		if p := marked(marker); len(p) >= n {
+		if p := proctest.Marked(marker); len(p) >= n {
 			return p
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("expected %d processes marked %s, have %v", n, marker, marked(marker))
+	t.Fatalf("expected %d processes marked %s, have %v", n, marker, proctest.Marked(marker))
 	return nil
-}
-
-// assertGone fails unless no process carries marker within a second.
-func assertGone(t *testing.T, marker string) {
-	t.Helper()
-	for range 50 {
-		if len(marked(marker)) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	left := marked(marker)
-	for _, pid := range left {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	t.Errorf("processes left after a second: %v", left)
 }
 
 func self(t *testing.T) string {
@@ -145,7 +112,7 @@ func TestContainment(t *testing.T) {
 				if err == nil {
 					t.Error("killed, yet exit status 0")
 				}
-				assertGone(t, marker)
+				proctest.AssertMarkedGone(t, marker)
 				if _, ok := sandbox.SourceOf(pids[0]); ok {
 					t.Error("a released box still claims its pids")
 				}
@@ -157,7 +124,7 @@ func TestContainment(t *testing.T) {
 				if err := b.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
 					t.Errorf("wait: %v, want exit status 3", err)
 				}
-				assertGone(t, marker)
+				proctest.AssertMarkedGone(t, marker)
 			})
 			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
 				marker := newMarker()
@@ -175,7 +142,7 @@ func TestContainment(t *testing.T) {
 				waitMarked(t, marker, 3)
 				host.Process.Kill()
 				host.Wait()
-				assertGone(t, marker)
+				proctest.AssertMarkedGone(t, marker)
 			})
 		})
 	}
