@@ -26,6 +26,7 @@ import (
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -66,10 +67,30 @@ type Config struct {
 	// capability. nil (untrusted, the default): the plugin gets the Tools capability
 	// and nothing else.
 	Services *Services
+	// Sandbox contains and confines a launched plugin. Its process tree is always
+	// contained (Contain is forced on; see sandbox.Mode). Confine nil means: confined
+	// with the defaults (sandbox.Confinement{}) when the plugin is untrusted (Services
+	// nil), unconfined when trusted. The plugin's socket directory is always writable
+	// to it. Name defaults to the plugin's. Not applied to a reattached plugin, which
+	// the host did not launch.
+	Sandbox sandbox.Spec
 	// Authorize, if set, runs before each call is forwarded to the plugin, with the
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
 	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
+}
+
+// sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
+func (c Config) sandboxSpec() sandbox.Spec {
+	spec := c.Sandbox
+	spec.Contain = true
+	if spec.Name == "" {
+		spec.Name = c.Name
+	}
+	if spec.Confine == nil && c.Services == nil {
+		spec.Confine = &sandbox.Confinement{}
+	}
+	return spec
 }
 
 func (c Config) withDefaults() Config {
@@ -257,11 +278,16 @@ func (inst *Instance) start(ctx context.Context) error {
 			return fmt.Errorf("plugin binary: %w", err)
 		}
 		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
-		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
-			cmd := exec.Command(cfg.Path, cfg.Args...)
-			cmd.Dir = inst.target.Directory
-			cmd.Env = append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
-			inst.proc = newProcRunner(cmd)
+		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
+			if err != nil {
+				return nil, err
+			}
+			if w := box.Warning(); w != "" {
+				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
+			}
+			inst.proc = newProcRunner(box)
 			return inst.proc, nil
 		}
 	}
@@ -335,12 +361,16 @@ func (inst *Instance) start(ctx context.Context) error {
 	return nil
 }
 
-// onlyThePlugin admits only this instance's plugin process to a broker-served
-// capability. The socket directory is private to the host's user, but plugins run as
-// that user, so the kernel's word on the peer's pid is what keeps one plugin from
-// dialling another's capabilities.
+// onlyThePlugin admits only this instance's plugin process tree (a launched plugin
+// runs under its sandbox launcher, as its child) to a broker-served capability. The
+// socket directory is private to the host's user, but plugins run as that user, so
+// the kernel's word on the peer's pid is what keeps one plugin from dialling
+// another's capabilities.
 func (inst *Instance) onlyThePlugin() grpc.ServerOption {
 	return grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+		if inst.proc != nil && inst.proc.box.Contains(p.PID) {
+			return nil
+		}
 		if want := inst.pluginPID(); p.PID != want {
 			return fmt.Errorf("peer pid %d is not plugin %q (pid %d)", p.PID, inst.cfg.Name, want)
 		}
@@ -481,10 +511,21 @@ func (inst *Instance) releaseAll() {
 // InFlight returns the number of executions in progress on this instance.
 func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
 
-// PID returns the plugin process's id, or 0 when the host did not launch it.
+// PID returns the plugin process's id (in the host's PID namespace; its parent is
+// its sandbox launcher), or 0 when the host did not launch it.
 func (inst *Instance) PID() int {
-	if inst.proc == nil || inst.proc.cmd.Process == nil {
+	if inst.proc == nil {
 		return 0
 	}
-	return inst.proc.cmd.Process.Pid
+	return inst.proc.box.ProgramPID()
+}
+
+// Containment reports how the plugin's process tree is held together, and whether
+// Landlock confines it. A reattached plugin (-debug), which the host did not launch,
+// is neither: ModeNone.
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	if inst.proc == nil {
+		return sandbox.ModeNone, false
+	}
+	return inst.proc.box.Mode(), inst.proc.box.Confined()
 }

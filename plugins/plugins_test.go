@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -98,6 +99,10 @@ func newHost(t *testing.T) *host {
 
 func (h *host) config(env map[string]string, mode string) plugins.Config {
 	cfg := plugins.Config{Name: "fault", Path: faultBinary, Env: env, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}
+	if mark := env["FAULT_MARK"]; mark != "" {
+		// Untrusted plugins are confined: the mark's directory must be granted.
+		cfg.Sandbox.Confine = &sandbox.Confinement{Write: []string{filepath.Dir(mark)}}
+	}
 	if mode != "" {
 		cfg.Options = json.RawMessage(fmt.Sprintf(`{"mode":%q}`, mode))
 	}

@@ -33,10 +33,11 @@ type Box struct {
 	tmpDir  string
 	cgroup  string
 
-	status   *os.File // read end of the launcher's status pipe
-	statusW  *os.File
-	statusRd *bufio.Reader
-	nsID     string // the launcher's PID namespace (ModeNamespace)
+	status     *os.File // read end of the launcher's status pipe
+	statusW    *os.File
+	statusRd   *bufio.Reader
+	nsID       string // the launcher's PID namespace (ModeNamespace)
+	programPID int
 
 	exited chan struct{} // closed once Cmd.Wait returned
 
@@ -189,8 +190,27 @@ func (b *Box) Start() (err error) {
 	if b.mode == ModeNamespace {
 		b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.Cmd.Process.Pid))
 	}
+	// The launcher's only child yet is the program (started by its locked thread).
+	launcher := b.Cmd.Process.Pid
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", launcher, launcher)); err == nil {
+		fmt.Sscan(string(data), &b.programPID)
+	}
+	if b.programPID == 0 {
+		if kids := childrenOf(launcher); len(kids) > 0 {
+			b.programPID = kids[0]
+		}
+	}
 	track(b)
 	return nil
+}
+
+// ProgramPID is the program's pid as the host sees it (the launcher's child), 0
+// before Start or if the program exited at once. In ModeNone it is PID.
+func (b *Box) ProgramPID() int {
+	if b.mode == ModeNone {
+		return b.PID()
+	}
+	return b.programPID
 }
 
 // PID is the launcher's pid (the program's own in ModeNone), 0 before Start.

@@ -28,6 +28,12 @@ const (
 	statusFD     = 3
 )
 
+// HostPIDEnv is set in a contained program's environment to the host's pid as the
+// program sees it (SO_PEERCRED reports the host's connections with it): the pid
+// outside a PID namespace, 0 inside one, where every process outside the namespace
+// has pid 0. A program's parent is the launcher, not the host.
+const HostPIDEnv = "TOOLHOST_HOST_PID"
+
 // plan is what the host tells the launcher.
 type plan struct {
 	Name string `json:"name"`
@@ -93,7 +99,9 @@ func launch() int {
 
 	cmd := exec.Command(p.Path)
 	cmd.Args = os.Args[1:]
-	cmd.Env = os.Environ()
+	// The program's view of the host: its pid outside a namespace, 0 inside one
+	// (the kernel reports every process outside the namespace as pid 0).
+	cmd.Env = append(os.Environ(), HostPIDEnv+"="+strconv.Itoa(hostPID))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Its own group, so a forwarded signal reaches the program's helpers as the
 	// host's group signal used to; outside a namespace it dies with this thread.
