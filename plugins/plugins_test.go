@@ -285,6 +285,22 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	}
 }
 
+func TestCrashLeavesNoProcess(t *testing.T) {
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int // setsid: out of the plugin's process group
+	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
+		t.Fatalf("spawn: %v", err)
+	}
+	gen := s.Current()
+	h.call(context.Background(), "crash", `{}`)
+	<-gen.Exited()
+	waitFor(t, func() bool { return !proctest.Running(child) })
+}
+
 func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	h := newHost(t)
 	cfg := h.config(map[string]string{"FAULT": "linger", "PATH": os.Getenv("PATH")}, "")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -118,6 +119,7 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			}
 			cmd := exec.Command(self)
 			cmd.Env = []string{"FAULT=child"}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // out of the plugin's group
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				return 0, err
