@@ -71,6 +71,10 @@ type PluginConfig struct {
 	// StopGrace is how long a stopping plugin may take before it is killed;
 	// zero means the default.
 	StopGrace time.Duration
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // MCPServerConfig declares one stdio MCP server.
@@ -90,6 +94,10 @@ type MCPServerConfig struct {
 	Dir string
 	// Timeout bounds each request to the server; zero means the default.
 	Timeout time.Duration
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // ManifestToolConfig declares one manifest tool: a command run per call that
@@ -116,6 +124,10 @@ type ManifestToolConfig struct {
 	Timeout time.Duration
 	// MaxOutputBytes caps the captured stdout; zero means the default.
 	MaxOutputBytes int64
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // Effect is the outcome a permission rule assigns.
@@ -576,24 +588,28 @@ type rawConfig struct {
 }
 
 type rawPlugin struct {
-	Name         string            `json:"name"`
-	Path         string            `json:"path"`
-	Source       string            `json:"source"`
-	Trusted      bool              `json:"trusted"`
-	SHA256       string            `json:"sha256"`
-	Options      json.RawMessage   `json:"options"`
-	Env          map[string]string `json:"env"`
-	StartTimeout string            `json:"start_timeout"`
-	StopGrace    string            `json:"stop_grace"`
+	Name           string            `json:"name"`
+	Path           string            `json:"path"`
+	Source         string            `json:"source"`
+	Trusted        bool              `json:"trusted"`
+	SHA256         string            `json:"sha256"`
+	Options        json.RawMessage   `json:"options"`
+	Env            map[string]string `json:"env"`
+	StartTimeout   string            `json:"start_timeout"`
+	StopGrace      string            `json:"stop_grace"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 }
 
 type rawMCPServer struct {
-	Name    string            `json:"name"`
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Dir     string            `json:"dir"`
-	Timeout string            `json:"timeout"`
+	Name           string            `json:"name"`
+	Command        string            `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	Dir            string            `json:"dir"`
+	Timeout        string            `json:"timeout"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 }
 
 type rawTool struct {
@@ -606,6 +622,8 @@ type rawTool struct {
 	Env            map[string]string `json:"env"`
 	Timeout        string            `json:"timeout"`
 	MaxOutputBytes json.Number       `json:"max_output_bytes"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 }
 
 type rawRule struct {
@@ -640,13 +658,15 @@ func (d *decoder) config(raw *rawConfig) *Config {
 		at := fmt.Sprintf("/plugins/%d", i)
 		d.unique(sources, p.Name, at)
 		pc := PluginConfig{
-			Name:         p.Name,
-			Trusted:      p.Trusted,
-			SHA256:       p.SHA256,
-			Options:      compact(p.Options),
-			Env:          p.Env,
-			StartTimeout: d.duration(at+"/start_timeout", p.StartTimeout),
-			StopGrace:    d.duration(at+"/stop_grace", p.StopGrace),
+			Name:           p.Name,
+			Trusted:        p.Trusted,
+			SHA256:         p.SHA256,
+			Options:        compact(p.Options),
+			Env:            p.Env,
+			StartTimeout:   d.duration(at+"/start_timeout", p.StartTimeout),
+			StopGrace:      d.duration(at+"/stop_grace", p.StopGrace),
+			Sandbox:        d.sandbox(at+"/sandbox", p.Sandbox),
+			RequireSandbox: p.RequireSandbox,
 		}
 		if p.Path != "" {
 			pc.Path = d.resolve(p.Path)
@@ -660,12 +680,14 @@ func (d *decoder) config(raw *rawConfig) *Config {
 		at := fmt.Sprintf("/mcp_servers/%d", i)
 		d.unique(sources, m.Name, at)
 		cfg.MCPServers = append(cfg.MCPServers, MCPServerConfig{
-			Name:    m.Name,
-			Command: d.program(m.Command),
-			Args:    m.Args,
-			Env:     m.Env,
-			Dir:     d.workDir(at+"/dir", m.Dir),
-			Timeout: d.duration(at+"/timeout", m.Timeout),
+			Name:           m.Name,
+			Command:        d.program(m.Command),
+			Args:           m.Args,
+			Env:            m.Env,
+			Dir:            d.workDir(at+"/dir", m.Dir),
+			Timeout:        d.duration(at+"/timeout", m.Timeout),
+			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
+			RequireSandbox: m.RequireSandbox,
 		})
 	}
 	tools := map[string]string{}
@@ -684,6 +706,8 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Env:            t.Env,
 			Timeout:        d.duration(at+"/timeout", t.Timeout),
 			MaxOutputBytes: d.count(at+"/max_output_bytes", t.MaxOutputBytes),
+			Sandbox:        d.sandbox(at+"/sandbox", t.Sandbox),
+			RequireSandbox: t.RequireSandbox,
 		})
 	}
 	for _, r := range raw.Permission {

@@ -247,6 +247,10 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		_ = sc.Close(closeCtx)
 		return nil, &StartError{Plugin: cfg.Name, Err: err, Stderr: inst.stderr.String()}
 	}
+	if gen <= 1 && inst.proc != nil {
+		mode, confined := inst.Containment()
+		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String())
+	}
 	return inst, nil
 }
 
