@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -269,6 +270,10 @@ func (inst *Instance) start(ctx context.Context) error {
 			pluginpb.DialOption(),
 		},
 	}
+	token := rand.Text() // see pluginpb.HostTokenEnv
+	if cfg.Reattach == nil {
+		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.TokenDialOption(token))
+	}
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.Config()
 		if err != nil {
@@ -284,6 +289,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
 		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+			env = append(env, pluginpb.HostTokenEnv+"="+token)
 			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
 			if err != nil {
 				return nil, err

@@ -52,7 +52,13 @@ func Serve(p Plugin) {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
 		host := hostPID()
+		var tokenOpts []grpc.ServerOption
+		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
+			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
+			tokenOpts = pluginpb.TokenServerOptions(token)
+		}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, tokenOpts...)
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 				if p.PID != host {
 					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
