@@ -54,7 +54,13 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		env = []string{}
 	}
 	b := &Box{spec: spec, exited: make(chan struct{})}
-	if !spec.Contain && spec.Confine == nil {
+	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
+		if spec.Confine != nil {
+			if spec.Require {
+				return nil, fmt.Errorf("%w: %q requires confinement and its containment is forced to none", ErrUnavailable, spec.Name)
+			}
+			b.warning = "containment forced to none: running unconfined"
+		}
 		cmd := exec.Command(path)
 		cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

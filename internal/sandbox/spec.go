@@ -15,6 +15,7 @@ type Spec struct {
 	Contain bool
 	// Mode forces a containment mechanism; "" picks the strongest that works (probed
 	// once per host process). A forced mode that the kernel refuses fails the start.
+	// ModeNone runs the program as a plain child, unconfined (with a warning).
 	Mode Mode
 	// Confine, if not nil, confines the program before it starts; nil runs it
 	// unconfined. Confinement implies Contain.
