@@ -84,7 +84,7 @@ type Config struct {
 // sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
 func (c Config) sandboxSpec() sandbox.Spec {
 	spec := c.Sandbox
-	spec.Contain = true
+	spec.Contain, spec.HostPID = true, true
 	if spec.Name == "" {
 		spec.Name = c.Name
 	}

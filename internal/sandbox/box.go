@@ -72,7 +72,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		mode = DetectMode()
 	}
 	b.mode = mode
-	b.plan = plan{Name: spec.Name, Path: path, Mode: mode, Limits: spec.Limits.withDefaults()}
+	b.plan = plan{Name: spec.Name, Path: path, Mode: mode, Limits: spec.Limits.withDefaults(), HostPID: spec.HostPID}
 	if c := spec.Confine; c != nil {
 		if LandlockABI() == 0 {
 			if spec.Require {

@@ -44,6 +44,7 @@ type plan struct {
 	NoNewPrivs bool         `json:"no_new_privs,omitempty"`
 	Limits     Limits       `json:"limits"`
 	Cgroup     string       `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
+	HostPID    bool         `json:"host_pid,omitempty"`
 }
 
 // init turns the process into a launcher (or a probe) before any package that sorts
@@ -101,7 +102,10 @@ func launch() int {
 	cmd.Args = os.Args[1:]
 	// The program's view of the host: its pid outside a namespace, 0 inside one
 	// (the kernel reports every process outside the namespace as pid 0).
-	cmd.Env = append(os.Environ(), HostPIDEnv+"="+strconv.Itoa(hostPID))
+	cmd.Env = os.Environ()
+	if p.HostPID {
+		cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(hostPID))
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Its own group, so a forwarded signal reaches the program's helpers as the
 	// host's group signal used to; outside a namespace it dies with this thread.

@@ -22,6 +22,9 @@ type Spec struct {
 	Confine *Confinement
 	// Limits caps the program's resources (applied whenever Contain or Confine is set).
 	Limits Limits
+	// HostPID sets HostPIDEnv in the program's environment (for plugins, whose SDK
+	// checks its peer); otherwise the environment is exactly the one given.
+	HostPID bool
 	// Require refuses to start the program when the confinement cannot be applied
 	// (no Landlock in the kernel) instead of running it unconfined with a warning.
 	Require bool
