@@ -187,6 +187,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				Authorize: l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
 				Overrides: mc.Overrides,
 				Limits:    mc.Sharing.limits(),
+				Sandbox:   sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false),
 				Logger:    logger.Named(mc.Name),
 			}, mcp.Target{Registry: opts.Registry, Location: id})
 		})
@@ -218,6 +219,7 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
 			Overrides: t.Overrides,
+			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false),
 		})
 	}
 	loaded, problems := manifest.Load(l.id)
@@ -312,6 +314,8 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		Limits:       pc.Sharing.limits(),
 		SocketDir:    opts.SocketDir,
 		Logger:       logger.Named(pc.Name),
+		// Untrusted plugins are confined; the sandbox block widens that.
+		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted),
 	}
 	// Sharing the tool type does not mean sharing authority: only a trusted plugin
 	// gets the Location's services; an untrusted one is checked by the host instead.
@@ -322,7 +326,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 	}
 	if r, ok := reattach[pc.Name]; ok {
 		cfg.Reattach = &r
-		logger.Info("attaching to a plugin started by hand", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
+		logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
 	} else if pc.Source != "" {
 		path, built, err := BuildPlugin(ctx, cacheDir, pc.Name, pc.Source)
 		for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,8 +56,14 @@ func Serve(p Plugin) {
 	if !debugFlag() {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
-		host := os.Getppid()
+		host := hostPID()
+		var tokenOpts []grpc.ServerOption
+		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
+			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
+			tokenOpts = pluginpb.TokenServerOptions(token)
+		}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, tokenOpts...)
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 				if p.PID != host {
 					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
@@ -192,6 +199,20 @@ func debugFlag() bool {
 		}
 	}
 	return false
+}
+
+// hostPID is the pid the kernel reports for the host's connections: the parent's,
+// unless the host's sandbox launcher (the parent then) says otherwise — 0 when the
+// plugin runs in its own PID namespace, where every process outside it has pid 0
+// (the host's own peer checks then keep other processes away from the plugin's
+// capabilities; Landlock keeps a confined plugin from other plugins).
+func hostPID() int {
+	if v, ok := os.LookupEnv("TOOLHOST_HOST_PID"); ok {
+		if pid, err := strconv.Atoi(v); err == nil {
+			return pid
+		}
+	}
+	return os.Getppid()
 }
 
 // exitWithParent ends the process when its parent (the host) is gone, so no plugin
