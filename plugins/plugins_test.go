@@ -377,7 +377,7 @@ func TestStartFaults(t *testing.T) {
 		{"NeverAnswers", map[string]string{"FAULT": "never_answer"}, "", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"timeout", "never answering"}},
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
 		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
-		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4)", "cannot open the cache database"}},
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4", "cannot open the cache database"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
 		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},
