@@ -5,7 +5,7 @@
 //	c, err := client.Dial(ctx, "unix:///run/user/1000/toolhost.sock", "")
 //	loc, _, err := c.ActivateLocation(ctx, "/path/to/workspace")
 //	req, err := c.PrepareRequest(ctx, loc.ID, "anthropic")
-//	s, err := c.Settle(ctx, req.ID, client.Call{Name: "upper", Input: in, Invocation: inv}, onProgress)
+//	s, err := c.Settle(ctx, req.ID, client.Call{Name: "upper", Input: in, Invocation: inv}, onProgress) // nil: unary
 //	// err: errors.Is(err, context.Canceled) for an interruption, *client.CallError
 //	// for a defect or an operational failure; s.Outcome otherwise.
 //
