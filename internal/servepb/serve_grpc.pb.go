@@ -20,7 +20,9 @@
 // NOT_FOUND, WatchAsks does not show the handle's asks and AnswerAsk fails with
 // NOT_FOUND for them. A handle is also bound to the transport connection that opened
 // it: sent over another connection it is unknown (NOT_FOUND), so a leaked id is
-// useless to another process. A handle ends with CloseClient or when its connection
+// useless to another process. A method that takes a client_id fails with
+// INVALID_ARGUMENT when it is empty, and with NOT_FOUND when it is unknown; both are
+// repeated below only as "the handle is unknown". A handle ends with CloseClient or when its connection
 // ends, whichever comes first; then its Requests are released, its calls in flight
 // are interrupted and its pending asks are declined. A client that reconnects opens a
 // new handle and prepares its Requests again.
