@@ -10,6 +10,8 @@ WORKSPACE := examples/workspace
 MCP_NODE := mcp/testdata/node
 # The pinned TypeScript MCP client the mcpserve tests drive toolhost mcp with.
 MCPSERVE_NODE := mcpserve/testdata/node
+# The Node.js runner example's pinned gRPC packages.
+NODE_RUNNER := examples/node-runner
 
 .PHONY: all build demo test test-deps bench bench-compare proto tools-proto
 
@@ -43,13 +45,16 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json
+test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json
 
 $(MCP_NODE)/node_modules/.package-lock.json: $(MCP_NODE)/package-lock.json
 	npm ci --prefix $(MCP_NODE) --no-audit --no-fund
 
 $(MCPSERVE_NODE)/node_modules/.package-lock.json: $(MCPSERVE_NODE)/package-lock.json
 	npm ci --prefix $(MCPSERVE_NODE) --no-audit --no-fund
+
+$(NODE_RUNNER)/node_modules/.package-lock.json: $(NODE_RUNNER)/package-lock.json
+	npm ci --prefix $(NODE_RUNNER) --no-audit --no-fund
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -379,10 +379,17 @@ func (l *Location) MCPServers() []*mcp.Supervisor { return slices.Clone(l.server
 // Prepare captures a registry Request for the Location's placement: its tools and the
 // application's, sorted by name, narrowed by opts (for example registry.Offer with
 // permission.Visibility of the rules that apply to the request). It fails with
-// registry.ErrLocationNotOpen once the Location is closed.
+// ErrClosing once the Location's Close has begun (its tools are going away).
 func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, error) {
+	if l.scope.Context().Err() != nil {
+		return nil, fmt.Errorf("%w: %s", ErrClosing, l.id)
+	}
 	return l.reg.Prepare(l.id, opts...)
 }
+
+// ErrClosing is returned by Location.Prepare once the Location is closing or closed.
+// It wraps registry.ErrLocationNotOpen.
+var ErrClosing = fmt.Errorf("location: closing, no Request can be prepared: %w", registry.ErrLocationNotOpen)
 
 // Close deactivates the Location: it closes the Location scope, so in-flight
 // executions end as interruptions, every tool of the Location disappears, every

@@ -224,8 +224,10 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	if err := l.Close(t.Context()); err != nil {
 		t.Errorf("second close: %v", err)
 	}
-	if _, err := l.Prepare(); !errors.Is(err, registry.ErrLocationNotOpen) {
-		t.Errorf("Prepare after Close: %v, want ErrLocationNotOpen", err)
+	// Close cancels the scope's context first, so this holds from the moment Close
+	// begins, not only once it has finished.
+	if _, err := l.Prepare(); !errors.Is(err, location.ErrClosing) || !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("Prepare after Close: %v, want ErrClosing (an ErrLocationNotOpen)", err)
 	}
 	if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
 		t.Errorf("registry Prepare after Close: %v, want ErrLocationNotOpen", err)
