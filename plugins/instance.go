@@ -70,7 +70,21 @@ type Config struct {
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
 	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
+	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
+	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
+	// Locations grant both to trusted plugins and what the config lists to others.
+	Grants []Grant
 }
+
+// Grant is a capability a plugin may be granted beyond the Tools capability.
+type Grant string
+
+const (
+	// GrantAsk: sdk.Ask reaches the person behind the call.
+	GrantAsk Grant = "ask"
+	// GrantSample: sdk.Sample reaches the runner's model.
+	GrantSample Grant = "sample"
+)
 
 func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
@@ -199,6 +213,10 @@ type Instance struct {
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	noCall     atomic.Bool // the plugin does not implement Call: always stream
+	// calls holds the context of every call in flight that the plugin may ask
+	// about (granted plugins only): call id → context.Context.
+	calls    sync.Map
+	nextCall atomic.Uint64
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release
@@ -307,6 +325,16 @@ func (inst *Instance) start(ctx context.Context) error {
 		})
 	}
 
+	var interactionID uint32
+	if len(cfg.Grants) > 0 {
+		interactionID = conn.broker.NextId()
+		go conn.broker.AcceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
+			return s
+		})
+	}
+
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
@@ -317,6 +345,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		Options:          cfg.Options,
 		ToolsBrokerId:    toolsID,
 		ServicesBrokerId: servicesID,
+
+		InteractionBrokerId: interactionID,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {
