@@ -26,6 +26,7 @@ type mcpOptions struct {
 	locations []string
 	http      string
 	tokenFile string
+	noToken   bool
 	dev       bool
 	debounce  time.Duration
 	verbose   bool
@@ -54,6 +55,7 @@ func (a *app) mcpFlags() (*flag.FlagSet, *mcpOptions) {
 	})
 	fs.StringVar(&o.http, "http", "", "serve streamable HTTP at `address` (127.0.0.1:PORT, [::1]:PORT; port 0 picks one)\ninstead of stdio")
 	fs.StringVar(&o.tokenFile, "token-file", "", "with --http, write the token to `path` (mode 0600; default toolhost-mcp.token\nnext to the default socket of toolhost serve)")
+	fs.BoolVar(&o.noToken, "no-token", false, "with --http, require no token: any local process can call the tools (for the\nMCP conformance suite, which cannot send one); Host and Origin are still checked")
 	fs.BoolVar(&o.dev, "dev", false, "watch the plugins and hot-reload them when they change")
 	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "with --dev, the quiet `period` that ends a burst of changes")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs on stderr (otherwise only warnings and errors)")
@@ -71,8 +73,10 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		return a.usageError(fs, "unexpected arguments %q", positional)
 	case len(o.locations) == 0:
 		return a.usageError(fs, "missing --location DIR")
-	case o.http == "" && o.tokenFile != "":
-		return a.usageError(fs, "--token-file goes with --http")
+	case o.http == "" && (o.tokenFile != "" || o.noToken):
+		return a.usageError(fs, "--token-file and --no-token go with --http")
+	case o.noToken && o.tokenFile != "":
+		return a.usageError(fs, "--no-token and --token-file exclude each other")
 	}
 	level := hclog.Warn
 	if o.verbose {
@@ -104,6 +108,8 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 			return fail(err)
 		}
 		defer lis.Close()
+	}
+	if lis != nil && !o.noToken {
 		tokenFile = o.tokenFile
 		if tokenFile == "" {
 			tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
@@ -186,7 +192,11 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
-	fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+	if o.noToken {
+		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, no token\n", lis.Addr())
+	} else {
+		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:
