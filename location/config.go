@@ -61,6 +61,9 @@ type PluginConfig struct {
 	// Trusted plugins also receive the Location's FileSystem and Permission
 	// services; untrusted ones get only the Tools capability.
 	Trusted bool
+	// Grants are what the plugin may do during its calls beyond running: "ask"
+	// (sdk.Ask) and "sample" (sdk.Sample). Trusted plugins have both.
+	Grants []string
 	// SHA256 pins the binary at Path (64 lowercase hex digits), checked on every
 	// start; "" means no pin. It is never set together with Source.
 	SHA256 string
@@ -624,6 +627,7 @@ type rawPlugin struct {
 	Path           string            `json:"path"`
 	Source         string            `json:"source"`
 	Trusted        bool              `json:"trusted"`
+	Grants         []string          `json:"grants"`
 	SHA256         string            `json:"sha256"`
 	Options        json.RawMessage   `json:"options"`
 	Env            map[string]string `json:"env"`
@@ -704,6 +708,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 		pc := PluginConfig{
 			Name:           p.Name,
 			Trusted:        p.Trusted,
+			Grants:         p.Grants,
 			SHA256:         p.SHA256,
 			Options:        compact(p.Options),
 			Env:            p.Env,

@@ -321,8 +321,12 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 	// gets the Location's services; an untrusted one is checked by the host instead.
 	if pc.Trusted {
 		cfg.Services = &plugins.Services{FS: l.fs, Permission: l.perm}
+		cfg.Grants = []plugins.Grant{plugins.GrantAsk, plugins.GrantSample}
 	} else {
 		cfg.Authorize = l.authorizer("plugin:" + pc.Name)
+		for _, g := range pc.Grants {
+			cfg.Grants = append(cfg.Grants, plugins.Grant(g))
+		}
 	}
 	if r, ok := reattach[pc.Name]; ok {
 		cfg.Reattach = &r

@@ -88,6 +88,10 @@ type Config struct {
 	Overrides []string
 	// Limits bound what each generation of the plugin holds (registry.Batch.Limits).
 	Limits registry.SourceLimits
+	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
+	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
+	// Locations grant both to trusted plugins and what the config lists to others.
+	Grants []Grant
 }
 
 // sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
@@ -102,6 +106,16 @@ func (c Config) sandboxSpec() sandbox.Spec {
 	}
 	return spec
 }
+
+// Grant is a capability a plugin may be granted beyond the Tools capability.
+type Grant string
+
+const (
+	// GrantAsk: sdk.Ask reaches the person behind the call.
+	GrantAsk Grant = "ask"
+	// GrantSample: sdk.Sample reaches the runner's model.
+	GrantSample Grant = "sample"
+)
 
 func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
@@ -233,6 +247,10 @@ type Instance struct {
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	noCall     atomic.Bool // the plugin does not implement Call: always stream
+	// calls holds the context of every call in flight that the plugin may ask
+	// about (granted plugins only): call id → context.Context.
+	calls    sync.Map
+	nextCall atomic.Uint64
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release
@@ -355,6 +373,16 @@ func (inst *Instance) start(ctx context.Context) error {
 		})
 	}
 
+	var interactionID uint32
+	if len(cfg.Grants) > 0 {
+		interactionID = conn.broker.NextId()
+		go conn.broker.AcceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
+			return s
+		})
+	}
+
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
@@ -365,6 +393,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		Options:          cfg.Options,
 		ToolsBrokerId:    toolsID,
 		ServicesBrokerId: servicesID,
+
+		InteractionBrokerId: interactionID,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {

@@ -255,6 +255,9 @@ type pluginServer struct {
 	next      atomic.Uint64                       // the last registration id used
 	kept      map[uint64][]*pluginpb.ExecuteEvent // large Call results awaiting Fetch
 	nextFetch atomic.Uint64
+	// interaction is the host's Interaction capability, nil when not granted; set
+	// once, during Activate.
+	interaction pluginpb.InteractionClient
 }
 
 func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
@@ -274,6 +277,13 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
 		}
 		loc.Services = newServices(conn)
+	}
+	if req.InteractionBrokerId != 0 {
+		conn, err := s.broker.DialWithOptions(req.InteractionBrokerId, pluginpb.DialOption())
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Interaction capability: %v", err)
+		}
+		s.interaction = pluginpb.NewInteractionClient(conn)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -359,6 +369,9 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 			_ = send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}}})
 		})
 	}
+	if s.interaction != nil && req.Call != 0 {
+		ctx = WithInteractor(ctx, hostInteractor{client: s.interaction, call: req.Call})
+	}
 	inv := Invocation{}
 	if i := req.Invocation; i != nil {
 		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}
@@ -390,11 +403,13 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 		}
 	}
 	for _, p := range content {
-		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{Type: string(p.Type), MimeType: p.MIMEType}}}); err != nil {
+		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{
+			Type: string(p.Type), MimeType: p.MIMEType, Uri: p.URI, Blob: p.IsBlob(),
+		}}}); err != nil {
 			return err
 		}
 		data := p.Data
-		if p.Type == PartText {
+		if p.Type == PartText || p.Type == PartResource && !p.IsBlob() {
 			data = []byte(p.Text)
 		}
 		if err := sendChunks(send, data, func(b []byte) *pluginpb.ExecuteEvent {
