@@ -1,13 +1,12 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/toolhost/toolhost/internal/askschema"
 )
 
 // Question is a structured question to the person behind the call (MCP's
@@ -121,10 +120,14 @@ func InteractorFrom(ctx context.Context) Interactor {
 
 // Ask puts q to the person behind the call that ctx belongs to and blocks until
 // they answer or ctx ends (then it returns context.Cause(ctx)). An accepted answer's
-// content has been validated against q.Schema. With nobody to ask it returns a
-// *UnansweredError. Declining or cancelling is an Answer, not an error.
+// content has been validated against q.Schema: in a plugin, by the host, which puts
+// the question for it; in a host's own process, here, with the validator the
+// registry package provides (a process that links neither, such as a unit test with
+// a fake Interactor and no registry, gets the answer unvalidated). With nobody to
+// ask it returns a *UnansweredError. Declining or cancelling is an Answer, not an
+// error.
 func Ask(ctx context.Context, q Question) (Answer, error) {
-	schema, err := compileQuestion(q.Schema)
+	validate, err := compileQuestion(q.Schema)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -142,45 +145,31 @@ func Ask(ctx context.Context, q Question) (Answer, error) {
 	if a.Action != Accepted {
 		return Answer{Action: a.Action}, nil
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(a.Content))
-	if err != nil {
-		return Answer{}, fmt.Errorf("sdk: ask: the answer is not JSON: %w", err)
-	}
-	if err := schema.Validate(v); err != nil {
-		return Answer{}, fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+	if validate != nil {
+		if err := validate(a.Content); err != nil {
+			return Answer{}, fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+		}
 	}
 	return a, nil
 }
 
-// compileQuestion checks that schema is an object schema and compiles it.
-func compileQuestion(schema json.RawMessage) (*jsonschema.Schema, error) {
+// compileQuestion checks that schema is an object schema and, where the validator
+// is linked (askschema), compiles it; nil without it.
+func compileQuestion(schema json.RawMessage) (func(json.RawMessage) error, error) {
 	var head struct {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(schema, &head); err != nil || head.Type != "object" {
 		return nil, errors.New(`sdk: ask: Question.Schema must be a JSON Schema of "type": "object"`)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if askschema.Compile == nil {
+		return nil, nil
+	}
+	validate, err := askschema.Compile(schema)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: ask: Question.Schema: %w", err)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource("question.json", doc); err != nil {
-		return nil, fmt.Errorf("sdk: ask: Question.Schema: %w", err)
-	}
-	s, err := c.Compile("question.json")
-	if err != nil {
-		return nil, fmt.Errorf("sdk: ask: Question.Schema: %w", err)
-	}
-	return s, nil
-}
-
-// noLoader refuses every remote $ref: schemas are self-contained.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("remote $ref %q: schemas must be self-contained", url)
+	return validate, nil
 }
 
 // Sample asks the model behind the call that ctx belongs to for one completion and

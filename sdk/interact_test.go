@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	_ "github.com/toolhost/toolhost/registry" // the answers' validator (internal/askschema)
 	"github.com/toolhost/toolhost/sdk"
 )
 
