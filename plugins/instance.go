@@ -387,14 +387,15 @@ func (inst *Instance) start(ctx context.Context) error {
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
-	_, err = inst.rpc.Activate(actx, &pluginpb.ActivateRequest{
+	res, err := inst.rpc.Activate(actx, &pluginpb.ActivateRequest{
 		Directory:        inst.target.Directory,
 		WorkspaceId:      inst.target.WorkspaceID,
 		Options:          cfg.Options,
 		ToolsBrokerId:    toolsID,
 		ServicesBrokerId: servicesID,
 
-		InteractionBrokerId: interactionID,
+		InteractionBrokerId:     interactionID,
+		RegistrationsInResponse: true,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {
@@ -414,6 +415,13 @@ func (inst *Instance) start(ctx context.Context) error {
 			}
 		}
 		return fmt.Errorf("its activation failed: %w", statusError(err))
+	}
+	// The activation's own registrations came with its answer, in the order made (a
+	// plugin built with an older sdk sent them over the Tools capability instead).
+	for _, req := range res.Registrations {
+		if err := inst.registerBatch(req); err != nil {
+			return fmt.Errorf("its activation failed: %w", err)
+		}
 	}
 	return nil
 }

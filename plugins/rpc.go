@@ -46,11 +46,19 @@ type toolsServer struct {
 }
 
 func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest) (*pluginpb.RegisterResponse, error) {
-	inst := s.inst
+	if err := s.inst.registerBatch(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &pluginpb.RegisterResponse{}, nil
+}
+
+// registerBatch registers a batch the plugin sent, over the Tools capability or in
+// its activation's response.
+func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 	tools := make(map[string]sdk.Tool, len(req.Tools))
 	for _, def := range req.Tools {
 		if _, dup := tools[def.Name]; dup {
-			return nil, status.Errorf(codes.InvalidArgument, "plugin %q: tool %q appears twice in one batch", inst.cfg.Name, def.Name)
+			return fmt.Errorf("plugin %q: tool %q appears twice in one batch", inst.cfg.Name, def.Name)
 		}
 		tools[def.Name] = sdk.Tool{
 			Description:      def.Description,
@@ -79,9 +87,8 @@ func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest)
 	})
 	if err != nil {
 		inst.cfg.Logger.Warn("refused a registration", "plugin", inst.cfg.Name, "error", err)
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &pluginpb.RegisterResponse{}, nil
+	return err
 }
 
 func (s *toolsServer) Close(_ context.Context, req *pluginpb.CloseRequest) (*pluginpb.CloseResponse, error) {

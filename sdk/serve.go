@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -264,12 +265,12 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	if !s.activated.CompareAndSwap(false, true) {
 		return nil, status.Error(codes.FailedPrecondition, "sdk: plugin already activated")
 	}
-	conn, err := s.broker.DialWithOptions(req.ToolsBrokerId, pluginpb.DialOption())
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "sdk: dial the Tools capability: %v", err)
+	tools := &toolsClient{server: s, brokerID: req.ToolsBrokerId, collecting: req.RegistrationsInResponse}
+	if !tools.collecting {
+		if _, err := tools.client(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Tools capability: %v", err)
+		}
 	}
-	// The connection lives as long as the process, which lives as long as the scope.
-	tools := &toolsClient{server: s, client: pluginpb.NewToolsClient(conn)}
 	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
 	if req.ServicesBrokerId != 0 {
 		conn, err := s.broker.DialWithOptions(req.ServicesBrokerId, pluginpb.DialOption())
@@ -294,7 +295,7 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	if err := s.impl.Activate(ctx, loc, tools); err != nil {
 		return nil, status.Error(codes.Aborted, err.Error()) // the host says it was the activation
 	}
-	return &pluginpb.ActivateResponse{}, nil
+	return &pluginpb.ActivateResponse{Registrations: tools.endActivation()}, nil
 }
 
 func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_ExecuteServer) error {
@@ -486,10 +487,56 @@ func sendChunks(send func(*pluginpb.ExecuteEvent) error, data []byte, event func
 	return nil
 }
 
-// toolsClient is the plugin's end of the Tools capability.
+// toolsClient is the plugin's end of the Tools capability. During an activation
+// whose host takes registrations in its response (collecting), Register only
+// records the batch; the connection is dialled for registrations made later.
 type toolsClient struct {
-	server *pluginServer
-	client pluginpb.ToolsClient
+	server   *pluginServer
+	brokerID uint32
+
+	mu         sync.Mutex
+	collecting bool
+	pending    []*pluginpb.RegisterRequest // collected, in order
+
+	dialOnce sync.Once
+	conn     pluginpb.ToolsClient
+	dialErr  error
+}
+
+// dialDelay is how long after an activation whose registrations went in its
+// response the plugin waits before dialling the Tools capability anyway, if no
+// registration needed it sooner: go-plugin forgets a broker id's connection details
+// 5 s after they arrive, so the dial must come before then. Waiting keeps the
+// connection's setup out of the host's launches, which run for a few milliseconds.
+const dialDelay = time.Second
+
+// client returns the Tools capability's client, dialling it the first time.
+func (t *toolsClient) client() (pluginpb.ToolsClient, error) {
+	t.dialOnce.Do(func() {
+		// The connection lives as long as the process, which lives as long as the scope.
+		conn, err := t.server.broker.DialWithOptions(t.brokerID, pluginpb.DialOption())
+		if err != nil {
+			t.dialErr = fmt.Errorf("sdk: dial the Tools capability: %w", err)
+			return
+		}
+		t.conn = pluginpb.NewToolsClient(conn)
+	})
+	return t.conn, t.dialErr
+}
+
+// endActivation ends collecting and returns what was collected; the Tools
+// capability is dialled dialDelay later, unless a registration needs it sooner.
+func (t *toolsClient) endActivation() []*pluginpb.RegisterRequest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.collecting {
+		return nil
+	}
+	t.collecting = false
+	time.AfterFunc(dialDelay, func() { _, _ = t.client() })
+	pending := t.pending
+	t.pending = nil
+	return pending
 }
 
 func (t *toolsClient) Register(ctx context.Context, tools map[string]Tool) (Registration, error) {
@@ -516,13 +563,40 @@ func (t *toolsClient) Register(ctx context.Context, tools map[string]Tool) (Regi
 	t.server.mu.Lock()
 	t.server.regs[id] = kept
 	t.server.mu.Unlock()
-	if _, err := t.client.Register(ctx, req); err != nil {
+	t.mu.Lock()
+	if t.collecting {
+		t.pending = append(t.pending, req)
+		t.mu.Unlock()
+		return &registration{tools: t, id: id}, nil
+	}
+	t.mu.Unlock()
+	client, err := t.client()
+	if err == nil {
+		_, err = client.Register(ctx, req)
+		if err != nil {
+			err = fmt.Errorf("sdk: register: %s", status.Convert(err).Message())
+		}
+	}
+	if err != nil {
 		t.server.mu.Lock()
 		delete(t.server.regs, id)
 		t.server.mu.Unlock()
-		return nil, fmt.Errorf("sdk: register: %s", status.Convert(err).Message())
+		return nil, err
 	}
 	return &registration{tools: t, id: id}, nil
+}
+
+// unpend removes a batch still being collected; false if it was sent.
+func (t *toolsClient) unpend(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, req := range t.pending {
+		if req.Registration == id {
+			t.pending = slices.Delete(t.pending, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 type registration struct {
@@ -534,9 +608,18 @@ type registration struct {
 
 func (r *registration) Close(ctx context.Context) error {
 	r.once.Do(func() {
-		if _, err := r.tools.client.Close(ctx, &pluginpb.CloseRequest{Registration: r.id}); err != nil {
-			r.err = fmt.Errorf("sdk: close registration: %s", status.Convert(err).Message())
-			return
+		if !r.tools.unpend(r.id) {
+			client, err := r.tools.client()
+			if err == nil {
+				_, err = client.Close(ctx, &pluginpb.CloseRequest{Registration: r.id})
+				if err != nil {
+					err = fmt.Errorf("sdk: close registration: %s", status.Convert(err).Message())
+				}
+			}
+			if err != nil {
+				r.err = err
+				return
+			}
 		}
 		r.tools.server.mu.Lock()
 		delete(r.tools.server.regs, r.id)

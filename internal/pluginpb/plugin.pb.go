@@ -247,8 +247,13 @@ type ActivateRequest struct {
 	// capability (asking the person, sampling the model during a call); served to
 	// trusted plugins and to plugins the Location config grants "ask" or "sample".
 	InteractionBrokerId uint32 `protobuf:"varint,6,opt,name=interaction_broker_id,json=interactionBrokerId,proto3" json:"interaction_broker_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// registrations_in_response says the host takes the registrations a plugin makes
+	// during its activation in ActivateResponse.registrations, so the plugin dials
+	// the Tools capability only for registrations made later. A host that does not
+	// set it gets them through Tools.Register, as before.
+	RegistrationsInResponse bool `protobuf:"varint,7,opt,name=registrations_in_response,json=registrationsInResponse,proto3" json:"registrations_in_response,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ActivateRequest) Reset() {
@@ -323,8 +328,19 @@ func (x *ActivateRequest) GetInteractionBrokerId() uint32 {
 	return 0
 }
 
+func (x *ActivateRequest) GetRegistrationsInResponse() bool {
+	if x != nil {
+		return x.RegistrationsInResponse
+	}
+	return false
+}
+
 type ActivateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// registrations are the batches registered during the activation, in order, when
+	// the request's registrations_in_response was set. The host registers them
+	// before the activation counts as done; one it refuses fails the activation.
+	Registrations []*RegisterRequest `protobuf:"bytes,1,rep,name=registrations,proto3" json:"registrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +373,13 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
 	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ActivateResponse) GetRegistrations() []*RegisterRequest {
+	if x != nil {
+		return x.Registrations
+	}
+	return nil
 }
 
 type Invocation struct {
@@ -2417,15 +2440,17 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2 .toolhost.plugin.v1.ExecuteEventR\x06events\x12\x14\n" +
 	"\x05fetch\x18\x02 \x01(\x04R\x05fetch\"$\n" +
 	"\fFetchRequest\x12\x14\n" +
-	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xf6\x01\n" +
+	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xb2\x02\n" +
 	"\x0fActivateRequest\x12\x1c\n" +
 	"\tdirectory\x18\x01 \x01(\tR\tdirectory\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x18\n" +
 	"\aoptions\x18\x03 \x01(\fR\aoptions\x12&\n" +
 	"\x0ftools_broker_id\x18\x04 \x01(\rR\rtoolsBrokerId\x12,\n" +
 	"\x12services_broker_id\x18\x05 \x01(\rR\x10servicesBrokerId\x122\n" +
-	"\x15interaction_broker_id\x18\x06 \x01(\rR\x13interactionBrokerId\"\x12\n" +
-	"\x10ActivateResponse\"\x95\x01\n" +
+	"\x15interaction_broker_id\x18\x06 \x01(\rR\x13interactionBrokerId\x12:\n" +
+	"\x19registrations_in_response\x18\a \x01(\bR\x17registrationsInResponse\"]\n" +
+	"\x10ActivateResponse\x12I\n" +
+	"\rregistrations\x18\x01 \x03(\v2#.toolhost.plugin.v1.RegisterRequestR\rregistrations\"\x95\x01\n" +
 	"\n" +
 	"Invocation\x12\x1d\n" +
 	"\n" +
@@ -2662,53 +2687,54 @@ var file_internal_pluginpb_plugin_proto_goTypes = []any{
 }
 var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
 	8,  // 0: toolhost.plugin.v1.CallResult.events:type_name -> toolhost.plugin.v1.ExecuteEvent
-	6,  // 1: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
-	9,  // 2: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
-	10, // 3: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
-	11, // 4: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
-	12, // 5: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
-	13, // 6: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
-	0,  // 7: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
-	15, // 8: toolhost.plugin.v1.ToolDefinition.annotations:type_name -> toolhost.plugin.v1.ToolAnnotations
-	14, // 9: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
-	22, // 10: toolhost.plugin.v1.SampleRequest.messages:type_name -> toolhost.plugin.v1.SampleMessage
-	22, // 11: toolhost.plugin.v1.SampleResponse.message:type_name -> toolhost.plugin.v1.SampleMessage
-	29, // 12: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
-	34, // 13: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
-	1,  // 14: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
-	4,  // 15: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
-	7,  // 16: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
-	7,  // 17: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
-	3,  // 18: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
-	16, // 19: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
-	18, // 20: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
-	20, // 21: toolhost.plugin.v1.Interaction.Ask:input_type -> toolhost.plugin.v1.AskRequest
-	23, // 22: toolhost.plugin.v1.Interaction.Sample:input_type -> toolhost.plugin.v1.SampleRequest
-	25, // 23: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
-	27, // 24: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
-	25, // 25: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
-	31, // 26: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
-	33, // 27: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
-	36, // 28: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
-	5,  // 29: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
-	8,  // 30: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
-	2,  // 31: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
-	8,  // 32: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
-	17, // 33: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
-	19, // 34: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
-	21, // 35: toolhost.plugin.v1.Interaction.Ask:output_type -> toolhost.plugin.v1.AskResponse
-	24, // 36: toolhost.plugin.v1.Interaction.Sample:output_type -> toolhost.plugin.v1.SampleResponse
-	26, // 37: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
-	28, // 38: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
-	30, // 39: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
-	32, // 40: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
-	35, // 41: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
-	37, // 42: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
-	29, // [29:43] is the sub-list for method output_type
-	15, // [15:29] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 1: toolhost.plugin.v1.ActivateResponse.registrations:type_name -> toolhost.plugin.v1.RegisterRequest
+	6,  // 2: toolhost.plugin.v1.ExecuteRequest.invocation:type_name -> toolhost.plugin.v1.Invocation
+	9,  // 3: toolhost.plugin.v1.ExecuteEvent.progress:type_name -> toolhost.plugin.v1.Progress
+	10, // 4: toolhost.plugin.v1.ExecuteEvent.part:type_name -> toolhost.plugin.v1.PartStart
+	11, // 5: toolhost.plugin.v1.ExecuteEvent.done:type_name -> toolhost.plugin.v1.Done
+	12, // 6: toolhost.plugin.v1.ExecuteEvent.failure:type_name -> toolhost.plugin.v1.Failure
+	13, // 7: toolhost.plugin.v1.ExecuteEvent.defect:type_name -> toolhost.plugin.v1.Defect
+	0,  // 8: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
+	15, // 9: toolhost.plugin.v1.ToolDefinition.annotations:type_name -> toolhost.plugin.v1.ToolAnnotations
+	14, // 10: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
+	22, // 11: toolhost.plugin.v1.SampleRequest.messages:type_name -> toolhost.plugin.v1.SampleMessage
+	22, // 12: toolhost.plugin.v1.SampleResponse.message:type_name -> toolhost.plugin.v1.SampleMessage
+	29, // 13: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
+	34, // 14: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
+	1,  // 15: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
+	4,  // 16: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
+	7,  // 17: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
+	7,  // 18: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
+	3,  // 19: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
+	16, // 20: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
+	18, // 21: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
+	20, // 22: toolhost.plugin.v1.Interaction.Ask:input_type -> toolhost.plugin.v1.AskRequest
+	23, // 23: toolhost.plugin.v1.Interaction.Sample:input_type -> toolhost.plugin.v1.SampleRequest
+	25, // 24: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
+	27, // 25: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
+	25, // 26: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
+	31, // 27: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
+	33, // 28: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
+	36, // 29: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
+	5,  // 30: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
+	8,  // 31: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
+	2,  // 32: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
+	8,  // 33: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
+	17, // 34: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
+	19, // 35: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
+	21, // 36: toolhost.plugin.v1.Interaction.Ask:output_type -> toolhost.plugin.v1.AskResponse
+	24, // 37: toolhost.plugin.v1.Interaction.Sample:output_type -> toolhost.plugin.v1.SampleResponse
+	26, // 38: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
+	28, // 39: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
+	30, // 40: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
+	32, // 41: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
+	35, // 42: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
+	37, // 43: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
+	30, // [30:44] is the sub-list for method output_type
+	16, // [16:30] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_internal_pluginpb_plugin_proto_init() }
