@@ -42,7 +42,11 @@ type Location struct {
 // own scope and close its own registrations, nothing else.
 type Tools interface {
 	// Register adds a batch of tools, keyed by authored name, atomically: on error
-	// nothing was registered and the error names the offending tool.
+	// nothing was registered and the error names the offending tool. During
+	// Activate, the batches go to the host with the activation's answer (one round
+	// trip for the whole activation), so Register only checks the batch locally and
+	// a batch the host refuses fails the activation, naming the tool. Later calls
+	// reach the host at once.
 	Register(ctx context.Context, tools map[string]Tool) (Registration, error)
 }
 
