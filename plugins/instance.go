@@ -295,10 +295,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		StartTimeout:     cfg.StartTimeout,
 		Stderr:           inst.stderr,
 		SkipHostEnv:      true,
-		GRPCDialOptions: []grpc.DialOption{
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2 * pluginpb.ChunkSize)),
-			pluginpb.DialOption(),
-		},
+		GRPCDialOptions: append(pluginpb.DialOptions(),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
 	token := rand.Text() // see pluginpb.HostTokenEnv
 	if cfg.Reattach == nil {
@@ -357,7 +355,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// broker closes with the process.
 	toolsID := conn.broker.NextId()
 	go conn.broker.AcceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
@@ -366,7 +364,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	if svc := cfg.Services; svc != nil {
 		servicesID = conn.broker.NextId()
 		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission, source: "plugin:" + inst.cfg.Name})
 			return s
@@ -377,7 +375,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	if len(cfg.Grants) > 0 {
 		interactionID = conn.broker.NextId()
 		go conn.broker.AcceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
 			return s
 		})

@@ -160,13 +160,13 @@ func (c connEvents) HandleConn(_ context.Context, s stats.ConnStats) {
 	}
 }
 
-// serverOptions configure the plugin's gRPC server: the protocol's codec, and
+// serverOptions configure the plugin's gRPC server: the protocol's codec and transport settings, and
 // worker goroutines for the calls. Without workers every call runs on a new
 // goroutine, whose stack grows (and is copied) a few times in the call's first
 // microseconds: about a fifth of a small call's CPU in the plugin. A call that finds
 // every worker busy gets a goroutine of its own, as before.
 func serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{pluginpb.ServerOption(), grpc.NumStreamWorkers(streamWorkers)}
+	return append(pluginpb.ServerOptions(), grpc.NumStreamWorkers(streamWorkers))
 }
 
 // streamWorkers is the number of call workers: enough for 64 calls at once, the
@@ -273,14 +273,14 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	}
 	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
 	if req.ServicesBrokerId != 0 {
-		conn, err := s.broker.DialWithOptions(req.ServicesBrokerId, pluginpb.DialOption())
+		conn, err := s.broker.DialWithOptions(req.ServicesBrokerId, pluginpb.DialOptions()...)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
 		}
 		loc.Services = newServices(conn)
 	}
 	if req.InteractionBrokerId != 0 {
-		conn, err := s.broker.DialWithOptions(req.InteractionBrokerId, pluginpb.DialOption())
+		conn, err := s.broker.DialWithOptions(req.InteractionBrokerId, pluginpb.DialOptions()...)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Interaction capability: %v", err)
 		}
@@ -514,7 +514,7 @@ const dialDelay = time.Second
 func (t *toolsClient) client() (pluginpb.ToolsClient, error) {
 	t.dialOnce.Do(func() {
 		// The connection lives as long as the process, which lives as long as the scope.
-		conn, err := t.server.broker.DialWithOptions(t.brokerID, pluginpb.DialOption())
+		conn, err := t.server.broker.DialWithOptions(t.brokerID, pluginpb.DialOptions()...)
 		if err != nil {
 			t.dialErr = fmt.Errorf("sdk: dial the Tools capability: %w", err)
 			return

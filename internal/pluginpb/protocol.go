@@ -55,6 +55,28 @@ func DialOption() grpc.DialOption {
 // ServerOption makes a server use the plugin protocol's codec.
 func ServerOption() grpc.ServerOption { return grpc.ForceServerCodecV2(protocolCodec) }
 
+// windowSize is the flow-control window of every stream and connection of the
+// protocol, both ends. gRPC's default starts at 64 KiB and lets its BDP estimator
+// grow it, and the estimator pings the peer on the first data of every exchange: a
+// ping and its ack on each small call, and a 64 KiB message, one frame header over
+// the window, waits for a window update in mid-message. A fixed window turns the
+// estimator off. Both ends are one host's processes on a local socket, where a large
+// window costs nothing until data is actually in flight, and a message is at most
+// two chunks (the receive limit).
+const windowSize = 4 << 20
+
+// DialOptions are the protocol's codec and transport settings for a client
+// connection: the host's to a plugin and a plugin's to the host's capabilities.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{DialOption(), grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize)}
+}
+
+// ServerOptions are the protocol's codec and transport settings for a server: a
+// plugin's, and each of the host's capabilities.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{ServerOption(), grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize)}
+}
+
 func (c codec) Name() string { return "proto" }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
