@@ -111,7 +111,9 @@ func (f *FS) ReadLines(ctx context.Context, p string, startLine, maxLines int) (
 		return nil, 0, &PathError{Op: "read", Path: p, Err: fmt.Errorf("%w: %d bytes exceed the %d byte limit", ErrTooLarge, fi.Size(), f.maxRead)}
 	}
 	startLine = max(startLine, 1)
-	br := bufio.NewReaderSize(io.LimitReader(file, f.maxRead), 64<<10)
+	// A buffer for the file as it is now (it may grow), not 64 KiB for every small
+	// file: the sniff needs sniffLen, and longer lines grow past the buffer anyway.
+	br := bufio.NewReaderSize(io.LimitReader(file, f.maxRead), int(min(max(fi.Size()+1, sniffLen), 64<<10)))
 	if head, _ := br.Peek(sniffLen); IsBinary(head) {
 		return nil, 0, &PathError{Op: "read", Path: p, Err: ErrBinary}
 	}
