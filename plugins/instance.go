@@ -49,8 +49,9 @@ type Config struct {
 	// on every start, before the process is created.
 	SHA256 string
 	// Env is the plugin's whole environment: the host's own is never inherited. The
-	// go-plugin handshake variables are added, and GOMAXPROCS=PluginGOMAXPROCS()
-	// unless Env sets GOMAXPROCS (a plugin's "env" in the Location config).
+	// go-plugin handshake variables are added, and the Go runtime's settings
+	// GOMAXPROCS=PluginGOMAXPROCS() and GOGC=PluginGOGC unless Env sets them (a
+	// plugin's "env" in the Location config).
 	Env map[string]string
 	// Options is passed to the plugin's activation (a JSON object, or nil).
 	Options json.RawMessage
@@ -137,15 +138,26 @@ func (c Config) withDefaults() Config {
 	if c.SocketDir == "" {
 		c.SocketDir = DefaultSocketDir()
 	}
-	if _, set := c.Env["GOMAXPROCS"]; !set {
-		c.Env = maps.Clone(c.Env)
-		if c.Env == nil {
-			c.Env = map[string]string{}
+	for k, v := range map[string]string{"GOMAXPROCS": strconv.Itoa(PluginGOMAXPROCS()), "GOGC": PluginGOGC} {
+		if _, set := c.Env[k]; !set {
+			c.Env = maps.Clone(c.Env)
+			if c.Env == nil {
+				c.Env = map[string]string{}
+			}
+			c.Env[k] = v
 		}
-		c.Env["GOMAXPROCS"] = strconv.Itoa(PluginGOMAXPROCS())
 	}
 	return c
 }
+
+// PluginGOGC is the GOGC a plugin gets unless its config's env sets one. A plugin's
+// live heap is small, so at the default of 100 its collector runs every 4 MiB of
+// allocation: every twenty 64 KiB calls or so. At 200 (a heap goal of at least
+// 8 MiB) a 64 KiB call's median came out 0.82-0.85 of bare go-plugin's against
+// 0.94-0.99, and throughput with 64 callers 0.73-0.76 against 0.65-0.70 (2 CPUs,
+// alternating; 400 was no better than 200). The cost is up to 4 MiB more heap per
+// plugin process before its first collection.
+const PluginGOGC = "200"
 
 // PluginGOMAXPROCS is the GOMAXPROCS a plugin gets unless its config's env sets one:
 // a quarter of the host's own (the CPUs the host may use), at least 1. A plugin

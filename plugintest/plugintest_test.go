@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -219,7 +220,7 @@ func TestStartPassesOptionsEnvAndDirectory(t *testing.T) {
 	}
 	h := startProbe(t, plugintest.Options{
 		Options:   json.RawMessage(`{"greeting":"hello"}`),
-		Env:       map[string]string{"PROBE_COLOUR": "blue"},
+		Env:       map[string]string{"PROBE_COLOUR": "blue", "GOGC": "50"},
 		Directory: link,
 	})
 	if h.Location() != want {
@@ -234,6 +235,12 @@ func TestStartPassesOptionsEnvAndDirectory(t *testing.T) {
 	}
 	if !slices.Contains(got.Env, "PROBE_COLOUR=blue") {
 		t.Errorf("env %v lacks PROBE_COLOUR=blue", got.Env)
+	}
+	// The runtime settings the host chooses, unless the config's env sets them.
+	for _, kv := range []string{"GOGC=50", "GOMAXPROCS=" + strconv.Itoa(plugins.PluginGOMAXPROCS())} {
+		if !slices.Contains(got.Env, kv) {
+			t.Errorf("env %v lacks %s", got.Env, kv)
+		}
 	}
 	for _, kv := range got.Env {
 		if strings.HasPrefix(kv, "PLUGINTEST_HOST_ONLY=") {
