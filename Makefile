@@ -87,12 +87,14 @@ bench-compare: test-deps
 	$(GO) test -run '^$$' -bench Codec -benchmem -count=6 ./internal/pluginpb/ > benchmarks/codec.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMCPCall$$' -benchmem -count=6 ./mcp/ > benchmarks/mcp.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMCPCallAlternating' -count=6 ./mcp/ >> benchmarks/alternating.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkCallAlternating' -benchtime=20x -count=6 ./mcpserve/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTrip$$' -benchmem -count=6 ./server/ > benchmarks/serve.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTripAlternating' -count=6 ./server/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
+	taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkCallAlternating|BenchmarkConcurrentAlternating' -benchtime=20x -count=6 ./plugins/ > benchmarks/alternating-1cpu.txt
 	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done
 	$(BENCHSTAT) -col /codec benchmarks/codec.txt
-	for f in alternating registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
+	for f in alternating alternating-1cpu registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
 
 # proto regenerates the committed protocol code with pinned generators.
 # Needs protoc (Debian: protobuf-compiler).

@@ -499,9 +499,20 @@ func BenchmarkSandboxAlternating(b *testing.B) {
 // BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:
 // each iteration launches one bare plugin, eight bare plugins at once, one toolhost
 // plugin and eight toolhost plugins at once, so drift hits all alike. It reports each
-// median and the ratios the targets name.
+// median and the ratios the targets name. sandbox=on is the toolhost plugin as
+// shipped (untrusted: contained and confined by the sandbox launcher), sandbox=off
+// the same plugin as a plain child (sandbox.ModeNone).
 func BenchmarkLaunchAlternating(b *testing.B) {
 	buildBench(b)
+	for _, sb := range []struct {
+		name string
+		spec sandbox.Spec
+	}{{"on", sandbox.Spec{}}, {"off", sandbox.Spec{Mode: sandbox.ModeNone}}} {
+		b.Run("sandbox="+sb.name, func(b *testing.B) { benchLaunchAlternating(b, sb.spec) })
+	}
+}
+
+func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 	timed := func(n int, launch func() func()) time.Duration {
 		stops := make([]func(), n)
 		start := time.Now()
@@ -538,7 +549,7 @@ func BenchmarkLaunchAlternating(b *testing.B) {
 			h := newBenchHost(b)
 			b.StartTimer()
 			*run.into = append(*run.into, timed(run.n, func() func() {
-				if _, err := h.supervise(); err != nil {
+				if _, err := h.superviseIn(spec); err != nil {
 					b.Error(err)
 				}
 				return nil
