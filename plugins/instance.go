@@ -286,6 +286,9 @@ type Instance struct {
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release
+	// announced has a channel per capability served, closed once the broker has
+	// announced it to the plugin (acceptAndServe).
+	announced []chan struct{}
 }
 
 // Start launches generation gen of the plugin in a new child scope of parent,
@@ -386,7 +389,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The Tools capability: one broker id, one connection, served until the plugin's
 	// broker closes with the process.
 	toolsID := conn.broker.NextId()
-	go conn.broker.AcceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
+	inst.acceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
@@ -395,7 +398,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	var servicesID uint32
 	if svc := cfg.Services; svc != nil {
 		servicesID = conn.broker.NextId()
-		go conn.broker.AcceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
+		inst.acceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission, source: "plugin:" + inst.cfg.Name})
@@ -406,7 +409,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	var interactionID uint32
 	if len(cfg.Grants) > 0 {
 		interactionID = conn.broker.NextId()
-		go conn.broker.AcceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
+		inst.acceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
 			return s
@@ -454,6 +457,43 @@ func (inst *Instance) start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// acceptAndServe serves a capability on broker id id, from a goroutine, until the
+// broker closes. The plugin dials its capabilities when it needs them, possibly
+// after its activation returned, so nothing else orders the broker's Accept (which
+// announces the capability to the plugin) before a stop that closes the broker:
+// stop waits for the announcement (see awaitAnnounced), or go-plugin logs "broker
+// closed" on the host's standard logger.
+func (inst *Instance) acceptAndServe(id uint32, newServer func([]grpc.ServerOption) *grpc.Server) {
+	announced := make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(announced) }) }
+	inst.mu.Lock()
+	inst.announced = append(inst.announced, announced)
+	inst.mu.Unlock()
+	go func() {
+		defer done() // Accept failed, or serving ended
+		inst.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+			done()
+			return newServer(opts)
+		})
+	}()
+}
+
+// awaitAnnounced waits until every capability was announced to the plugin, or ctx
+// ends.
+func (inst *Instance) awaitAnnounced(ctx context.Context) {
+	inst.mu.Lock()
+	announced := inst.announced
+	inst.mu.Unlock()
+	for _, ch := range announced {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // onlyThePlugin admits only this instance's plugin process tree (a launched plugin
@@ -529,6 +569,7 @@ func (inst *Instance) crashed(ctx context.Context) *CrashError {
 // to stop), and SIGKILL to the whole process group once the grace (or the close
 // deadline, whichever is first) has passed without an exit.
 func (inst *Instance) stop(ctx context.Context) error {
+	inst.awaitAnnounced(ctx)
 	if inst.proc == nil {
 		// Reattached: the process is not ours; only disconnect (go-plugin's Kill
 		// would ask it to shut down).
