@@ -160,11 +160,11 @@ func (c connEvents) HandleConn(_ context.Context, s stats.ConnStats) {
 	}
 }
 
-// serverOptions configure the plugin's gRPC server: the protocol's codec and transport settings, and
-// worker goroutines for the calls. Without workers every call runs on a new
-// goroutine, whose stack grows (and is copied) a few times in the call's first
-// microseconds: about a fifth of a small call's CPU in the plugin. A call that finds
-// every worker busy gets a goroutine of its own, as before.
+// serverOptions configure the plugin's gRPC server: the protocol's codec and
+// transport settings, and worker goroutines for the calls. Without workers every
+// call runs on a new goroutine, whose stack grows (and is copied) a few times in the
+// call's first microseconds: about a fifth of a small call's CPU in the plugin. A
+// call that finds every worker busy gets a goroutine of its own, as before.
 func serverOptions() []grpc.ServerOption {
 	return append(pluginpb.ServerOptions(), grpc.NumStreamWorkers(streamWorkers))
 }
