@@ -117,15 +117,24 @@ func (inst *Instance) authorized(authored string, exec sdk.Executor) sdk.Executo
 var errCallTimeout = errors.New("plugins: call timeout")
 
 // timed bounds each execution of exec by Config.CallTimeout. A call that runs out of
-// it is cancelled in the plugin (the cancellation crosses the process boundary) and
+// it is cancelled in the plugin (the cancellation crosses the process boundary; the
+// plugin sees no deadline for it) and
 // settles as a tool failure saying it timed out, as an MCP tool's does; the end of
 // the caller's own context stays an interruption.
 func (inst *Instance) timed(authored string, exec sdk.Executor) sdk.Executor {
 	timeout := inst.cfg.CallTimeout
 	name, _ := registry.NormalizeName(authored)
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
-		callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
-		defer cancel()
+		// A timer that cancels, not a deadline: gRPC would send a deadline along
+		// (a grpc-timeout header on every call, and a timer per call in the
+		// plugin), and the cancellation crosses the boundary without it. In
+		// alternating runs the call without the deadline was faster in 6 of 7
+		// runs with 64 callers (by 2-12%). The caller's own deadline, if any,
+		// still goes along.
+		callCtx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		timer := time.AfterFunc(timeout, func() { cancel(errCallTimeout) })
+		defer timer.Stop()
 		out, err := exec(callCtx, inv, input)
 		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(callCtx), errCallTimeout) {
 			return sdk.Output{}, &sdk.ToolFailure{
