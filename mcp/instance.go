@@ -32,8 +32,11 @@ type Instance struct {
 	target     Target
 	generation uint64
 	scope      *scope.Scope
-	proc       *process
-	conn       *conn
+	proc       *process  // nil for a remote server
+	conn       *conn     // nil for a remote server
+	link       *httpLink // nil for a stdio server
+	transport  string    // a remote server's transport in use
+	waitErr    error     // why the session ended, once dead is closed
 	session    *gomcp.ClientSession
 	dead       chan struct{} // closed when the process exited or the session ended
 	relist     chan struct{} // a tools/list_changed is pending
@@ -79,6 +82,9 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		if inst.proc != nil {
 			serr.Stderr = inst.proc.stderrTail.String()
 		}
+		if cfg.URL != "" {
+			serr.URL = RedactURL(cfg.URL)
+		}
 		return nil, serr
 	}
 	return inst, nil
@@ -92,12 +98,14 @@ func (inst *Instance) start(ctx context.Context) error {
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
 
-	proc, err := startProcess(cfg)
-	if err != nil {
-		return err
+	if cfg.URL == "" {
+		proc, err := startProcess(cfg)
+		if err != nil {
+			return err
+		}
+		inst.proc = proc
+		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
 	}
-	inst.proc = proc
-	inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
@@ -109,19 +117,25 @@ func (inst *Instance) start(ctx context.Context) error {
 		ProgressNotificationHandler: inst.onProgress,
 		Logger:                      newSlog(cfg.Logger),
 	})
-	session, err := client.Connect(sctx, transport{inst.conn}, nil)
+	var session *gomcp.ClientSession
+	var err error
+	if cfg.URL != "" {
+		session, err = inst.connectRemote(sctx, client)
+	} else {
+		session, err = client.Connect(sctx, transport{inst.conn}, nil)
+	}
 	if err != nil {
 		return inst.startErr(ctx, sctx, "initialize", err)
 	}
 	inst.session = session
 	sessionDone := make(chan struct{})
 	go func() {
-		_ = session.Wait()
+		inst.waitErr = session.Wait()
 		close(sessionDone)
 	}()
 	go func() {
 		select {
-		case <-proc.Exited():
+		case <-inst.exited():
 		case <-sessionDone:
 		}
 		close(inst.dead)
@@ -136,6 +150,12 @@ func (inst *Instance) start(ctx context.Context) error {
 
 // startErr explains a failed start step: the timeout, the process's exit, or err.
 func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error) error {
+	if inst.proc == nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", step, context.Cause(sctx))
+		}
+		return fmt.Errorf("%s: %w", step, err)
+	}
 	select {
 	case <-inst.conn.ended:
 		// Its stdout ended: the server is exiting; let its status explain. (ended,
@@ -173,8 +193,32 @@ func (inst *Instance) Generation() uint64 { return inst.generation }
 // Scope returns the instance's scope.
 func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
-// PID returns the server process's id (its process group's id too).
-func (inst *Instance) PID() int { return inst.proc.Cmd.Process.Pid }
+// PID returns the server process's id (its process group's id too); 0 for a
+// remote server.
+func (inst *Instance) PID() int {
+	if inst.proc == nil {
+		return 0
+	}
+	return inst.proc.Cmd.Process.Pid
+}
+
+// Transport returns the transport in use: "stdio", TransportStreamable or
+// TransportSSE.
+func (inst *Instance) Transport() string {
+	if inst.proc != nil {
+		return "stdio"
+	}
+	return inst.transport
+}
+
+// exited returns a channel closed when the server's process exited; never
+// closed for a remote server.
+func (inst *Instance) exited() <-chan struct{} {
+	if inst.proc == nil {
+		return nil
+	}
+	return inst.proc.Exited()
+}
 
 // Dead returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
@@ -220,6 +264,13 @@ func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(
 // own, so in-flight calls fail with the crash rather than as interruptions.
 func (inst *Instance) crashed(ctx context.Context) *CrashError {
 	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
+	if inst.proc == nil {
+		if inst.waitErr != nil {
+			cerr.Status = "session closed: " + inst.waitErr.Error()
+		}
+		_ = inst.scope.CloseWithCause(ctx, cerr)
+		return cerr
+	}
 	select {
 	case <-inst.proc.Exited():
 		cerr.Status = inst.proc.Status()
@@ -235,6 +286,15 @@ func (inst *Instance) stop(ctx context.Context) error {
 	grace := inst.cfg.StopGrace
 	if d, ok := ctx.Deadline(); ok {
 		grace = max(0, min(grace, time.Until(d)))
+	}
+	if inst.proc == nil {
+		if inst.session != nil {
+			stopRemote(ctx, inst.session, grace)
+		}
+		if inst.link != nil {
+			inst.link.close()
+		}
+		return nil
 	}
 	closed := make(chan struct{})
 	go func() {
