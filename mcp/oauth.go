@@ -145,7 +145,9 @@ func storedTokenSource(cfg Config, hc *http.Client) (oauth2.TokenSource, error) 
 			next.Token = t
 			return store.Save(cfg.URL, &next)
 		},
-		log: func(err error) { cfg.Logger.Warn("could not store the refreshed OAuth token", "server", cfg.Name, "error", err) },
+		log: func(err error) {
+			cfg.Logger.Warn("could not store the refreshed OAuth token", "server", cfg.Name, "error", err)
+		},
 	}, nil
 }
 
@@ -343,18 +345,18 @@ func probe(ctx context.Context, hc *http.Client, cfg Config, token string) (*htt
 	if err != nil {
 		return nil, nil, err
 	}
-	if token != "" {
-		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
-			// Do not leave the checking session behind.
-			del, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.URL, nil)
-			for k, v := range cfg.Headers {
-				del.Header.Set(k, v)
-			}
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		// Do not leave the probing session behind.
+		del, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.URL, nil)
+		for k, v := range cfg.Headers {
+			del.Header.Set(k, v)
+		}
+		if token != "" {
 			del.Header.Set("Authorization", "Bearer "+token)
-			del.Header.Set("Mcp-Session-Id", sid)
-			if r, err := hc.Do(del); err == nil {
-				r.Body.Close()
-			}
+		}
+		del.Header.Set("Mcp-Session-Id", sid)
+		if r, err := hc.Do(del); err == nil {
+			r.Body.Close()
 		}
 	}
 	return req, resp, nil
