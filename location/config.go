@@ -39,8 +39,12 @@ type Config struct {
 	WorkspaceID string
 	// Plugins are the Go plugins to start for each activation, in file order.
 	Plugins []PluginConfig
-	// MCPServers are the stdio MCP servers to start for each activation, in file order.
+	// MCPServers are the MCP servers to start for each activation: this file's, in
+	// file order, then those of the ImportMCPConfig files (see mcpconfig.go).
 	MCPServers []MCPServerConfig
+	// ImportMCPConfig lists the other tools' MCP config files (".mcp.json",
+	// ".cursor/mcp.json", ".vscode/mcp.json") LoadConfig reads servers from.
+	ImportMCPConfig []string
 	// Tools are the manifest tools, in file order.
 	Tools []ManifestToolConfig
 	// Permission is the ordered rule list; the last matching rule wins.
@@ -93,10 +97,13 @@ type Sharing struct {
 	MaxSchemaBytes int64
 }
 
-// MCPServerConfig declares one stdio MCP server.
+// MCPServerConfig declares one MCP server: a stdio server (Command) or a remote
+// one (URL); exactly one of them is set.
 type MCPServerConfig struct {
 	// Name identifies the server; it is unique across plugins and MCP servers.
 	Name string
+	// Remote holds URL, Transport and Headers, and where the entry comes from.
+	Remote
 	// Command is the program: an absolute path when the file gave a path
 	// (relative ones are resolved against the Location directory), or a bare
 	// name looked up on PATH when the server starts.
@@ -292,7 +299,14 @@ func LoadConfig(dir string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("location: read config: %w", err)
 	}
-	return ParseConfig(dir, file, data)
+	cfg, err := ParseConfig(dir, file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := importMCPConfigs(dir, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // ParseConfig validates data against the config schema and decodes it as the
@@ -335,7 +349,7 @@ func ParseConfig(dir, file string, data []byte) (*Config, error) {
 		// mismatch between the schema and rawConfig.
 		return nil, newConfigError(file, []ConfigProblem{{Message: fmt.Sprintf("cannot decode: %v", err)}})
 	}
-	d := decoder{dir: dir}
+	d := decoder{dir: dir, file: file}
 	cfg := d.config(&raw)
 	if len(d.problems) > 0 {
 		return nil, newConfigError(file, d.problems)
@@ -602,6 +616,7 @@ type rawConfig struct {
 	WorkspaceID string          `json:"workspace_id"`
 	Plugins     []rawPlugin     `json:"plugins"`
 	MCPServers  []rawMCPServer  `json:"mcp_servers"`
+	ImportMCP   []string        `json:"import_mcp_config"`
 	Tools       []rawTool       `json:"tools"`
 	Permission  []rawRule       `json:"permission"`
 	ToolOutput  rawOutputLimits `json:"tool_output"`
@@ -634,6 +649,7 @@ type rawMCPServer struct {
 	Env     map[string]string `json:"env"`
 	Dir     string            `json:"dir"`
 	Timeout string            `json:"timeout"`
+	rawRemote
 	rawSharing
 }
 
@@ -669,6 +685,7 @@ type rawOutputLimits struct {
 // the schema cannot express.
 type decoder struct {
 	dir      string
+	file     string
 	problems []ConfigProblem
 }
 
@@ -705,9 +722,14 @@ func (d *decoder) config(raw *rawConfig) *Config {
 	for i, m := range raw.MCPServers {
 		at := fmt.Sprintf("/mcp_servers/%d", i)
 		d.unique(sources, m.Name, at)
+		command := m.Command
+		if command != "" {
+			command = d.program(command)
+		}
 		cfg.MCPServers = append(cfg.MCPServers, MCPServerConfig{
 			Name:    m.Name,
-			Command: d.program(m.Command),
+			Remote:  d.remote(at, m),
+			Command: command,
 			Args:    m.Args,
 			Env:     m.Env,
 			Dir:     d.workDir(at+"/dir", m.Dir),
@@ -715,6 +737,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Sharing: d.sharing(at, m.rawSharing),
 		})
 	}
+	cfg.ImportMCPConfig = slices.Clone(raw.ImportMCP)
 	tools := map[string]string{}
 	for i, t := range raw.Tools {
 		at := fmt.Sprintf("/tools/%d", i)

@@ -68,6 +68,7 @@ func TestLoadConfigDecodesFullExample(t *testing.T) {
 		MCPServers: []location.MCPServerConfig{
 			{
 				Name:    "everything",
+				Remote:  location.Remote{Origin: filepath.Join(dir, location.ConfigPath) + " at /mcp_servers/0"},
 				Command: "node",
 				Args:    []string{"server.js", "--stdio"},
 				Env:     map[string]string{"NODE_ENV": "production"},
@@ -76,6 +77,7 @@ func TestLoadConfigDecodesFullExample(t *testing.T) {
 			},
 			{
 				Name:    "local-mcp",
+				Remote:  location.Remote{Origin: filepath.Join(dir, location.ConfigPath) + " at /mcp_servers/1"},
 				Command: filepath.Join(dir, "scripts", "mcp.sh"),
 				Dir:     dir,
 			},

@@ -169,6 +169,8 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			sups[i], errs[i] = l.startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
 		})
 	}
+	lookup := envLookup(env)
+	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
 	for i, mc := range cfg.MCPServers {
 		k := len(cfg.Plugins) + i
 		msc, err := sc.Child()
@@ -176,9 +178,19 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			errs[k] = fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
 			continue
 		}
+		mc, err = mc.Expand(lookup)
+		if err != nil {
+			errs[k] = err
+			_ = msc.Close(ctx)
+			continue
+		}
 		wg.Go(func() {
 			servers[i], errs[k] = mcp.Supervise(ctx, msc, mcp.Config{
-				Name:      mc.Name,
+				Name: mc.Name,
+				Remote: mcp.Remote{
+					URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
+					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + id,
+				},
 				Command:   mc.Command,
 				Args:      mc.Args,
 				Env:       mc.Env,
