@@ -45,6 +45,7 @@ commands:
   serve    serve the API for session runners (gRPC on a unix socket or loopback TCP)
   dev      serve, watching plugins and hot-reloading them when they change
   mcp      serve the tools of Locations as an MCP server (stdio or loopback HTTP)
+  mcp-login  authorize toolhost with a Location's remote MCP server (OAuth)
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -89,6 +90,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.dev(ctx, rest)
 	case "mcp":
 		return a.mcp(ctx, rest)
+	case "mcp-login":
+		return a.mcpLogin(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -133,6 +136,8 @@ func (a *app) help(args []string) int {
 		fs, _ = a.devFlags()
 	case "mcp":
 		fs, _ = a.mcpFlags()
+	case "mcp-login":
+		fs, _ = a.mcpLoginFlags()
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK
