@@ -9,6 +9,7 @@
 //	              [--message ID] [--call-id ID] NAME [JSON|-]
 //	toolhost serve [--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]]
 //	toolhost dev [--location DIR]... [serve flags]
+//	toolhost mcp-login NAME --location DIR [--client-id ID [--client-secret-env VAR]] [--listen ADDR]
 //	toolhost version
 //	toolhost help [COMMAND]
 //
