@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -138,6 +139,20 @@ func TestRemoteStreamableWithBearerToken(t *testing.T) {
 	s := mustSettle(t, h, "go_echo", `{"text":"hello over http"}`)
 	if s.Text() != "hello over http" {
 		t.Errorf("echo: %q", s.Text())
+	}
+
+	// A tool added on the server reaches the registry through list_changed on the
+	// standalone stream.
+	srv.mu.Lock()
+	server := srv.server
+	srv.mu.Unlock()
+	server.AddTool(&gomcp.Tool{Name: "added", Description: "Added later.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "late"}}}, nil
+		})
+	waitListed(t, sup.Current(), func() bool { return h.names()["go_added"] })
+	if s := mustSettle(t, h, "go_added", `{}`); s.Text() != "late" {
+		t.Errorf("added: %q", s.Text())
 	}
 	if h.logs.Contains("s3cret-token") {
 		t.Error("the token appears in the logs")
