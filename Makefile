@@ -10,8 +10,12 @@ WORKSPACE := examples/workspace
 MCP_NODE := mcp/testdata/node
 # The pinned TypeScript MCP client the mcpserve tests drive toolhost mcp with.
 MCPSERVE_NODE := mcpserve/testdata/node
+# The Node.js runner example's pinned gRPC packages.
+NODE_RUNNER := examples/node-runner
+# The pinned MCP conformance suite and the Node (>= 22) it runs on.
+CONFORMANCE_NODE := mcpserve/testdata/conformance
 
-.PHONY: all build demo test test-deps bench bench-compare proto tools-proto
+.PHONY: all build demo test test-deps conformance bench bench-compare proto tools-proto
 
 all: build
 
@@ -43,13 +47,26 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json
+test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+
+# conformance runs the official MCP conformance suite's server scenarios against
+# toolhost mcp --http (mcpserve's TestConformance, which make test runs too) and
+# prints the suite's summary; it fails on a failure not listed in
+# $(CONFORMANCE_NODE)/expected-failures.yml, and on a listed one that passes.
+conformance: test-deps
+	$(GO) test -count=1 -run '^TestConformance$$' -v ./mcpserve/
+
+$(CONFORMANCE_NODE)/node_modules/.package-lock.json: $(CONFORMANCE_NODE)/package-lock.json
+	npm ci --prefix $(CONFORMANCE_NODE) --no-audit --no-fund --engine-strict=false
 
 $(MCP_NODE)/node_modules/.package-lock.json: $(MCP_NODE)/package-lock.json
 	npm ci --prefix $(MCP_NODE) --no-audit --no-fund
 
 $(MCPSERVE_NODE)/node_modules/.package-lock.json: $(MCPSERVE_NODE)/package-lock.json
 	npm ci --prefix $(MCPSERVE_NODE) --no-audit --no-fund
+
+$(NODE_RUNNER)/node_modules/.package-lock.json: $(NODE_RUNNER)/package-lock.json
+	npm ci --prefix $(NODE_RUNNER) --no-audit --no-fund
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -5,12 +5,14 @@
 //	c, err := client.Dial(ctx, "unix:///run/user/1000/toolhost.sock", "")
 //	loc, _, err := c.ActivateLocation(ctx, "/path/to/workspace")
 //	req, err := c.PrepareRequest(ctx, loc.ID, "anthropic")
-//	s, err := c.Settle(ctx, req.ID, client.Call{Name: "upper", Input: in, Invocation: inv}, onProgress)
+//	s, err := c.Settle(ctx, req.ID, client.Call{Name: "upper", Input: in, Invocation: inv}, onProgress) // nil: unary
 //	// err: errors.Is(err, context.Canceled) for an interruption, *client.CallError
 //	// for a defect or an operational failure; s.Outcome otherwise.
 //
-// A Client is one connection: the Requests it prepares belong to it, and no other
-// connection can settle, cancel or release them. It is safe for concurrent use.
+// A Client is one client handle of the serve API (OpenClient), on a connection of its
+// own (Dial) or on one it shares with other Clients (New): the Requests it prepares
+// belong to it, and no other Client — on the same connection or not — can see,
+// settle, cancel or release them. It is safe for concurrent use.
 package client
 
 import (
@@ -21,13 +23,14 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolhost/toolhost/internal/jsoncodec"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -54,10 +57,22 @@ var (
 	ErrActivation = errors.New("client: activation failed")
 )
 
-// Client is a connection to a serve API server.
+// Client is a client handle of a serve API server.
 type Client struct {
-	conn *grpc.ClientConn
+	conn *grpc.ClientConn // owned by the Client (Dial), or nil (New)
 	rpc  servepb.ToolhostClient
+
+	mu     sync.Mutex
+	id     string // the handle, once opened
+	closed bool
+}
+
+// New returns a Client on a connection that the caller owns and may share with
+// other Clients (each is isolated from the others: see the package doc). It opens
+// its handle with its first call that needs one. Close it when done; closing it
+// leaves cc open.
+func New(cc grpc.ClientConnInterface) *Client {
+	return &Client{rpc: servepb.NewToolhostClient(cc)}
 }
 
 // Dial connects to target: "unix:///path/to/sock", "unix:/path" or an absolute path
@@ -90,6 +105,28 @@ func Dial(ctx context.Context, target, token string) (*Client, error) {
 	return &Client{conn: conn, rpc: servepb.NewToolhostClient(conn)}, nil
 }
 
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("client: closed")
+
+// handle returns the Client's handle, opening it on first use (a failed open is
+// retried by the next call).
+func (c *Client) handle(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return "", ErrClosed
+	}
+	if c.id != "" {
+		return c.id, nil
+	}
+	resp, err := c.rpc.OpenClient(ctx, &servepb.OpenClientRequest{})
+	if err != nil {
+		return "", rpcError(ctx, "open client", err)
+	}
+	c.id = resp.ClientId
+	return c.id, nil
+}
+
 // bearer sends the token with every call. The serve API runs on a unix socket or on
 // loopback, so it does not insist on transport security.
 type bearer string
@@ -99,9 +136,35 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-// Close closes the connection. The server then releases this Client's Requests and
-// interrupts its calls in flight.
-func (c *Client) Close() error { return c.conn.Close() }
+// closeTimeout bounds CloseClient in Close.
+const closeTimeout = 5 * time.Second
+
+// Close closes the Client's handle, and its connection if Dial made it: the server
+// releases the Client's Requests and interrupts its calls in flight. Idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	id, already := c.id, c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	var err error
+	if id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		_, err = c.rpc.CloseClient(ctx, &servepb.CloseClientRequest{ClientId: id})
+		err = rpcError(ctx, "close client", err)
+		cancel()
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) {
+			err = nil // its connection, and with it the handle, ended already
+		}
+	}
+	if c.conn != nil {
+		// Closing the connection ends the handle anyway.
+		return c.conn.Close()
+	}
+	return err
+}
 
 // rpcError maps a gRPC status to this package's errors, keeping the message;
 // cancellation of ctx is returned as ctx's cause.
@@ -158,7 +221,7 @@ type PluginStatus struct {
 	// not running.
 	State, Error string
 	// Generation counts starts (restarts and reloads); PID is the serving process.
-	Generation uint64
+	Generation uint32
 	PID        int
 }
 
@@ -223,15 +286,17 @@ type ToolProblem struct {
 // PrepareRequest captures a Request on Location locationID. provider is "",
 // "openai", "anthropic" or "gemini".
 func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string) (*Request, error) {
-	resp, err := c.rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{LocationId: locationID, Provider: provider})
+	id, err := c.handle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: id, LocationId: locationID, Provider: provider})
 	if err != nil {
 		return nil, rpcError(ctx, "prepare request", err)
 	}
 	r := &Request{ID: resp.RequestId}
 	for _, d := range resp.Definitions {
-		r.Definitions = append(r.Definitions, registry.Definition{
-			Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema,
-		})
+		r.Definitions = append(r.Definitions, definitionFrom(d))
 	}
 	for _, p := range resp.Problems {
 		r.Problems = append(r.Problems, ToolProblem{Tool: p.Tool, Pointer: p.Pointer, Message: p.Message})
@@ -241,7 +306,11 @@ func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string
 
 // ReleaseRequest forgets a Request.
 func (c *Client) ReleaseRequest(ctx context.Context, requestID string) error {
-	_, err := c.rpc.ReleaseRequest(ctx, &servepb.ReleaseRequestRequest{RequestId: requestID})
+	id, err := c.handle(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.rpc.ReleaseRequest(ctx, &servepb.ReleaseRequestRequest{ClientId: id, RequestId: requestID})
 	return rpcError(ctx, "release request", err)
 }
 
@@ -283,26 +352,47 @@ func (e *CallError) Unwrap() error {
 
 // Settle settles one call on Request requestID. progress, if set, receives the
 // tool's progress events in order (some may be dropped under load), from the calling
-// goroutine. It returns the settlement, whatever its outcome (its Hint is the
-// server's runner_hint: for the runner and the person, never for the model), or an
-// error: an
-// interruption (errors.Is(err, context.Canceled): ctx was cancelled, CancelCall, the
-// Location closed, the server shut down), a *CallError of kind Defect or
-// Operational, or an RPC error (ErrNotFound for a Request of another connection).
+// goroutine; without it the call is one unary round trip (the serve API's Settle),
+// with it a stream (SettleStream). It returns the settlement, whatever its outcome
+// (its Hint is the server's runner_hint: for the runner and the person, never for
+// the model), or an error: an interruption (errors.Is(err, context.Canceled): ctx
+// was cancelled, CancelCall, the Client closed, the Location closed, the server shut
+// down), a *CallError of kind Defect or Operational, or an RPC error (ErrNotFound for
+// a Request of another Client).
 func (c *Client) Settle(ctx context.Context, requestID string, call Call, progress func(sdk.Progress)) (*registry.Settlement, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the stream if we return early
-	stream, err := c.rpc.Settle(ctx, &servepb.SettleRequest{
+	id, err := c.handle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := &servepb.SettleRequest{
+		ClientId:  id,
 		RequestId: requestID,
 		Name:      call.Name,
-		Input:     call.Input,
+		InputJson: string(call.Input),
 		Invocation: &servepb.Invocation{
 			SessionId:          call.Invocation.SessionID,
 			Agent:              call.Invocation.Agent,
 			AssistantMessageId: call.Invocation.AssistantMessageID,
 			ToolCallId:         call.Invocation.ToolCallID,
 		},
-	})
+	}
+	if progress == nil {
+		resp, err := c.rpc.Settle(ctx, req)
+		if err != nil {
+			return nil, rpcError(ctx, "settle "+call.Name, err)
+		}
+		switch r := resp.Result.(type) {
+		case *servepb.SettleResponse_Settlement:
+			return settlementFrom(r.Settlement, resp.RunnerHint), nil
+		case *servepb.SettleResponse_Error:
+			return nil, callErrorFrom(r.Error)
+		}
+		return nil, &CallError{Kind: Operational, Message: "the server sent no result"}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream if we return early
+	stream, err := c.rpc.SettleStream(ctx, req)
 	if err != nil {
 		return nil, rpcError(ctx, "settle "+call.Name, err)
 	}
@@ -316,29 +406,26 @@ func (c *Client) Settle(ctx context.Context, requestID string, call Call, progre
 		}
 		switch e := ev.Event.(type) {
 		case *servepb.SettleEvent_Progress:
-			if progress != nil {
-				progress(sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
-			}
+			progress(sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
 		case *servepb.SettleEvent_Settlement:
-			var s registry.Settlement
-			if err := jsoncodec.Unmarshal(e.Settlement, &s); err != nil {
-				return nil, &CallError{Kind: Operational, Message: "decode settlement: " + err.Error()}
-			}
-			s.Hint = ev.RunnerHint
 			drain(stream)
-			return &s, nil
+			return settlementFrom(e.Settlement, ev.RunnerHint), nil
 		case *servepb.SettleEvent_Error:
-			kind := Operational
-			switch e.Error.Kind {
-			case servepb.CallError_INTERRUPTED:
-				kind = Interrupted
-			case servepb.CallError_DEFECT:
-				kind = Defect
-			}
 			drain(stream)
-			return nil, &CallError{Kind: kind, Message: e.Error.Message}
+			return nil, callErrorFrom(e.Error)
 		}
 	}
+}
+
+func callErrorFrom(e *servepb.CallError) *CallError {
+	kind := Operational
+	switch e.Kind {
+	case servepb.CallError_INTERRUPTED:
+		kind = Interrupted
+	case servepb.CallError_DEFECT:
+		kind = Defect
+	}
+	return &CallError{Kind: kind, Message: e.Message}
 }
 
 // drain reads the end of a stream whose final event has come: the server ends it
@@ -353,7 +440,11 @@ func drain(stream grpc.ServerStreamingClient[servepb.SettleEvent]) {
 
 // CancelCall interrupts a call in flight; its Settle returns an interruption.
 func (c *Client) CancelCall(ctx context.Context, requestID, toolCallID string) error {
-	_, err := c.rpc.CancelCall(ctx, &servepb.CancelCallRequest{RequestId: requestID, ToolCallId: toolCallID})
+	id, err := c.handle(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.rpc.CancelCall(ctx, &servepb.CancelCallRequest{ClientId: id, RequestId: requestID, ToolCallId: toolCallID})
 	return rpcError(ctx, "cancel call", err)
 }
 
@@ -385,8 +476,12 @@ type AskWatch struct {
 // asks raised from then on wait for this watcher. Read events with Next; Close it
 // (or cancel ctx) when done.
 func (c *Client) WatchAsks(ctx context.Context, locationID string) (*AskWatch, error) {
+	id, err := c.handle(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.rpc.WatchAsks(ctx, &servepb.WatchAsksRequest{LocationId: locationID})
+	stream, err := c.rpc.WatchAsks(ctx, &servepb.WatchAsksRequest{ClientId: id, LocationId: locationID})
 	if err != nil {
 		cancel()
 		return nil, rpcError(ctx, "watch asks", err)
@@ -451,8 +546,8 @@ func askFrom(p *servepb.Ask) *Ask {
 		Resources: p.Resources,
 		Save:      p.Save,
 	}}
-	if len(p.Metadata) > 0 {
-		_ = json.Unmarshal(p.Metadata, &a.Request.Metadata)
+	if p.MetadataJson != "" {
+		_ = json.Unmarshal([]byte(p.MetadataJson), &a.Request.Metadata)
 	}
 	return a
 }
@@ -470,6 +565,10 @@ func (c *Client) AnswerAsk(ctx context.Context, id string, answer permission.Ans
 	default:
 		return fmt.Errorf("%w: reply %q (want once, always or reject)", ErrInvalidArgument, answer.Reply)
 	}
-	_, err := c.rpc.AnswerAsk(ctx, &servepb.AnswerAskRequest{Id: id, Reply: reply, Message: answer.Message})
+	cid, err := c.handle(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.rpc.AnswerAsk(ctx, &servepb.AnswerAskRequest{ClientId: cid, Id: id, Reply: reply, Message: answer.Message})
 	return rpcError(ctx, "answer ask "+id, err)
 }

@@ -65,6 +65,9 @@ type PluginConfig struct {
 	// Trusted plugins also receive the Location's FileSystem and Permission
 	// services; untrusted ones get only the Tools capability.
 	Trusted bool
+	// Grants are what the plugin may do during its calls beyond running: "ask"
+	// (sdk.Ask) and "sample" (sdk.Sample). Trusted plugins have both.
+	Grants []string
 	// SHA256 pins the binary at Path (64 lowercase hex digits), checked on every
 	// start; "" means no pin. It is never set together with Source.
 	SHA256 string
@@ -82,6 +85,10 @@ type PluginConfig struct {
 	CallTimeout time.Duration
 	// Sharing holds the plugin's overrides and limits.
 	Sharing
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // Sharing is how a source shares the Location's tool names: the names it may take
@@ -120,6 +127,10 @@ type MCPServerConfig struct {
 	// Sharing holds the server's overrides (registered names, "<server>_<tool>")
 	// and limits.
 	Sharing
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // ManifestToolConfig declares one manifest tool: a command run per call that
@@ -149,6 +160,10 @@ type ManifestToolConfig struct {
 	// Overrides lets this tool take over its name from another source of the
 	// Location; it can hold only its own name.
 	Overrides []string
+	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to
+	// start it unconfined (see SandboxConfig).
+	Sandbox        *SandboxConfig
+	RequireSandbox bool
 }
 
 // Effect is the outcome a permission rule assigns.
@@ -623,16 +638,19 @@ type rawConfig struct {
 }
 
 type rawPlugin struct {
-	Name         string            `json:"name"`
-	Path         string            `json:"path"`
-	Source       string            `json:"source"`
-	Trusted      bool              `json:"trusted"`
-	SHA256       string            `json:"sha256"`
-	Options      json.RawMessage   `json:"options"`
-	Env          map[string]string `json:"env"`
-	StartTimeout string            `json:"start_timeout"`
-	StopGrace    string            `json:"stop_grace"`
-	CallTimeout  string            `json:"call_timeout"`
+	Name           string            `json:"name"`
+	Path           string            `json:"path"`
+	Source         string            `json:"source"`
+	Trusted        bool              `json:"trusted"`
+	Grants         []string          `json:"grants"`
+	SHA256         string            `json:"sha256"`
+	Options        json.RawMessage   `json:"options"`
+	Env            map[string]string `json:"env"`
+	StartTimeout   string            `json:"start_timeout"`
+	StopGrace      string            `json:"stop_grace"`
+	CallTimeout    string            `json:"call_timeout"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 	rawSharing
 }
 
@@ -643,12 +661,14 @@ type rawSharing struct {
 }
 
 type rawMCPServer struct {
-	Name    string            `json:"name"`
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Dir     string            `json:"dir"`
-	Timeout string            `json:"timeout"`
+	Name           string            `json:"name"`
+	Command        string            `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	Dir            string            `json:"dir"`
+	Timeout        string            `json:"timeout"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 	rawRemote
 	rawSharing
 }
@@ -664,6 +684,8 @@ type rawTool struct {
 	Timeout        string            `json:"timeout"`
 	MaxOutputBytes json.Number       `json:"max_output_bytes"`
 	Overrides      []string          `json:"overrides"`
+	Sandbox        *rawSandbox       `json:"sandbox"`
+	RequireSandbox bool              `json:"require_sandbox"`
 }
 
 type rawRule struct {
@@ -701,15 +723,18 @@ func (d *decoder) config(raw *rawConfig) *Config {
 		at := fmt.Sprintf("/plugins/%d", i)
 		d.unique(sources, p.Name, at)
 		pc := PluginConfig{
-			Name:         p.Name,
-			Trusted:      p.Trusted,
-			SHA256:       p.SHA256,
-			Options:      compact(p.Options),
-			Env:          p.Env,
-			StartTimeout: d.duration(at+"/start_timeout", p.StartTimeout),
-			StopGrace:    d.duration(at+"/stop_grace", p.StopGrace),
-			CallTimeout:  d.duration(at+"/call_timeout", p.CallTimeout),
-			Sharing:      d.sharing(at, p.rawSharing),
+			Name:           p.Name,
+			Trusted:        p.Trusted,
+			Grants:         p.Grants,
+			SHA256:         p.SHA256,
+			Options:        compact(p.Options),
+			Env:            p.Env,
+			StartTimeout:   d.duration(at+"/start_timeout", p.StartTimeout),
+			StopGrace:      d.duration(at+"/stop_grace", p.StopGrace),
+			CallTimeout:    d.duration(at+"/call_timeout", p.CallTimeout),
+			Sharing:        d.sharing(at, p.rawSharing),
+			Sandbox:        d.sandbox(at+"/sandbox", p.Sandbox),
+			RequireSandbox: p.RequireSandbox,
 		}
 		if p.Path != "" {
 			pc.Path = d.resolve(p.Path)
@@ -727,14 +752,16 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			command = d.program(command)
 		}
 		cfg.MCPServers = append(cfg.MCPServers, MCPServerConfig{
-			Name:    m.Name,
-			Remote:  d.remote(at, m),
-			Command: command,
-			Args:    m.Args,
-			Env:     m.Env,
-			Dir:     d.workDir(at+"/dir", m.Dir),
-			Timeout: d.duration(at+"/timeout", m.Timeout),
-			Sharing: d.sharing(at, m.rawSharing),
+			Name:           m.Name,
+			Remote:         d.remote(at, m),
+			Command:        command,
+			Args:           m.Args,
+			Env:            m.Env,
+			Dir:            d.workDir(at+"/dir", m.Dir),
+			Timeout:        d.duration(at+"/timeout", m.Timeout),
+			Sharing:        d.sharing(at, m.rawSharing),
+			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
+			RequireSandbox: m.RequireSandbox,
 		})
 	}
 	cfg.ImportMCPConfig = slices.Clone(raw.ImportMCP)
@@ -755,6 +782,8 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Timeout:        d.duration(at+"/timeout", t.Timeout),
 			MaxOutputBytes: d.count(at+"/max_output_bytes", t.MaxOutputBytes),
 			Overrides:      slices.Clone(t.Overrides),
+			Sandbox:        d.sandbox(at+"/sandbox", t.Sandbox),
+			RequireSandbox: t.RequireSandbox,
 		})
 		for j, o := range t.Overrides {
 			if o != t.Name {

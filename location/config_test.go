@@ -194,6 +194,15 @@ func TestParseConfigAccepts(t *testing.T) {
 				t.Errorf("ToolOutput = %+v, want %+v", cfg.ToolOutput, want)
 			}
 		}},
+		{"SandboxBlock", `{"plugins": [{"name": "p", "path": "p", "require_sandbox": true,
+			"sandbox": {"read": ["data"], "write": ["/tmp/out"], "network": true, "memory": "512MiB", "processes": 10, "open_files": 64}}]}`,
+			func(t *testing.T, cfg *location.Config) {
+				want := &location.SandboxConfig{Read: []string{filepath.Join(dir, "data")}, Write: []string{"/tmp/out"}, Network: true,
+					MemoryBytes: 512 << 20, Processes: 10, OpenFiles: 64}
+				if p := cfg.Plugins[0]; !p.RequireSandbox || !reflect.DeepEqual(p.Sandbox, want) {
+					t.Errorf("sandbox = %+v (require %v), want %+v", p.Sandbox, p.RequireSandbox, want)
+				}
+			}},
 		{"DurationsInGoSyntax", `{"plugins": [{"name": "p", "path": "p", "start_timeout": "1m30s", "stop_grace": "250ms"}],
 			"mcp_servers": [{"name": "m", "command": "m", "timeout": "1.5h"}]}`, func(t *testing.T, cfg *location.Config) {
 			if got := cfg.Plugins[0].StartTimeout; got != 90*time.Second {
@@ -360,6 +369,10 @@ func TestParseConfigRejects(t *testing.T) {
 			[]problem{{"/mcp_servers/0/args/1", []string{"got number, want string"}}}},
 		{"OptionsNotObject", `{"plugins": [{"name": "p", "path": "p", "options": [1]}]}`,
 			[]problem{{"/plugins/0/options", []string{"got array, want object"}}}},
+		{"SandboxUnknownKey", `{"mcp_servers": [{"name": "m", "command": "m", "sandbox": {"reed": []}}]}`,
+			[]problem{{"/mcp_servers/0/sandbox/reed", []string{`unknown property "reed"`}}}},
+		{"SandboxMemoryTooSmall", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "sandbox": {"memory": "10KiB"}}]}`,
+			[]problem{{"/tools/0/sandbox/memory", []string{"at least 1MiB"}}}},
 		{"InputSchemaNotObject", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "input_schema": true}]}`,
 			[]problem{{"/tools/0/input_schema", []string{"got boolean, want object"}}}},
 		{"MissingRequired", `{"tools": [{"command": ["x"]}]}`, []problem{

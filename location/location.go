@@ -199,6 +199,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				Authorize: l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
 				Overrides: mc.Overrides,
 				Limits:    mc.Sharing.limits(),
+				Sandbox:   sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false),
 				Logger:    logger.Named(mc.Name),
 			}, mcp.Target{Registry: opts.Registry, Location: id})
 		})
@@ -230,6 +231,7 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
 			Overrides: t.Overrides,
+			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false),
 		})
 	}
 	loaded, problems := manifest.Load(l.id)
@@ -324,17 +326,23 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		Limits:       pc.Sharing.limits(),
 		SocketDir:    opts.SocketDir,
 		Logger:       logger.Named(pc.Name),
+		// Untrusted plugins are confined; the sandbox block widens that.
+		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted),
 	}
 	// Sharing the tool type does not mean sharing authority: only a trusted plugin
 	// gets the Location's services; an untrusted one is checked by the host instead.
 	if pc.Trusted {
 		cfg.Services = &plugins.Services{FS: l.fs, Permission: l.perm}
+		cfg.Grants = []plugins.Grant{plugins.GrantAsk, plugins.GrantSample}
 	} else {
 		cfg.Authorize = l.authorizer("plugin:" + pc.Name)
+		for _, g := range pc.Grants {
+			cfg.Grants = append(cfg.Grants, plugins.Grant(g))
+		}
 	}
 	if r, ok := reattach[pc.Name]; ok {
 		cfg.Reattach = &r
-		logger.Info("attaching to a plugin started by hand", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
+		logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
 	} else if pc.Source != "" {
 		path, built, err := BuildPlugin(ctx, cacheDir, pc.Name, pc.Source)
 		for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {
@@ -387,10 +395,17 @@ func (l *Location) MCPServers() []*mcp.Supervisor { return slices.Clone(l.server
 // Prepare captures a registry Request for the Location's placement: its tools and the
 // application's, sorted by name, narrowed by opts (for example registry.Offer with
 // permission.Visibility of the rules that apply to the request). It fails with
-// registry.ErrLocationNotOpen once the Location is closed.
+// ErrClosing once the Location's Close has begun (its tools are going away).
 func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, error) {
+	if l.scope.Context().Err() != nil {
+		return nil, fmt.Errorf("%w: %s", ErrClosing, l.id)
+	}
 	return l.reg.Prepare(l.id, opts...)
 }
+
+// ErrClosing is returned by Location.Prepare once the Location is closing or closed.
+// It wraps registry.ErrLocationNotOpen.
+var ErrClosing = fmt.Errorf("location: closing, no Request can be prepared: %w", registry.ErrLocationNotOpen)
 
 // Close deactivates the Location: it closes the Location scope, so in-flight
 // executions end as interruptions, every tool of the Location disappears, every

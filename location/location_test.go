@@ -214,7 +214,7 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 		t.Errorf("definitions %v, want %v", got, want)
 	}
 	out := callEcho(t, l, "hello")
-	if out.Text != "hello" || out.PID != pids[0] || out.Directory != dir {
+	if out.Text != "hello" || out.PID != proctest.Program(pids[0]) || out.Directory != dir {
 		t.Errorf("echo = %+v, want text hello from pid %d in %s", out, pids[0], dir)
 	}
 
@@ -224,8 +224,10 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	if err := l.Close(t.Context()); err != nil {
 		t.Errorf("second close: %v", err)
 	}
-	if _, err := l.Prepare(); !errors.Is(err, registry.ErrLocationNotOpen) {
-		t.Errorf("Prepare after Close: %v, want ErrLocationNotOpen", err)
+	// Close cancels the scope's context first, so this holds from the moment Close
+	// begins, not only once it has finished.
+	if _, err := l.Prepare(); !errors.Is(err, location.ErrClosing) || !errors.Is(err, registry.ErrLocationNotOpen) {
+		t.Errorf("Prepare after Close: %v, want ErrClosing (an ErrLocationNotOpen)", err)
 	}
 	if _, err := e.reg.Prepare(dir); !errors.Is(err, registry.ErrLocationNotOpen) {
 		t.Errorf("registry Prepare after Close: %v, want ErrLocationNotOpen", err)
@@ -292,10 +294,10 @@ func TestLocationsAreIsolated(t *testing.T) {
 	if len(pidsA) != 1 || len(pidsB) != 1 {
 		t.Fatalf("processes A %v, B %v: want one each", pidsA, pidsB)
 	}
-	if out := callEcho(t, a, "a"); out.PID != pidsA[0] || out.Directory != a.ID() {
+	if out := callEcho(t, a, "a"); out.PID != proctest.Program(pidsA[0]) || out.Directory != a.ID() {
 		t.Errorf("A served by %+v, want pid %d in %s", out, pidsA[0], a.ID())
 	}
-	if out := callEcho(t, b, "b"); out.PID != pidsB[0] || out.Directory != b.ID() {
+	if out := callEcho(t, b, "b"); out.PID != proctest.Program(pidsB[0]) || out.Directory != b.ID() {
 		t.Errorf("B served by %+v, want pid %d in %s", out, pidsB[0], b.ID())
 	}
 
@@ -306,7 +308,7 @@ func TestLocationsAreIsolated(t *testing.T) {
 	if !proctest.Running(pidsB[0]) {
 		t.Fatal("closing A stopped B's plugin")
 	}
-	if out := callEcho(t, b, "still"); out.Text != "still" || out.PID != pidsB[0] {
+	if out := callEcho(t, b, "still"); out.Text != "still" || out.PID != proctest.Program(pidsB[0]) {
 		t.Errorf("B after closing A: %+v", out)
 	}
 	if _, err := a.Prepare(); !errors.Is(err, registry.ErrLocationNotOpen) {

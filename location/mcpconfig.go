@@ -84,7 +84,8 @@ func (d *decoder) remote(at string, m rawMCPServer) Remote {
 		if err := mcp.ValidateURL(m.URL); err != nil {
 			d.problem(at+"/url", "%v", err)
 		}
-		for key, set := range map[string]bool{"args": m.Args != nil, "env": m.Env != nil, "dir": m.Dir != ""} {
+		stdioOnly := map[string]bool{"args": m.Args != nil, "env": m.Env != nil, "dir": m.Dir != "", "sandbox": m.Sandbox != nil, "require_sandbox": m.RequireSandbox}
+		for key, set := range stdioOnly {
 			if set {
 				d.problem(at+"/"+key, "applies only to a stdio server (command), not to a remote one (url)")
 			}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
 // Dir is where manifest files live, relative to a Location directory.
@@ -45,6 +47,10 @@ type Tool struct {
 	Dir string
 	// Env is the command's whole environment.
 	Env map[string]string
+	// Sandbox confines the command (Sandbox.Confine) and caps its resources. Each
+	// call's process tree is always contained (Contain is forced on): nothing it
+	// starts outlives the call. Name defaults to the tool's.
+	Sandbox sandbox.Spec
 	// Timeout bounds each call; zero means DefaultTimeout.
 	Timeout time.Duration
 	// MaxOutputBytes caps the captured stdout; zero means DefaultMaxOutputBytes.

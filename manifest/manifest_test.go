@@ -200,6 +200,22 @@ func groupOf(t *testing.T, pidFile string) int {
 	return 0
 }
 
+func TestCallLeavesNoProcess(t *testing.T) {
+	h := newHost(t)
+	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
+	h.register(t, manifest.Tool{
+		Name: "bg", Description: "Leaves children behind.",
+		// A background child, and one that escapes the group with setsid.
+		Command: []string{"sh", "-c", "sleep " + marker + " & setsid sleep " + marker + " & echo ok"},
+		Dir:     h.loc,
+		Env:     map[string]string{"PATH": "/usr/bin:/bin"},
+	})
+	if s := h.mustSettle(t, "bg", `{}`, registry.Completed); s.Text() != "ok\n" {
+		t.Errorf("settlement = %q", s.Text())
+	}
+	proctest.AssertMarkedGone(t, marker)
+}
+
 func TestTimeoutKillsTheGroup(t *testing.T) {
 	h := newHost(t)
 	tool, pidFile := hangTool(t, "hang", 300*time.Millisecond, false)

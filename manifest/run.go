@@ -106,10 +106,10 @@ func run(ctx context.Context, t Tool, input []byte) (sdk.Output, error) {
 	case timedOut:
 		return sdk.Output{}, &sdk.ToolFailure{Message: fmt.Sprintf("the command timed out after %s and was killed", timeout) + stderr.quote()}
 	}
-	if state := p.Cmd.ProcessState; !state.Success() {
-		status := fmt.Sprintf("the command exited with status %d", state.ExitCode())
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = fmt.Sprintf("the command was killed by signal %d (%s)", ws.Signal(), ws.Signal())
+	if code, sig := p.ExitState(); code != 0 || sig != 0 {
+		status := fmt.Sprintf("the command exited with status %d", code)
+		if sig != 0 {
+			status = fmt.Sprintf("the command was killed by signal %d (%s)", sig, sig)
 		}
 		return sdk.Output{}, &sdk.ToolFailure{Message: status + stderr.quote()}
 	}
@@ -145,7 +145,12 @@ type process struct {
 }
 
 func start(path string, t Tool) (*process, error) {
-	p, err := proc.Start(path, t.Command, t.Dir, t.Env)
+	spec := t.Sandbox
+	spec.Contain = true
+	if spec.Name == "" {
+		spec.Name = t.Name
+	}
+	p, err := proc.Start(spec, path, t.Command, t.Dir, t.Env)
 	if err != nil {
 		return nil, err
 	}

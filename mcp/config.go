@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -34,6 +35,10 @@ type Config struct {
 	Env map[string]string
 	// Dir is the working directory; "" means the host's current directory.
 	Dir string
+	// Sandbox confines the server (Sandbox.Confine) and caps its resources. The
+	// server's process tree is always contained (Contain is forced on): it ends with
+	// the server, even when the host is SIGKILLed. Name defaults to the server's.
+	Sandbox sandbox.Spec
 	// Timeout bounds each tool call; 0 means none. A call that runs out of it is
 	// cancelled on the server and settles as a tool failure saying it timed out.
 	Timeout time.Duration

@@ -68,6 +68,13 @@
 // so; cancellation of the call's context sends notifications/cancelled and returns
 // the context's cause.
 //
+// During a call, the server's progress notifications reach the call's
+// sdk.ReportProgress; its sampling/createMessage and elicitation/create requests
+// go to sdk.Sample and sdk.Ask on the call's context (whoever runs the call answers;
+// with nobody to answer, the server gets an error). MCP does not tie a server's
+// request to a call, so with several calls in flight it goes to the one that
+// started last. Its notifications/message go to the host log at their level.
+//
 // # Remote servers
 //
 // A Config with Remote.URL set names a remote server: no process; the go-sdk's

@@ -53,6 +53,27 @@ func TestEverything(t *testing.T) {
 		}
 	})
 
+	t.Run("SamplingAndElicitationReachTheCallsRunner", func(t *testing.T) {
+		in := &fakeInteractor{}
+		ctx := sdk.WithInteractor(t.Context(), in)
+		st, err := h.settle(ctx, "everything_trigger-sampling-request", `{"prompt":"hi","maxTokens":20}`)
+		if err != nil || st.IsError() || !strings.Contains(st.Text(), "a completion") {
+			t.Fatalf("sampling: %v %+v", err, st)
+		}
+		if len(in.samples) != 1 || in.samples[0].MaxTokens != 20 || !strings.Contains(in.samples[0].Messages[0].Content.Text, "hi") {
+			t.Errorf("sample requests = %+v", in.samples)
+		}
+		st, err = h.settle(ctx, "everything_trigger-elicitation-request", `{}`)
+		if err != nil || st.IsError() || !strings.Contains(st.Text(), "Name: Ada") {
+			t.Fatalf("elicitation: %v %+v", err, st)
+		}
+		// With no one to answer, the server hears so and the tool reports it.
+		st, err = h.settle(t.Context(), "everything_trigger-sampling-request", `{"prompt":"hi"}`)
+		if err == nil && !st.IsError() {
+			t.Errorf("sampling with no one to answer: %+v, want a failure", st)
+		}
+	})
+
 	t.Run("Image", func(t *testing.T) {
 		st := mustSettle(t, h, "everything_get-tiny-image", `{}`)
 		var media []sdk.Part
@@ -185,4 +206,22 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met within 5s")
+}
+
+// fakeInteractor answers every question with a name and every sample request
+// with a fixed completion.
+type fakeInteractor struct {
+	mu      sync.Mutex
+	samples []sdk.SampleRequest
+}
+
+func (f *fakeInteractor) Ask(_ context.Context, q sdk.Question) (sdk.Answer, error) {
+	return sdk.Answer{Action: sdk.Accepted, Content: []byte(`{"name":"Ada"}`)}, nil
+}
+
+func (f *fakeInteractor) Sample(_ context.Context, req sdk.SampleRequest) (sdk.SampleResult, error) {
+	f.mu.Lock()
+	f.samples = append(f.samples, req)
+	f.mu.Unlock()
+	return sdk.SampleResult{Model: "fake", Message: sdk.SampleMessage{Role: "assistant", Content: sdk.Text("a completion")}}, nil
 }

@@ -328,7 +328,7 @@ func TestWrapperProcessGroupIsKilled(t *testing.T) {
 		Name: "fix", Command: "/bin/sh", Args: []string{"-c", "node " + fixtureScript + "; exit 0"},
 		Env: map[string]string{"PATH": h.path}, StopGrace: time.Second,
 	})
-	pid := s.Current().PID()
+	pid := proctest.Program(s.Current().PID()) // the wrapper, under the sandbox launcher
 	if n := len(proctest.GroupMembers(pid)); n != 2 {
 		t.Fatalf("process group has %d live members, want sh and node", n)
 	}

@@ -111,10 +111,14 @@ func (inst *Instance) start(ctx context.Context) error {
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
 
 	client := gomcp.NewClient(&gomcp.Implementation{Name: "toolhost", Version: version()}, &gomcp.ClientOptions{
-		// No roots, sampling or elicitation: toolhost offers servers nothing but calls.
+		// No roots. Sampling and elicitation requests made during a call, and log
+		// messages, are forwarded to whoever runs the call (forward.go).
 		Capabilities:                &gomcp.ClientCapabilities{},
 		ToolListChangedHandler:      inst.onListChanged,
 		ProgressNotificationHandler: inst.onProgress,
+		CreateMessageHandler:        inst.onCreateMessage,
+		ElicitationHandler:          inst.onElicit,
+		LoggingMessageHandler:       inst.onLog,
 		Logger:                      newSlog(cfg.Logger),
 	})
 	var session *gomcp.ClientSession
@@ -607,11 +611,12 @@ func arguments(input json.RawMessage) (json.RawMessage, error) {
 type progressSink struct {
 	mu   sync.Mutex
 	ctx  context.Context
+	seq  uint64 // the order the calls started in
 	done bool
 }
 
 func (inst *Instance) addSink(ctx context.Context, token string) *progressSink {
-	s := &progressSink{ctx: ctx}
+	s := &progressSink{ctx: ctx, seq: inst.token.Load()}
 	inst.progressMu.Lock()
 	inst.progress[token] = s
 	inst.progressMu.Unlock()

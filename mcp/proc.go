@@ -25,7 +25,12 @@ func startProcess(cfg Config) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	pp, err := proc.Start(path, append([]string{cfg.Command}, cfg.Args...), cfg.Dir, cfg.Env)
+	spec := cfg.Sandbox
+	spec.Contain = true
+	if spec.Name == "" {
+		spec.Name = cfg.Name
+	}
+	pp, err := proc.Start(spec, path, append([]string{cfg.Command}, cfg.Args...), cfg.Dir, cfg.Env)
 	if err != nil {
 		return nil, err
 	}

@@ -82,9 +82,14 @@ func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.C
 	}()
 
 	ctx = context.WithValue(ctx, sessionKey{}, req.Session)
+	ctx = sdk.WithInteractor(ctx, clientInteractor{req.Session})
+	input := req.Params.Arguments
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}") // arguments are optional in MCP
+	}
 	call := registry.Call{
 		Name:  t.name,
-		Input: req.Params.Arguments,
+		Input: input,
 		Invocation: sdk.Invocation{
 			SessionID:          st.id,
 			Agent:              st.agent,
@@ -126,6 +131,12 @@ func result(st *registry.Settlement) *gomcp.CallToolResult {
 		switch {
 		case p.Type == sdk.PartText:
 			res.Content = append(res.Content, &gomcp.TextContent{Text: p.Text})
+		case p.Type == sdk.PartResource:
+			rc := &gomcp.ResourceContents{URI: p.URI, MIMEType: p.MIMEType, Text: p.Text}
+			if p.IsBlob() {
+				rc.Text, rc.Blob = "", p.Data
+			}
+			res.Content = append(res.Content, &gomcp.EmbeddedResource{Resource: rc})
 		case strings.HasPrefix(p.MIMEType, "image/"):
 			res.Content = append(res.Content, &gomcp.ImageContent{MIMEType: p.MIMEType, Data: p.Data})
 		case strings.HasPrefix(p.MIMEType, "audio/"):

@@ -27,11 +27,14 @@
 // over MCP and is left out (logged); a tool whose output schema is not an object is
 // offered without outputSchema.
 //
+// A call without arguments settles with the input {}.
+//
 // Settlements are results: completed with isError false; tool_failure, unknown,
 // invalid_input, invalid_output and unavailable with isError true and the
 // registry's message as text. Interruptions, defects and operational failures are
 // JSON-RPC errors (code -32603, "interrupted: …", "defect: …", "operational
-// failure: …"). Text parts are text content; media parts are image content
+// failure: …"). Text parts are text content; resource parts are embedded resources
+// (text or blob, with the part's URI and MIME type); media parts are image content
 // (image/*), audio content (audio/*) or an embedded blob resource (anything else,
 // URI toolhost:content/N). Structured output that is a JSON object is
 // structuredContent; the settlement's content already carries it as JSON text when
@@ -51,4 +54,26 @@
 // and an optional message for the model) on the session whose call asked, when its
 // client declared the elicitation capability; otherwise it is rejected with a
 // message the model may see that does not say how to widen the Location's rules.
+//
+// # Asking and sampling
+//
+// Every call's context carries an sdk.Interactor for its session: sdk.Ask is
+// elicitation/create (a form with the tool's schema) and sdk.Sample is
+// sampling/createMessage, sent to the client whose call it is. A client that did
+// not declare the capability makes them fail with an *sdk.UnansweredError. Plugins
+// reach them over the plugin protocol when trusted or granted ("grants"), hosted
+// MCP servers through the mcp package's forwarding.
+//
+// # Roots
+//
+// With Options.Roots set (toolhost mcp with no --location), the Server asks each
+// session's client for roots/list after initialization and after every
+// notifications/roots/list_changed, and passes the file:// directories to it.
+//
+// # Conformance
+//
+// TestConformance runs the official MCP conformance suite's server scenarios
+// (testdata/conformance: the pinned suite, the sdk plugin whose tools they call,
+// its workspace and the expected failures with their reasons); `make conformance`
+// shows its summary.
 package mcpserve

@@ -119,6 +119,12 @@ func start(t testing.TB, dirs ...string) *fixture {
 // connect connects a Go SDK client to the Server over an in-process stdio pair.
 func (f *fixture) connect(t testing.TB, opts *gomcp.ClientOptions) *gomcp.ClientSession {
 	t.Helper()
+	return f.connectClient(t, gomcp.NewClient(&gomcp.Implementation{Name: "go-test", Version: "1"}, opts))
+}
+
+// connectClient connects client to the Server over an in-process stdio pair.
+func (f *fixture) connectClient(t testing.TB, client *gomcp.Client) *gomcp.ClientSession {
+	t.Helper()
 	c2sR, c2sW := io.Pipe()
 	s2cR, s2cW := io.Pipe()
 	served := make(chan error, 1)
@@ -126,7 +132,6 @@ func (f *fixture) connect(t testing.TB, opts *gomcp.ClientOptions) *gomcp.Client
 		served <- f.srv.ServeStdio(context.Background(), c2sR, s2cW)
 		s2cW.Close()
 	}()
-	client := gomcp.NewClient(&gomcp.Implementation{Name: "go-test", Version: "1"}, opts)
 	cs, err := client.Connect(t.Context(), &gomcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
 	if err != nil {
 		t.Fatal(err)

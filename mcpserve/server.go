@@ -45,6 +45,12 @@ type Options struct {
 	// DefaultMaxMessageBytes); a longer line is discarded and answered with an
 	// error, and the session carries on.
 	MaxMessageBytes int
+	// Roots, if set, is called with the client's roots that are file:// directories
+	// (absolute paths, sorted), after a session initializes and whenever its client
+	// sends notifications/roots/list_changed; the caller activates and adds what is
+	// new and removes what is gone (toolhost mcp with no --location). It is called
+	// from one goroutine at a time.
+	Roots func(dirs []string)
 }
 
 // Server is an MCP server over a set of Locations. Create it with New, add
@@ -66,6 +72,7 @@ type Server struct {
 	mirrored map[string]string // served name → key of the tool the SDK holds
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
+	rootsMu  sync.Mutex // one Options.Roots call at a time
 }
 
 // session is what the Server keeps per client session.
@@ -127,6 +134,12 @@ func New(opts Options) (*Server, error) {
 		// server requests only as multi round-trip results (SEP-2322), which a call
 		// blocked in the middle of its executor cannot give.
 		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
+		InitializedHandler: func(_ context.Context, req *gomcp.InitializedRequest) {
+			s.syncRoots(req.Session)
+		},
+		RootsListChangedHandler: func(_ context.Context, req *gomcp.RootsListChangedRequest) {
+			s.syncRoots(req.Session)
+		},
 	})
 	s.mcp.AddReceivingMiddleware(s.middleware)
 	s.done.Add(2)

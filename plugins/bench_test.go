@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/echopb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -123,8 +124,13 @@ func (h *benchHost) start(b *testing.B) *plugins.Supervisor {
 
 // supervise starts the echo plugin; safe to call from any goroutine.
 func (h *benchHost) supervise() (*plugins.Supervisor, error) {
+	return h.superviseIn(sandbox.Spec{})
+}
+
+// superviseIn starts the echo plugin (untrusted) in the given sandbox.
+func (h *benchHost) superviseIn(spec sandbox.Spec) (*plugins.Supervisor, error) {
 	return plugins.Supervise(context.Background(), h.root,
-		plugins.Config{Name: "echo", Path: echoBinary},
+		plugins.Config{Name: "echo", Path: echoBinary, Sandbox: spec},
 		plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{})
 }
 
@@ -418,6 +424,76 @@ func BenchmarkConcurrentAlternating(b *testing.B) {
 			b.ReportMetric(float64(bare)/float64(toolhost), "throughput-ratio")
 		})
 	}
+}
+
+// BenchmarkSandboxAlternating compares an untrusted plugin with its sandbox on (the
+// default: contained, confined) and off (sandbox.ModeNone: a plain child), in
+// turn: launching one plugin (Supervise returning), and a 64-byte call in blocks of
+// 100. It reports the medians and the ratios on/off.
+func BenchmarkSandboxAlternating(b *testing.B) {
+	off := sandbox.Spec{Mode: sandbox.ModeNone}
+	b.Run("launch", func(b *testing.B) {
+		var on1, off1 latencies
+		for b.Loop() {
+			for _, run := range []struct {
+				spec sandbox.Spec
+				into *latencies
+			}{{off, &off1}, {sandbox.Spec{}, &on1}} {
+				b.StopTimer()
+				h := newBenchHost(b)
+				b.StartTimer()
+				start := time.Now()
+				if _, err := h.superviseIn(run.spec); err != nil {
+					b.Fatal(err)
+				}
+				*run.into = append(*run.into, time.Since(start))
+				b.StopTimer()
+				h.root.Close(context.Background())
+				b.StartTimer()
+			}
+		}
+		o50, _ := off1.quantiles()
+		n50, _ := on1.quantiles()
+		b.ReportMetric(float64(o50.Microseconds()), "off-p50-us")
+		b.ReportMetric(float64(n50.Microseconds()), "on-p50-us")
+		b.ReportMetric(float64((n50 - o50).Microseconds()), "on-off-us")
+		b.ReportMetric(float64(n50)/float64(o50), "on/off")
+	})
+	b.Run("call", func(b *testing.B) {
+		settle := func(spec sandbox.Spec) func() time.Duration {
+			h := newBenchHost(b)
+			if _, err := h.superviseIn(spec); err != nil {
+				b.Fatal(err)
+			}
+			q, _ := h.reg.Prepare(h.loc)
+			input, _ := json.Marshal(map[string]string{"text": payload(64)})
+			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
+			return func() time.Duration {
+				start := time.Now()
+				if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
+					b.Fatal(s, err)
+				}
+				return time.Since(start)
+			}
+		}
+		callOff, callOn := settle(off), settle(sandbox.Spec{})
+		const block = 100
+		var offL, onL latencies
+		for b.Loop() {
+			for range block {
+				offL = append(offL, callOff())
+			}
+			for range block {
+				onL = append(onL, callOn())
+			}
+		}
+		o50, o99 := offL.quantiles()
+		n50, n99 := onL.quantiles()
+		b.ReportMetric(float64(o50.Nanoseconds()), "off-p50-ns")
+		b.ReportMetric(float64(n50.Nanoseconds()), "on-p50-ns")
+		b.ReportMetric(float64(n50)/float64(o50), "p50-ratio")
+		b.ReportMetric(float64(n99)/float64(o99), "p99-ratio")
+	})
 }
 
 // BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,6 +27,7 @@ import (
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -66,6 +68,13 @@ type Config struct {
 	// capability. nil (untrusted, the default): the plugin gets the Tools capability
 	// and nothing else.
 	Services *Services
+	// Sandbox contains and confines a launched plugin. Its process tree is always
+	// contained (Contain is forced on; see sandbox.Mode). Confine nil means: confined
+	// with the defaults (sandbox.Confinement{}) when the plugin is untrusted (Services
+	// nil), unconfined when trusted. The plugin's socket directory is always writable
+	// to it. Name defaults to the plugin's. Not applied to a reattached plugin, which
+	// the host did not launch.
+	Sandbox sandbox.Spec
 	// Authorize, if set, runs before each call is forwarded to the plugin, with the
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
@@ -79,7 +88,34 @@ type Config struct {
 	Overrides []string
 	// Limits bound what each generation of the plugin holds (registry.Batch.Limits).
 	Limits registry.SourceLimits
+	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
+	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
+	// Locations grant both to trusted plugins and what the config lists to others.
+	Grants []Grant
 }
+
+// sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
+func (c Config) sandboxSpec() sandbox.Spec {
+	spec := c.Sandbox
+	spec.Contain, spec.HostPID = true, true
+	if spec.Name == "" {
+		spec.Name = c.Name
+	}
+	if spec.Confine == nil && c.Services == nil {
+		spec.Confine = &sandbox.Confinement{}
+	}
+	return spec
+}
+
+// Grant is a capability a plugin may be granted beyond the Tools capability.
+type Grant string
+
+const (
+	// GrantAsk: sdk.Ask reaches the person behind the call.
+	GrantAsk Grant = "ask"
+	// GrantSample: sdk.Sample reaches the runner's model.
+	GrantSample Grant = "sample"
+)
 
 func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
@@ -211,6 +247,10 @@ type Instance struct {
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	noCall     atomic.Bool // the plugin does not implement Call: always stream
+	// calls holds the context of every call in flight that the plugin may ask
+	// about (granted plugins only): call id → context.Context.
+	calls    sync.Map
+	nextCall atomic.Uint64
 
 	mu   sync.Mutex
 	regs map[uint64]func() // plugin-chosen registration id → release
@@ -238,6 +278,10 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		_ = sc.Close(closeCtx)
 		return nil, &StartError{Plugin: cfg.Name, Err: err, Stderr: inst.stderr.String()}
 	}
+	if gen <= 1 && inst.proc != nil {
+		mode, confined := inst.Containment()
+		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String())
+	}
 	return inst, nil
 }
 
@@ -256,6 +300,10 @@ func (inst *Instance) start(ctx context.Context) error {
 			pluginpb.DialOption(),
 		},
 	}
+	token := rand.Text() // see pluginpb.HostTokenEnv
+	if cfg.Reattach == nil {
+		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.TokenDialOption(token))
+	}
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.Config()
 		if err != nil {
@@ -269,11 +317,17 @@ func (inst *Instance) start(ctx context.Context) error {
 			return fmt.Errorf("plugin binary: %w", err)
 		}
 		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
-		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
-			cmd := exec.Command(cfg.Path, cfg.Args...)
-			cmd.Dir = inst.target.Directory
-			cmd.Env = append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
-			inst.proc = newProcRunner(cmd)
+		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+			env = append(env, pluginpb.HostTokenEnv+"="+token)
+			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
+			if err != nil {
+				return nil, err
+			}
+			if w := box.Warning(); w != "" {
+				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
+			}
+			inst.proc = newProcRunner(box)
 			return inst.proc, nil
 		}
 	}
@@ -319,6 +373,16 @@ func (inst *Instance) start(ctx context.Context) error {
 		})
 	}
 
+	var interactionID uint32
+	if len(cfg.Grants) > 0 {
+		interactionID = conn.broker.NextId()
+		go conn.broker.AcceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin(), pluginpb.ServerOption())...)
+			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
+			return s
+		})
+	}
+
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
@@ -329,6 +393,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		Options:          cfg.Options,
 		ToolsBrokerId:    toolsID,
 		ServicesBrokerId: servicesID,
+
+		InteractionBrokerId: interactionID,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {
@@ -352,12 +418,16 @@ func (inst *Instance) start(ctx context.Context) error {
 	return nil
 }
 
-// onlyThePlugin admits only this instance's plugin process to a broker-served
-// capability. The socket directory is private to the host's user, but plugins run as
-// that user, so the kernel's word on the peer's pid is what keeps one plugin from
-// dialling another's capabilities.
+// onlyThePlugin admits only this instance's plugin process tree (a launched plugin
+// runs under its sandbox launcher, as its child) to a broker-served capability. The
+// socket directory is private to the host's user, but plugins run as that user, so
+// the kernel's word on the peer's pid is what keeps one plugin from dialling
+// another's capabilities.
 func (inst *Instance) onlyThePlugin() grpc.ServerOption {
 	return grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+		if inst.proc != nil && inst.proc.box.Contains(p.PID) {
+			return nil
+		}
 		if want := inst.pluginPID(); p.PID != want {
 			return fmt.Errorf("peer pid %d is not plugin %q (pid %d)", p.PID, inst.cfg.Name, want)
 		}
@@ -498,10 +568,21 @@ func (inst *Instance) releaseAll() {
 // InFlight returns the number of executions in progress on this instance.
 func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
 
-// PID returns the plugin process's id, or 0 when the host did not launch it.
+// PID returns the plugin process's id (in the host's PID namespace; its parent is
+// its sandbox launcher), or 0 when the host did not launch it.
 func (inst *Instance) PID() int {
-	if inst.proc == nil || inst.proc.cmd.Process == nil {
+	if inst.proc == nil {
 		return 0
 	}
-	return inst.proc.cmd.Process.Pid
+	return inst.proc.box.ProgramPID()
+}
+
+// Containment reports how the plugin's process tree is held together, and whether
+// Landlock confines it. A reattached plugin (-debug), which the host did not launch,
+// is neither: ModeNone.
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	if inst.proc == nil {
+		return sandbox.ModeNone, false
+	}
+	return inst.proc.box.Mode(), inst.proc.box.Confined()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -98,6 +99,10 @@ func newHost(t *testing.T) *host {
 
 func (h *host) config(env map[string]string, mode string) plugins.Config {
 	cfg := plugins.Config{Name: "fault", Path: faultBinary, Env: env, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}
+	if mark := env["FAULT_MARK"]; mark != "" {
+		// Untrusted plugins are confined: the mark's directory must be granted.
+		cfg.Sandbox.Confine = &sandbox.Confinement{Write: []string{filepath.Dir(mark)}}
+	}
 	if mode != "" {
 		cfg.Options = json.RawMessage(fmt.Sprintf(`{"mode":%q}`, mode))
 	}
@@ -283,6 +288,22 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	}
 }
 
+func TestCrashLeavesNoProcess(t *testing.T) {
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int // setsid: out of the plugin's process group
+	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
+		t.Fatalf("spawn: %v", err)
+	}
+	gen := s.Current()
+	h.call(context.Background(), "crash", `{}`)
+	<-gen.Exited()
+	waitFor(t, func() bool { return !proctest.Running(child) })
+}
+
 func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	h := newHost(t)
 	cfg := h.config(map[string]string{"FAULT": "linger", "PATH": os.Getenv("PATH")}, "")
@@ -356,7 +377,7 @@ func TestStartFaults(t *testing.T) {
 		{"NeverAnswers", map[string]string{"FAULT": "never_answer"}, "", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"timeout", "never answering"}},
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
 		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
-		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4)", "cannot open the cache database"}},
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4", "cannot open the cache database"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
 		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},

@@ -148,6 +148,11 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				ToolCallId:         inv.ToolCallID,
 			},
 		}
+		if len(inst.cfg.Grants) > 0 {
+			req.Call = inst.nextCall.Add(1)
+			inst.calls.Store(req.Call, ctx)
+			defer inst.calls.Delete(req.Call)
+		}
 		a := &assembly{inst: inst, name: name}
 		if !sdk.ProgressWanted(ctx) && !inst.noCall.Load() {
 			res, err := inst.rpc.Call(ctx, req)
@@ -225,9 +230,9 @@ func (a *assembly) finishPart() {
 		return
 	}
 	p := &a.content[len(a.content)-1]
-	if p.Type == sdk.PartText {
+	if p.Type == sdk.PartText || p.Type == sdk.PartResource && p.Data == nil {
 		p.Text = a.part.String()
-	} else {
+	} else if a.part.Len() > 0 { // an empty blob resource keeps its non-nil Data
 		p.Data = a.part.Bytes()
 	}
 	a.part = nil
@@ -249,10 +254,14 @@ func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.
 	case *pluginpb.ExecuteEvent_Part:
 		a.finishPart()
 		t := sdk.PartType(e.Part.Type)
-		if t != sdk.PartText && t != sdk.PartMedia {
+		if t != sdk.PartText && t != sdk.PartMedia && t != sdk.PartResource {
 			return fail("unknown content part type %q", e.Part.Type)
 		}
-		a.content = append(a.content, sdk.Part{Type: t, MIMEType: e.Part.MimeType})
+		part := sdk.Part{Type: t, MIMEType: e.Part.MimeType, URI: e.Part.Uri}
+		if t == sdk.PartResource && e.Part.Blob {
+			part.Data = []byte{} // a blob, even when empty
+		}
+		a.content = append(a.content, part)
 		a.part = new(bytes.Buffer)
 	case *pluginpb.ExecuteEvent_PartData:
 		if a.part == nil {

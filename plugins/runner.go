@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
-// procRunner runs a plugin process for go-plugin (its runner.Runner): in its own
-// process group, killed as a group, with its exit observable through exited.
+// procRunner runs a plugin process for go-plugin (its runner.Runner) in its sandbox
+// box, killed as a whole tree, with its exit observable through exited.
 type procRunner struct {
-	cmd            *exec.Cmd
+	box            *sandbox.Box
 	stdout, stderr io.ReadCloser
 
 	waitOnce sync.Once
@@ -26,24 +27,21 @@ type procRunner struct {
 	killByTime time.Time // Kill waits until then for a graceful exit; zero: kill at once
 }
 
-func newProcRunner(cmd *exec.Cmd) *procRunner {
-	// Own process group so the whole tree can be killed; SIGKILL if the host's
-	// thread dies, so a killed host leaves no plugin behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stdin = nil // never the host's stdin
-	return &procRunner{cmd: cmd, exited: make(chan struct{})}
+func newProcRunner(box *sandbox.Box) *procRunner {
+	box.Cmd.Stdin = nil // never the host's stdin
+	return &procRunner{box: box, exited: make(chan struct{})}
 }
 
 func (r *procRunner) Start(context.Context) error {
 	var err error
-	if r.stdout, err = r.cmd.StdoutPipe(); err != nil {
+	if r.stdout, err = r.box.Cmd.StdoutPipe(); err != nil {
 		return err
 	}
-	if r.stderr, err = r.cmd.StderrPipe(); err != nil {
+	if r.stderr, err = r.box.Cmd.StderrPipe(); err != nil {
 		return err
 	}
-	if err := r.cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", r.cmd.Path, err)
+	if err := r.box.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.Name(), err)
 	}
 	return nil
 }
@@ -51,7 +49,7 @@ func (r *procRunner) Start(context.Context) error {
 // Wait reaps the process. go-plugin calls it once stdout and stderr are drained.
 func (r *procRunner) Wait(context.Context) error {
 	r.waitOnce.Do(func() {
-		r.exitErr = r.cmd.Wait()
+		r.exitErr = r.box.Wait()
 		close(r.exited)
 	})
 	<-r.exited
@@ -65,7 +63,7 @@ func (r *procRunner) killAfter(t time.Time) {
 	r.mu.Unlock()
 }
 
-// Kill kills the process group, after the grace set by killAfter unless the process
+// Kill kills the process tree, after the grace set by killAfter unless the process
 // exits first. go-plugin calls it on a failed start and at the end of its own Kill.
 func (r *procRunner) Kill(context.Context) error {
 	r.mu.Lock()
@@ -83,33 +81,31 @@ func (r *procRunner) Kill(context.Context) error {
 	return nil
 }
 
-func (r *procRunner) killGroup() {
-	if r.cmd.Process == nil {
-		return
-	}
-	// A negative pid signals the whole group; ESRCH means it is already gone.
-	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		_ = r.cmd.Process.Kill()
-	}
-}
+// killGroup ends the plugin's whole process tree (see sandbox.Box.Kill).
+func (r *procRunner) killGroup() { r.box.Kill() }
 
-// exitStatus describes how the process ended; call it after exited is closed.
+// exitStatus describes how the process ended, with the sandbox limits in force when
+// it failed; call it after exited is closed.
 func (r *procRunner) exitStatus() string {
-	if r.exitErr == nil {
+	var ee *sandbox.ExitError
+	switch {
+	case r.exitErr == nil:
 		return "exit status 0"
+	case errors.As(r.exitErr, &ee):
+		return ee.Detail()
 	}
 	return r.exitErr.Error()
 }
 
 func (r *procRunner) Stdout() io.ReadCloser           { return r.stdout }
 func (r *procRunner) Stderr() io.ReadCloser           { return r.stderr }
-func (r *procRunner) Name() string                    { return r.cmd.Path }
+func (r *procRunner) Name() string                    { return r.box.Spec().Name }
 func (r *procRunner) Diagnose(context.Context) string { return "" }
 func (r *procRunner) ID() string {
-	if r.cmd.Process == nil {
-		return ""
+	if pid := r.box.PID(); pid != 0 {
+		return strconv.Itoa(pid)
 	}
-	return strconv.Itoa(r.cmd.Process.Pid)
+	return ""
 }
 func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
 	return network, addr, nil

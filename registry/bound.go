@@ -32,7 +32,9 @@ func (e *MediaTooLargeError) Error() string {
 // open: structured output that is itself over the limits — an MCP server sending a
 // 24 MiB file both as text and as structuredContent — is retained whole too and
 // dropped from the settlement, its path listed in managed, so nothing unbounded
-// reaches the provider.) A media part over MaxMediaBytes fails
+// reaches the provider.) A text resource part counts as a text part (its text is
+// measured, retained and folded into the preview with the others); a binary
+// resource counts as media. A media part over MaxMediaBytes fails
 // with a *MediaTooLargeError before anything else is done. Text within the limits leaves
 // content untouched (the same slice is returned). Text over them is retained whole in st
 // and its parts are replaced by one preview part where the first text part was; other
@@ -68,6 +70,15 @@ func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outC
 			if len(p.Data) > lim.MaxMediaBytes {
 				return nil, nil, nil, &MediaTooLargeError{Index: i, MIMEType: p.MIMEType, Size: len(p.Data), Limit: lim.MaxMediaBytes}
 			}
+		case sdk.PartResource:
+			if p.IsBlob() {
+				if len(p.Data) > lim.MaxMediaBytes {
+					return nil, nil, nil, &MediaTooLargeError{Index: i, MIMEType: p.MIMEType, Size: len(p.Data), Limit: lim.MaxMediaBytes}
+				}
+				continue
+			}
+			// A text resource is text the model reads: measured with the text parts.
+			fallthrough
 		case sdk.PartText:
 			if first < 0 {
 				first = i
@@ -98,7 +109,7 @@ func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outC
 		switch {
 		case i == first:
 			out = append(out, sdk.Text(preview))
-		case p.Type != sdk.PartText:
+		case p.Type != sdk.PartText && (p.Type != sdk.PartResource || p.IsBlob()):
 			out = append(out, p)
 		}
 	}

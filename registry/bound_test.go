@@ -618,3 +618,29 @@ func BenchmarkBound10MiB(b *testing.B) {
 		}
 	}
 }
+
+func TestBoundTextResourceIsMeasuredAsText(t *testing.T) {
+	st := openBoundStorage(t)
+	blob := sdk.BlobResource("test://b", "application/octet-stream", []byte("BBB"))
+	lim := Limits{MaxLines: 10, MaxBytes: 1024}
+
+	small := []sdk.Part{sdk.TextResource("test://a", "text/plain", "short"), blob}
+	out, _, managed, err := bound(st, lim, small, nil)
+	if err != nil || len(managed) != 0 || len(out) != 2 || out[0].URI != "test://a" {
+		t.Fatalf("within the limits: content %+v, managed %v, err %v; want it unchanged", out, managed, err)
+	}
+
+	in := []sdk.Part{sdk.Text(numberedLines(1, 5)), sdk.TextResource("test://a", "text/plain", numberedLines(6, 50)), blob}
+	out, _, managed, err = bound(st, lim, in, nil)
+	if err != nil {
+		t.Fatalf("bound: %v", err)
+	}
+	if len(out) != 2 || out[0].Type != sdk.PartText || out[1].URI != "test://b" || !out[1].IsBlob() {
+		t.Fatalf("content = %+v, want the preview, then the blob resource", out)
+	}
+	checkPreview(t, lim, numberedLines(1, 5)+"\n"+numberedLines(6, 50), out[0].Text, managed[0])
+
+	if _, _, _, err := bound(st, Limits{MaxLines: 10, MaxBytes: 1024, MaxMediaBytes: 2}, []sdk.Part{blob}, nil); err == nil {
+		t.Error("a blob resource over MaxMediaBytes: no error")
+	}
+}

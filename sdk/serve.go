@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,8 +56,14 @@ func Serve(p Plugin) {
 	if !debugFlag() {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
-		host := os.Getppid()
+		host := hostPID()
+		var tokenOpts []grpc.ServerOption
+		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
+			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
+			tokenOpts = pluginpb.TokenServerOptions(token)
+		}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, tokenOpts...)
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 				if p.PID != host {
 					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
@@ -194,6 +201,20 @@ func debugFlag() bool {
 	return false
 }
 
+// hostPID is the pid the kernel reports for the host's connections: the parent's,
+// unless the host's sandbox launcher (the parent then) says otherwise — 0 when the
+// plugin runs in its own PID namespace, where every process outside it has pid 0
+// (the host's own peer checks then keep other processes away from the plugin's
+// capabilities; Landlock keeps a confined plugin from other plugins).
+func hostPID() int {
+	if v, ok := os.LookupEnv("TOOLHOST_HOST_PID"); ok {
+		if pid, err := strconv.Atoi(v); err == nil {
+			return pid
+		}
+	}
+	return os.Getppid()
+}
+
 // exitWithParent ends the process when its parent (the host) is gone, so no plugin
 // outlives its host even if the host was killed without a chance to stop it.
 func exitWithParent() {
@@ -234,6 +255,9 @@ type pluginServer struct {
 	next      atomic.Uint64                       // the last registration id used
 	kept      map[uint64][]*pluginpb.ExecuteEvent // large Call results awaiting Fetch
 	nextFetch atomic.Uint64
+	// interaction is the host's Interaction capability, nil when not granted; set
+	// once, during Activate.
+	interaction pluginpb.InteractionClient
 }
 
 func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
@@ -253,6 +277,13 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
 		}
 		loc.Services = newServices(conn)
+	}
+	if req.InteractionBrokerId != 0 {
+		conn, err := s.broker.DialWithOptions(req.InteractionBrokerId, pluginpb.DialOption())
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Interaction capability: %v", err)
+		}
+		s.interaction = pluginpb.NewInteractionClient(conn)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -338,6 +369,9 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 			_ = send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}}})
 		})
 	}
+	if s.interaction != nil && req.Call != 0 {
+		ctx = WithInteractor(ctx, hostInteractor{client: s.interaction, call: req.Call})
+	}
 	inv := Invocation{}
 	if i := req.Invocation; i != nil {
 		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}
@@ -369,11 +403,13 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 		}
 	}
 	for _, p := range content {
-		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{Type: string(p.Type), MimeType: p.MIMEType}}}); err != nil {
+		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{
+			Type: string(p.Type), MimeType: p.MIMEType, Uri: p.URI, Blob: p.IsBlob(),
+		}}}); err != nil {
 			return err
 		}
 		data := p.Data
-		if p.Type == PartText {
+		if p.Type == PartText || p.Type == PartResource && !p.IsBlob() {
 			data = []byte(p.Text)
 		}
 		if err := sendChunks(send, data, func(b []byte) *pluginpb.ExecuteEvent {

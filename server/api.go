@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolhost/toolhost/internal/jsoncodec"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
@@ -24,12 +23,36 @@ type api struct {
 	s *Server
 }
 
-func callerConn(ctx context.Context) (*conn, error) {
+// handleKey is the context key of the handle a served call runs for.
+type handleKey struct{}
+
+// handleOfCall returns the handle whose call ctx belongs to, or nil.
+func handleOfCall(ctx context.Context) *handle {
+	h, _ := ctx.Value(handleKey{}).(*handle)
+	return h
+}
+
+func (a *api) OpenClient(ctx context.Context, _ *servepb.OpenClientRequest) (*servepb.OpenClientResponse, error) {
 	c := connFrom(ctx)
 	if c == nil {
 		return nil, status.Error(codes.Internal, "server: call without a connection identity")
 	}
-	return c, nil
+	h, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	return &servepb.OpenClientResponse{ClientId: h.id}, nil
+}
+
+func (a *api) CloseClient(ctx context.Context, req *servepb.CloseClientRequest) (*servepb.CloseClientResponse, error) {
+	h, err := handleFrom(ctx, req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	if !h.close(errClientClosed) {
+		return nil, status.Errorf(codes.NotFound, "client handle %q is already closed", req.ClientId)
+	}
+	return &servepb.CloseClientResponse{}, nil
 }
 
 func (a *api) ActivateLocation(ctx context.Context, req *servepb.ActivateLocationRequest) (*servepb.ActivateLocationResponse, error) {
@@ -82,8 +105,8 @@ func summarize(loc *location.Location) *servepb.Location {
 			ps.Error = err.Error()
 		}
 		if inst := sup.Current(); inst != nil {
-			ps.Generation = inst.Generation()
-			ps.Pid = int64(inst.PID())
+			ps.Generation = uint32(inst.Generation())
+			ps.Pid = int32(inst.PID())
 		}
 		out.Plugins = append(out.Plugins, ps)
 	}
@@ -91,7 +114,7 @@ func summarize(loc *location.Location) *servepb.Location {
 }
 
 func (a *api) PrepareRequest(ctx context.Context, req *servepb.PrepareRequestRequest) (*servepb.PrepareRequestResponse, error) {
-	c, err := callerConn(ctx)
+	h, err := handleFrom(ctx, req.ClientId)
 	if err != nil {
 		return nil, err
 	}
@@ -104,42 +127,44 @@ func (a *api) PrepareRequest(ctx context.Context, req *servepb.PrepareRequestReq
 		return nil, err
 	}
 	q, err := loc.Prepare()
-	if err != nil {
+	switch {
+	case errors.Is(err, location.ErrClosing):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case err != nil:
 		return nil, status.Errorf(codes.NotFound, "location %q: %v", req.LocationId, err)
 	}
 	resp := &servepb.PrepareRequestResponse{}
 	for _, d := range q.Definitions() {
 		schema, problems := provider.Check(profile, provider.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
-		resp.Definitions = append(resp.Definitions, &servepb.Definition{
-			Name: d.Name, Description: d.Description, InputSchema: schema, OutputSchema: d.OutputSchema,
-		})
+		resp.Definitions = append(resp.Definitions, definitionProto(d, schema))
 		for _, p := range problems {
 			resp.Problems = append(resp.Problems, &servepb.ToolProblem{Tool: d.Name, Pointer: p.Pointer, Message: p.Message})
 		}
 	}
 	r := &request{id: newID("req_"), loc: loc.ID(), q: q, calls: map[string]*call{}}
+	c := h.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, status.Error(codes.Canceled, "connection closed")
+	switch {
+	case h.closed:
+		return nil, status.Errorf(codes.NotFound, "client handle %q closed meanwhile", h.id)
+	case len(h.requests) >= a.s.opts.MaxRequests:
+		return nil, status.Errorf(codes.ResourceExhausted, "this client handle holds %d Requests, the most it may; release some (ReleaseRequest)", len(h.requests))
 	}
-	if len(c.requests) >= a.s.opts.MaxRequests {
-		return nil, status.Errorf(codes.ResourceExhausted, "this connection holds %d Requests, the most it may; release some (ReleaseRequest)", len(c.requests))
-	}
-	c.requests[r.id] = r
+	h.requests[r.id] = r
 	resp.RequestId = r.id
 	return resp, nil
 }
 
 func (a *api) ReleaseRequest(ctx context.Context, req *servepb.ReleaseRequestRequest) (*servepb.ReleaseRequestResponse, error) {
-	c, err := callerConn(ctx)
+	h, err := handleFrom(ctx, req.ClientId)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	_, ok := c.requests[req.RequestId]
-	delete(c.requests, req.RequestId)
-	c.mu.Unlock()
+	h.conn.mu.Lock()
+	_, ok := h.requests[req.RequestId]
+	delete(h.requests, req.RequestId)
+	h.conn.mu.Unlock()
 	if !ok {
 		return nil, notFoundRequest(req.RequestId)
 	}
@@ -147,21 +172,21 @@ func (a *api) ReleaseRequest(ctx context.Context, req *servepb.ReleaseRequestReq
 }
 
 func notFoundRequest(id string) error {
-	return status.Errorf(codes.NotFound, "no Request %q on this connection", id)
+	return status.Errorf(codes.NotFound, "no Request %q for this client handle", id)
 }
 
 func (a *api) CancelCall(ctx context.Context, req *servepb.CancelCallRequest) (*servepb.CancelCallResponse, error) {
-	c, err := callerConn(ctx)
+	h, err := handleFrom(ctx, req.ClientId)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	r, ok := c.requests[req.RequestId]
+	h.conn.mu.Lock()
+	r, ok := h.requests[req.RequestId]
 	var cl *call
 	if ok {
 		cl = r.calls[req.ToolCallId]
 	}
-	c.mu.Unlock()
+	h.conn.mu.Unlock()
 	switch {
 	case !ok:
 		return nil, notFoundRequest(req.RequestId)
@@ -172,81 +197,98 @@ func (a *api) CancelCall(ctx context.Context, req *servepb.CancelCallRequest) (*
 	return &servepb.CancelCallResponse{}, nil
 }
 
-func (a *api) Settle(req *servepb.SettleRequest, stream servepb.Toolhost_SettleServer) error {
-	ctx := stream.Context()
-	c, err := callerConn(ctx)
+func (a *api) Settle(ctx context.Context, req *servepb.SettleRequest) (*servepb.SettleResponse, error) {
+	s, callErr, err := a.settle(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	if callErr != nil {
+		// The RPC itself ended: the client is gone, so no result is wanted.
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return &servepb.SettleResponse{Result: &servepb.SettleResponse_Error{Error: callError(callErr)}}, nil
+	}
+	return &servepb.SettleResponse{Result: &servepb.SettleResponse_Settlement{Settlement: settlementProto(s)}, RunnerHint: s.Hint}, nil
+}
+
+func (a *api) SettleStream(req *servepb.SettleRequest, stream servepb.Toolhost_SettleStreamServer) error {
+	out := newProgressSender(stream)
+	s, callErr, err := a.settle(stream.Context(), req, out.push)
+	out.finish()
 	if err != nil {
 		return err
 	}
+	final := &servepb.SettleEvent{}
+	if callErr != nil {
+		final.Event = &servepb.SettleEvent_Error{Error: callError(callErr)}
+	} else {
+		final.Event = &servepb.SettleEvent_Settlement{Settlement: settlementProto(s)}
+		final.RunnerHint = s.Hint
+	}
+	return out.send(final)
+}
+
+// settle settles one call for its handle, reporting progress to progress (if set).
+// It returns the settlement, or callErr when the call ran but did not settle, or err
+// (a status) when it could not run at all.
+func (a *api) settle(ctx context.Context, req *servepb.SettleRequest, progress func(sdk.Progress)) (s *registry.Settlement, callErr, err error) {
+	h, err := handleFrom(ctx, req.ClientId)
+	if err != nil {
+		return nil, nil, err
+	}
 	inv := req.GetInvocation()
 	if inv.GetToolCallId() == "" {
-		return status.Error(codes.InvalidArgument, "invocation.tool_call_id is required")
+		return nil, nil, status.Error(codes.InvalidArgument, "invocation.tool_call_id is required")
 	}
-	callCtx, cancel := context.WithCancelCause(ctx)
+	callCtx, cancel := context.WithCancelCause(context.WithValue(ctx, handleKey{}, h))
 	defer cancel(nil)
 	stop := context.AfterFunc(a.s.ctx, func() { cancel(context.Cause(a.s.ctx)) })
 	defer stop()
 
+	c := h.conn
 	c.mu.Lock()
-	r, ok := c.requests[req.RequestId]
+	r, ok := h.requests[req.RequestId]
 	switch {
 	case !ok:
 		c.mu.Unlock()
-		return notFoundRequest(req.RequestId)
+		return nil, nil, notFoundRequest(req.RequestId)
 	case r.calls[inv.ToolCallId] != nil:
 		c.mu.Unlock()
-		return status.Errorf(codes.AlreadyExists, "call %q is already in flight on Request %q", inv.ToolCallId, req.RequestId)
+		return nil, nil, status.Errorf(codes.AlreadyExists, "call %q is already in flight on Request %q", inv.ToolCallId, req.RequestId)
 	}
 	r.calls[inv.ToolCallId] = &call{cancel: cancel}
 	c.mu.Unlock()
 	key := callKey{loc: r.loc, session: inv.SessionId, callID: inv.ToolCallId}
 	a.s.mu.Lock()
-	a.s.calls[key] = c
+	a.s.calls[key] = h
 	a.s.mu.Unlock()
-	// The call is forgotten before its final event is sent, so a client may reuse
-	// the id as soon as it has the result.
-	forget := sync.OnceFunc(func() {
+	// The call is forgotten before its result is sent, so a client may reuse the id
+	// as soon as it has the result.
+	defer func() {
 		a.s.mu.Lock()
-		if a.s.calls[key] == c {
+		if a.s.calls[key] == h {
 			delete(a.s.calls, key)
 		}
 		a.s.mu.Unlock()
 		c.mu.Lock()
 		delete(r.calls, inv.ToolCallId)
 		c.mu.Unlock()
-	})
-	defer forget()
+	}()
 
-	out := newProgressSender(stream)
-	settlement, err := r.q.Settle(callCtx, registry.Call{
+	input := []byte(req.InputJson)
+	s, callErr = r.q.Settle(callCtx, registry.Call{
 		Name:  req.Name,
-		Input: req.Input,
+		Input: input,
 		Invocation: sdk.Invocation{
 			SessionID:          inv.SessionId,
 			Agent:              inv.Agent,
 			AssistantMessageID: inv.AssistantMessageId,
 			ToolCallID:         inv.ToolCallId,
 		},
-		Progress: out.push,
+		Progress: progress,
 	})
-	out.finish()
-	forget()
-	final := &servepb.SettleEvent{}
-	if err != nil {
-		final.Event = &servepb.SettleEvent_Error{Error: callError(err)}
-	} else {
-		data, merr := jsoncodec.Marshal(settlement)
-		if merr != nil {
-			final.Event = &servepb.SettleEvent_Error{Error: &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: "encode settlement: " + merr.Error()}}
-		} else {
-			final.Event = &servepb.SettleEvent_Settlement{Settlement: data}
-			final.RunnerHint = settlement.Hint
-		}
-	}
-	if err := out.send(final); err != nil {
-		return err
-	}
-	return nil
+	return s, callErr, nil
 }
 
 // callError classifies an error Settle returned instead of a settlement.
@@ -269,7 +311,7 @@ const maxQueuedProgress = 256
 // client never blocks the tool reporting them (events are dropped instead, oldest
 // first), and keeps them ahead of the final event.
 type progressSender struct {
-	stream servepb.Toolhost_SettleServer
+	stream servepb.Toolhost_SettleStreamServer
 
 	mu      sync.Mutex
 	queue   []*servepb.Progress
@@ -280,7 +322,7 @@ type progressSender struct {
 	broken  error         // the stream's send error, once it failed
 }
 
-func newProgressSender(stream servepb.Toolhost_SettleServer) *progressSender {
+func newProgressSender(stream servepb.Toolhost_SettleStreamServer) *progressSender {
 	return &progressSender{stream: stream}
 }
 
@@ -352,7 +394,7 @@ func (p *progressSender) send(ev *servepb.SettleEvent) error {
 
 func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_WatchAsksServer) error {
 	ctx := stream.Context()
-	c, err := callerConn(ctx)
+	h, err := handleFrom(ctx, req.ClientId)
 	if err != nil {
 		return err
 	}
@@ -361,7 +403,7 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			return err
 		}
 	}
-	w, pending := a.s.addWatcher(c, req.LocationId)
+	w, pending := a.s.addWatcher(h, req.LocationId)
 	defer a.s.removeWatcher(w)
 	for _, ak := range pending {
 		if err := stream.Send(&servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: ak.proto()}}); err != nil {
@@ -379,6 +421,8 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			}
 		case <-w.dropped:
 			return status.Error(codes.ResourceExhausted, "asks came faster than this watcher read them; watch again")
+		case <-h.done:
+			return nil
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-a.s.ctx.Done():
@@ -388,7 +432,7 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 }
 
 func (a *api) AnswerAsk(ctx context.Context, req *servepb.AnswerAskRequest) (*servepb.AnswerAskResponse, error) {
-	c, err := callerConn(ctx)
+	h, err := handleFrom(ctx, req.ClientId)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +447,7 @@ func (a *api) AnswerAsk(ctx context.Context, req *servepb.AnswerAskRequest) (*se
 	default:
 		return nil, status.Error(codes.InvalidArgument, "reply must be ONCE, ALWAYS or REJECT")
 	}
-	if err := a.s.answer(c, req.Id, permission.Answer{Reply: reply, Message: req.Message}); err != nil {
+	if err := a.s.answer(h, req.Id, permission.Answer{Reply: reply, Message: req.Message}); err != nil {
 		return nil, err
 	}
 	return &servepb.AnswerAskResponse{}, nil

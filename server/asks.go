@@ -15,12 +15,12 @@ import (
 	"github.com/toolhost/toolhost/permission"
 )
 
-// ErrNobodyWatching is the error of an ask made while no client watches asks for it
-// (see WatchAsks): the call ends with an operational error saying so, rather than
-// waiting for an answer that cannot come.
-// It wraps permission.ErrNoOneToAsk, so the call gets the same deny as with no one to
-// ask at all: the model sees that permission was denied, the runner the settle
-// result's runner_hint saying how to allow the request in the config.
+// ErrNobodyWatching is the Asker's error for an ask made while no client handle
+// watches asks for it (see WatchAsks), rather than waiting for an answer that cannot
+// come. It wraps permission.ErrNoOneToAsk, so the call gets the same deny as with no
+// one to ask at all: a model-visible tool failure that only says permission was
+// denied, and the settle result's runner_hint saying how to allow the request in the
+// config.
 var ErrNobodyWatching = fmt.Errorf("server: no client is watching permission asks for this call (WatchAsks): %w", permission.ErrNoOneToAsk)
 
 // watcherBuffer is how many ask events a watcher may fall behind before it is
@@ -32,7 +32,7 @@ type ask struct {
 	id    string
 	loc   string
 	req   permission.Request
-	owner *conn // nil: not attributed to a call; any watcher of the Location sees it
+	owner *handle // nil: not attributed to a call; any watcher of the Location sees it
 }
 
 func (a *ask) proto() *servepb.Ask {
@@ -50,14 +50,15 @@ func (a *ask) proto() *servepb.Ask {
 		Save:       slices.Clone(a.req.Save),
 	}
 	if len(a.req.Metadata) > 0 {
-		p.Metadata, _ = json.Marshal(a.req.Metadata)
+		data, _ := json.Marshal(a.req.Metadata)
+		p.MetadataJson = string(data)
 	}
 	return p
 }
 
 // watcher is one WatchAsks stream.
 type watcher struct {
-	conn    *conn
+	h       *handle
 	loc     string // "" watches every Location
 	events  chan *servepb.AskEvent
 	dropped chan struct{}
@@ -65,7 +66,7 @@ type watcher struct {
 
 // sees reports whether w may see (and answer) a.
 func (w *watcher) sees(a *ask) bool {
-	return (w.loc == "" || w.loc == a.loc) && (a.owner == nil || a.owner == w.conn)
+	return (w.loc == "" || w.loc == a.loc) && (a.owner == nil || a.owner == w.h)
 }
 
 // locAsker is the permission.Asker of one Location: it parks each ask until a
@@ -81,7 +82,7 @@ var _ permission.Asker = (*locAsker)(nil)
 // (AnswerAsk answers through the service), or when the call ends.
 func (l *locAsker) Ask(ctx context.Context, id string, req permission.Request) (permission.Answer, error) {
 	s := l.s
-	a := &ask{id: id, loc: l.loc, req: req, owner: connFrom(ctx)}
+	a := &ask{id: id, loc: l.loc, req: req, owner: handleOfCall(ctx)}
 	s.mu.Lock()
 	if a.owner == nil {
 		// Not asked from a served call's context (a trusted plugin asks over its own
@@ -128,8 +129,8 @@ func (s *Server) broadcastLocked(a *ask, ev *servepb.AskEvent) {
 }
 
 // addWatcher registers a watcher and returns the asks it sees now, oldest first.
-func (s *Server) addWatcher(c *conn, loc string) (*watcher, []*ask) {
-	w := &watcher{conn: c, loc: loc, events: make(chan *servepb.AskEvent, watcherBuffer), dropped: make(chan struct{})}
+func (s *Server) addWatcher(h *handle, loc string) (*watcher, []*ask) {
+	w := &watcher{h: h, loc: loc, events: make(chan *servepb.AskEvent, watcherBuffer), dropped: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchers[w] = struct{}{}
@@ -149,14 +150,14 @@ func (s *Server) removeWatcher(w *watcher) {
 	delete(s.watchers, w)
 }
 
-// answer answers ask id for connection c, through the Location's permission service
+// answer answers ask id for handle h, through the Location's permission service
 // (which applies the answer, saves "always" approvals, and releases the parked Ask).
-func (s *Server) answer(c *conn, id string, ans permission.Answer) error {
+func (s *Server) answer(h *handle, id string, ans permission.Answer) error {
 	s.mu.Lock()
 	a, ok := s.asks[id]
 	s.mu.Unlock()
-	if !ok || (a.owner != nil && a.owner != c) {
-		return status.Errorf(codes.NotFound, "no pending ask %q for this connection", id)
+	if !ok || (a.owner != nil && a.owner != h) {
+		return status.Errorf(codes.NotFound, "no pending ask %q for this client handle", id)
 	}
 	loc, err := s.location(a.loc)
 	if err != nil {

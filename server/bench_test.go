@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net"
 	"os"
@@ -23,13 +24,13 @@ import (
 )
 
 // BenchmarkSettleRoundTrip times each kind of round trip newRoundTrips makes, one
-// sub-benchmark each; the target is serve-api ≤ 1.5 × (in-process + grpc-unary).
+// sub-benchmark each; the target is serve-unary ≤ 1.2 × (in-process + grpc-unary).
 // Run with
 //
 //	go test -run '^$' -bench SettleRoundTrip -benchmem ./server/
 func BenchmarkSettleRoundTrip(b *testing.B) {
 	calls := newRoundTrips(b)
-	for _, name := range []string{"in-process", "grpc-unary", "serve-api"} {
+	for _, name := range []string{"in-process", "grpc-unary", "serve-unary", "serve-stream"} {
 		b.Run("impl="+name, func(b *testing.B) {
 			call := calls[name](b)
 			b.ReportAllocs()
@@ -40,13 +41,14 @@ func BenchmarkSettleRoundTrip(b *testing.B) {
 	}
 }
 
-// BenchmarkSettleRoundTripAlternating makes the same three kinds of call in blocks
+// BenchmarkSettleRoundTripAlternating makes the same four kinds of call in blocks
 // of 100, one block of each in turn, so that drift in the machine's speed hits all
-// alike, and reports each median and the target's ratio,
-// serve-api / (in-process + grpc-unary).
+// alike, and reports each median and the ratios to the baseline,
+// serve-unary / (in-process + grpc-unary) (the target: at most 1.2) and
+// serve-stream / (in-process + grpc-unary).
 func BenchmarkSettleRoundTripAlternating(b *testing.B) {
 	setup := newRoundTrips(b)
-	names := []string{"in-process", "grpc-unary", "serve-api"}
+	names := []string{"in-process", "grpc-unary", "serve-unary", "serve-stream"}
 	calls := make([]func(), len(names))
 	for i, name := range names {
 		calls[i] = setup[name](b)
@@ -68,15 +70,17 @@ func BenchmarkSettleRoundTripAlternating(b *testing.B) {
 		p50[i] = ts[len(ts)/2]
 		b.ReportMetric(float64(p50[i].Nanoseconds()), names[i]+"-p50-ns")
 	}
-	b.ReportMetric(float64(p50[2])/float64(p50[0]+p50[1]), "serve-ratio")
+	b.ReportMetric(float64(p50[2])/float64(p50[0]+p50[1]), "unary-ratio")
+	b.ReportMetric(float64(p50[3])/float64(p50[0]+p50[1]), "stream-ratio")
 }
 
 // newRoundTrips returns, by name, functions that set up one kind of settle round
 // trip of a trivial in-process tool for the benchmark they are given, and return one
 // call of it:
 //
-//   - serve-api: client.Settle over the unix socket (the Settle stream, the
-//     pipeline, the settlement encoded as JSON and decoded);
+//   - serve-unary: client.Settle without a progress function over the unix socket
+//     (the unary Settle: the pipeline, the typed settlement encoded and decoded);
+//   - serve-stream: the same with a progress function (the SettleStream stream);
 //   - in-process: registry.Request.Settle, the pipeline alone;
 //   - grpc-unary: a bare gRPC unary call over a unix socket (an echo service,
 //     nothing else).
@@ -133,43 +137,48 @@ func newRoundTrips(b *testing.B) map[string]func(*testing.B) func() {
 			}
 		}
 	}
-	serveAPI := func(b *testing.B) func() {
-		root := scope.New(context.Background())
-		srv, err := server.New(root, server.Options{Registry: reg, Location: location.Options{StateDir: b.TempDir()}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := server.ListenUnix(filepath.Join(sockDir, "toolhost.sock"), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go srv.Serve(l)
-		c, err := client.Dial(context.Background(), "unix://"+l.Addr().String(), "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			c.Close()
-			srv.Shutdown(context.Background())
-			root.Close(context.Background())
-		})
-		ws, _ := location.Canonicalize(b.TempDir())
-		loc, _, err := c.ActivateLocation(context.Background(), ws)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req, err := c.PrepareRequest(context.Background(), loc.ID, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		call := client.Call{Name: "echo", Input: input, Invocation: inv}
-		return func() {
-			if s, err := c.Settle(context.Background(), req.ID, call, nil); err != nil || s.Outcome != registry.Completed {
-				b.Fatal(s, err)
+	serveAPI := func(progress func(sdk.Progress)) func(b *testing.B) func() {
+		return func(b *testing.B) func() {
+			root := scope.New(context.Background())
+			srv, err := server.New(root, server.Options{Registry: reg, Location: location.Options{StateDir: b.TempDir()}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := server.ListenUnix(filepath.Join(sockDir, "toolhost-"+rand.Text()+".sock"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			go srv.Serve(l)
+			c, err := client.Dial(context.Background(), "unix://"+l.Addr().String(), "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				c.Close()
+				srv.Shutdown(context.Background())
+				root.Close(context.Background())
+			})
+			ws, _ := location.Canonicalize(b.TempDir())
+			loc, _, err := c.ActivateLocation(context.Background(), ws)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req, err := c.PrepareRequest(context.Background(), loc.ID, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			call := client.Call{Name: "echo", Input: input, Invocation: inv}
+			return func() {
+				if s, err := c.Settle(context.Background(), req.ID, call, progress); err != nil || s.Outcome != registry.Completed {
+					b.Fatal(s, err)
+				}
 			}
 		}
 	}
-	return map[string]func(*testing.B) func(){"in-process": inProcess, "grpc-unary": grpcUnary, "serve-api": serveAPI}
+	return map[string]func(*testing.B) func(){
+		"in-process": inProcess, "grpc-unary": grpcUnary,
+		"serve-unary": serveAPI(nil), "serve-stream": serveAPI(func(sdk.Progress) {}),
+	}
 }
 
 type echoServer struct{ echopb.UnimplementedEchoServer }

@@ -6,23 +6,39 @@ import (
 	"net"
 	"sync"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/registry"
 )
 
-// conn is one client transport connection: the identity Requests, calls and asks
-// belong to. The server assigns it when the connection is accepted (the server's
-// transport credentials attach it to the connection's auth info), so a client
-// cannot name or forge another connection's.
+// maxHandles bounds the client handles one connection holds at once.
+const maxHandles = 1024
+
+// conn is one client transport connection. The server assigns it when the
+// connection is accepted (the server's transport credentials attach it to the
+// connection's auth info), so a client cannot name or forge another connection's.
+// It holds the client handles opened on it: a handle is found only through the
+// connection that opened it, and ends with it.
 type conn struct {
-	mu       sync.Mutex
-	requests map[string]*request
-	closed   bool
+	mu      sync.Mutex
+	handles map[string]*handle
+	closed  bool
 }
 
-// request is a prepared registry Request held for its connection.
+// handle is one client handle (OpenClient): the owner of Requests, their calls and
+// the permission asks those raise. Its fields are guarded by its conn's mu.
+type handle struct {
+	id       string
+	conn     *conn
+	requests map[string]*request
+	closed   bool
+	done     chan struct{} // closed when the handle ends: its WatchAsks streams end
+}
+
+// request is a prepared registry Request held for its handle.
 type request struct {
 	id    string
 	loc   string
@@ -35,8 +51,8 @@ type call struct {
 	cancel context.CancelCauseFunc
 }
 
-// callKey identifies a call in flight across connections, to attribute the
-// permission asks it raises.
+// callKey identifies a call in flight across handles, to attribute the permission
+// asks it raises.
 type callKey struct {
 	loc, session, callID string
 }
@@ -49,6 +65,70 @@ func connFrom(ctx context.Context) *conn {
 	}
 	a, _ := p.AuthInfo.(connAuth)
 	return a.conn
+}
+
+// open opens a new handle on c.
+func (c *conn) open() (*handle, error) {
+	h := &handle{id: newID("cl_"), conn: c, requests: map[string]*request{}, done: make(chan struct{})}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return nil, status.Error(codes.Canceled, "connection closed")
+	case len(c.handles) >= maxHandles:
+		return nil, status.Errorf(codes.ResourceExhausted, "this connection holds %d client handles, the most it may; close some (CloseClient)", len(c.handles))
+	}
+	c.handles[h.id] = h
+	return h, nil
+}
+
+// handleFrom returns the handle id of the call's connection.
+func handleFrom(ctx context.Context, id string) (*handle, error) {
+	c := connFrom(ctx)
+	if c == nil {
+		return nil, status.Error(codes.Internal, "server: call without a connection identity")
+	}
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "client_id is required: open a client handle with OpenClient")
+	}
+	c.mu.Lock()
+	h := c.handles[id]
+	c.mu.Unlock()
+	if h == nil {
+		return nil, status.Errorf(codes.NotFound, "no client handle %q on this connection (closed, or opened on another connection; open one with OpenClient)", id)
+	}
+	return h, nil
+}
+
+// close ends h: its Requests are dropped, its calls in flight cancelled with cause
+// and its watchers ended. Idempotent; it reports whether this call ended it.
+func (h *handle) close(cause error) bool {
+	c := h.conn
+	c.mu.Lock()
+	if h.closed {
+		c.mu.Unlock()
+		return false
+	}
+	h.closed = true
+	delete(c.handles, h.id)
+	cancels := h.cancelsLocked()
+	h.requests = nil
+	c.mu.Unlock()
+	close(h.done)
+	for _, cancel := range cancels {
+		cancel(cause)
+	}
+	return true
+}
+
+func (h *handle) cancelsLocked() []context.CancelCauseFunc {
+	var cancels []context.CancelCauseFunc
+	for _, r := range h.requests {
+		for _, cl := range r.calls {
+			cancels = append(cancels, cl.cancel)
+		}
+	}
+	return cancels
 }
 
 // connCreds gives every accepted connection its identity, and ends it when gRPC
@@ -67,7 +147,7 @@ type connAuth struct {
 func (connAuth) AuthType() string { return "toolhost-conn" }
 
 func (connCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	c := &conn{requests: map[string]*request{}}
+	c := &conn{handles: map[string]*handle{}}
 	return &trackedConn{Conn: raw, c: c}, connAuth{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, conn: c}, nil
 }
 
@@ -98,20 +178,17 @@ func (t *trackedConn) Close() error {
 	return t.Conn.Close()
 }
 
-// end closes the connection's Requests and cancels their calls in flight (their
-// streams are gone with it).
+// end closes the connection's handles: their Requests are dropped and their calls in
+// flight cancelled (their streams are gone with the connection).
 func (c *conn) end() {
 	c.mu.Lock()
 	c.closed = true
-	var cancels []context.CancelCauseFunc
-	for _, r := range c.requests {
-		for _, cl := range r.calls {
-			cancels = append(cancels, cl.cancel)
-		}
+	handles := make([]*handle, 0, len(c.handles))
+	for _, h := range c.handles {
+		handles = append(handles, h)
 	}
-	c.requests = nil
 	c.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel(errConnClosed)
+	for _, h := range handles {
+		h.close(errConnClosed)
 	}
 }

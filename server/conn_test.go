@@ -11,7 +11,8 @@ import (
 
 // TestConnIdentityEndsWithTheConnection: every accepted connection gets its own
 // identity, which calls find through their context; closing the connection (as gRPC
-// does when the client goes) drops its Requests and cancels its calls in flight.
+// does when the client goes) ends its client handles: their Requests are dropped and
+// their calls in flight cancelled.
 func TestConnIdentityEndsWithTheConnection(t *testing.T) {
 	raw, other := net.Pipe()
 	defer other.Close()
@@ -32,19 +33,35 @@ func TestConnIdentityEndsWithTheConnection(t *testing.T) {
 		t.Fatal("a context without a peer has a connection identity")
 	}
 
+	h, err := c.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := handleFrom(ctx, h.id); got != h || err != nil {
+		t.Fatalf("handleFrom: %v, %v", got, err)
+	}
+	ctx2 := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: auth2})
+	if _, err := handleFrom(ctx2, h.id); err == nil {
+		t.Fatal("a handle was found through another connection")
+	}
 	callCtx, cancel := context.WithCancelCause(context.Background())
 	c.mu.Lock()
-	c.requests["r1"] = &request{id: "r1", calls: map[string]*call{"c1": {cancel: cancel}}}
+	h.requests["r1"] = &request{id: "r1", calls: map[string]*call{"c1": {cancel: cancel}}}
 	c.mu.Unlock()
 	if err := wrapped.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_ = wrapped.Close() // idempotent
+	<-h.done
+	if _, err := c.open(); err == nil {
+		t.Error("a closed connection opened a handle")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed || c.requests != nil {
-		t.Errorf("after close: closed = %v, %d requests kept", c.closed, len(c.requests))
+	if !c.closed || !h.closed || h.requests != nil || len(c.handles) != 0 {
+		t.Errorf("after close: closed = %v, handle closed = %v, %d requests kept", c.closed, h.closed, len(h.requests))
 	}
+
 	if !errors.Is(context.Cause(callCtx), errConnClosed) {
 		t.Errorf("call in flight: cause %v, want errConnClosed", context.Cause(callCtx))
 	}

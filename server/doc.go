@@ -4,10 +4,11 @@
 // answer permission asks.
 //
 // A [Server] owns the Locations it activates (in a child scope of the scope given to
-// [New]) and the per-connection state: Requests and their calls belong to the
-// transport connection that prepared them, identified by the server itself (its
-// transport credentials give each accepted connection an identity), so no client can
-// name another's.
+// [New]) and the client handles (OpenClient): Requests, their calls and the asks
+// those raise belong to the handle that prepared them, so clients sharing one
+// connection are isolated. A handle is found only through the transport connection
+// that opened it (the server's transport credentials give each accepted connection
+// an identity no client can forge) and ends with it.
 // Permission asks are parked by a per-Location [permission.Asker] until a client
 // answers through AnswerAsk.
 //

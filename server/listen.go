@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/peercred"
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
 // SocketName is the default socket's file name.
@@ -56,7 +57,9 @@ func DefaultTokenPath(getenv func(string) string) string {
 // nobody else can then replace the socket or the token file beside it. A socket left
 // behind by a dead server is removed; a live one makes ListenUnix fail. The socket is
 // made mode 0600, and every connection whose peer runs as another user (neither the
-// server's uid nor root, per SO_PEERCRED) is closed at once and logged. Closing the
+// server's uid nor root, per SO_PEERCRED) or belongs to the process tree of a tool
+// source this process contains (sandbox.SourceOf: a plugin, an MCP server, a
+// manifest command, or anything they started) is closed at once and logged. Closing the
 // listener removes the socket file.
 func ListenUnix(path string, logger hclog.Logger) (net.Listener, error) {
 	if logger == nil {
@@ -144,8 +147,17 @@ func (l *peerCheckListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		p, err := peercred.Of(c)
-		if errors.Is(err, peercred.ErrUnsupported) || err == nil && (p.UID == l.uid || p.UID == 0) {
-			return c, nil // unsupported: the socket's mode and directory are the guard
+		if errors.Is(err, peercred.ErrUnsupported) {
+			return c, nil // the socket's mode and directory are the guard
+		}
+		if err == nil && (p.UID == l.uid || p.UID == 0) {
+			source, inTree := sandbox.SourceOf(p.PID)
+			if !inTree {
+				return c, nil
+			}
+			l.logger.Warn("refused a connection from a tool source's process", "source", source, "peer_pid", p.PID)
+			c.Close()
+			continue
 		}
 		l.logger.Warn("refused a connection from another user", "peer_uid", p.UID, "error", err)
 		c.Close()

@@ -32,6 +32,10 @@ var ErrShutdown = fmt.Errorf("server: shutting down: %w", context.Canceled)
 // errCancelCall is the cause of a call interrupted by CancelCall.
 var errCancelCall = fmt.Errorf("server: cancelled by the client (CancelCall): %w", context.Canceled)
 
+// errClientClosed is the cause of a call interrupted because its client handle was
+// closed (CloseClient).
+var errClientClosed = fmt.Errorf("server: the client handle was closed (CloseClient): %w", context.Canceled)
+
 // errConnClosed is the cause of a call interrupted because its connection ended.
 var errConnClosed = fmt.Errorf("server: the client connection closed: %w", context.Canceled)
 
@@ -59,7 +63,7 @@ type Options struct {
 	// (toolhost dev watches its plugins); the function it returns, if any, is called
 	// when the Location is deactivated, before the Location closes.
 	OnActivate func(*location.Location) (stop func())
-	// MaxRequests bounds the Requests one connection holds at once; default 4096.
+	// MaxRequests bounds the Requests one client handle holds at once; default 4096.
 	MaxRequests int
 }
 
@@ -80,7 +84,7 @@ type Server struct {
 	mu         sync.Mutex
 	locs       map[string]*locEntry
 	activating map[string]*activation
-	calls      map[callKey]*conn // calls in flight, to attribute asks
+	calls      map[callKey]*handle // calls in flight, to attribute asks
 	asks       map[string]*ask
 	watchers   map[*watcher]struct{}
 
@@ -127,7 +131,7 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 		root:       root,
 		locs:       map[string]*locEntry{},
 		activating: map[string]*activation{},
-		calls:      map[callKey]*conn{},
+		calls:      map[callKey]*handle{},
 		asks:       map[string]*ask{},
 		watchers:   map[*watcher]struct{}{},
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -720,6 +721,39 @@ func TestListenUnix(t *testing.T) {
 			t.Fatalf("another user called through an open socket: %v\n%s", err, out)
 		}
 	})
+}
+
+func TestSourceProcessesAreRefused(t *testing.T) {
+	f := start(t, nil)
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := server.ListenUnix(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go f.srv.Serve(l)
+	self, _ := os.Executable()
+	// The same helper, outside and then inside a contained source's tree.
+	dial := func(spec sandbox.Spec) (string, error) {
+		b, err := sandbox.Command(spec, self, []string{self, "-test.run=^$"}, "/", append(os.Environ(), "SERVER_TEST_DIAL="+path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		b.Cmd.Stdout, b.Cmd.Stderr = &out, &out
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err = b.Wait()
+		return strings.ToLower(out.String()), err
+	}
+	if out, err := dial(sandbox.Spec{Name: "plain"}); err != nil || !strings.Contains(out, "called") {
+		t.Fatalf("an uncontained process was refused: %v\n%s", err, out)
+	}
+	for _, mode := range []sandbox.Mode{sandbox.ModeNamespace, sandbox.ModeSubreaper} {
+		if out, err := dial(sandbox.Spec{Name: "hostile", Contain: true, Mode: mode}); err == nil || !strings.Contains(out, "unavailable") {
+			t.Fatalf("%s: a source's process called the serve API: %v\n%s", mode, err, out)
+		}
+	}
 }
 
 // dialAs runs helper (a copy of this test binary) as user nobody to call

@@ -101,7 +101,8 @@ func run(ctx context.Context, toolhost, address, tokenFile, workspace string) er
 	}
 	say("prepared %s: %d tools (%s), %d compatibility problems for anthropic", req.ID, len(names), strings.Join(names, ", "), len(req.Problems))
 
-	// Watch asks before settling: an ask raised while nobody watches fails the call.
+	// Watch asks before settling: an ask raised while nobody watches is denied at once
+	// (the model sees only that permission was denied; the hint says how to allow it).
 	watch, err := c.WatchAsks(ctx, loc.ID)
 	if err != nil {
 		return err
@@ -122,10 +123,16 @@ func run(ctx context.Context, toolhost, address, tokenFile, workspace string) er
 		id := fmt.Sprintf("call_%d", i+1)
 		wg.Go(func() {
 			inv := sdk.Invocation{SessionID: "session_1", Agent: "runner", AssistantMessageID: "msg_1", ToolCallID: id}
-			progress := func(p sdk.Progress) {
-				say("%s %s: progress %v/%v %s", id, call.name, p.Progress, p.Total, p.Message)
-				// Cancel the countdown mid-way, as a runner does when the user stops it.
-				if call.name == "countdown" && p.Progress == 3 {
+			// Only the countdown's progress is wanted: the other calls settle in one
+			// unary round trip (Settle with a nil progress function).
+			var progress func(sdk.Progress)
+			if call.name == "countdown" {
+				progress = func(p sdk.Progress) {
+					say("%s %s: progress %v/%v %s", id, call.name, p.Progress, p.Total, p.Message)
+					// Cancel the countdown mid-way, as a runner does when the user stops it.
+					if p.Progress != 3 {
+						return
+					}
 					say("%s %s: cancelling", id, call.name)
 					if err := c.CancelCall(ctx, req.ID, id); err != nil {
 						say("%s %s: cancel failed: %v", id, call.name, err)
@@ -198,7 +205,8 @@ type serveProcess struct {
 }
 
 // startServe starts `toolhost serve` on a socket in a private temporary directory
-// and returns once it prints where it listens.
+// and returns once it prints where it listens: its first line of output, "serving on
+// ADDRESS".
 func startServe(toolhost string) (*serveProcess, string, error) {
 	dir, err := os.MkdirTemp("", "runner-")
 	if err != nil {
@@ -218,10 +226,9 @@ func startServe(toolhost string) (*serveProcess, string, error) {
 	p := &serveProcess{cmd: cmd, dir: dir, done: make(chan struct{})}
 	lines := bufio.NewScanner(out)
 	addr := ""
-	for lines.Scan() {
+	if lines.Scan() {
 		if rest, ok := strings.CutPrefix(lines.Text(), "serving on "); ok {
-			addr, _, _ = strings.Cut(rest, ",")
-			break
+			addr, _, _ = strings.Cut(rest, ", token in ")
 		}
 	}
 	go func() {

@@ -13,11 +13,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
 
 type callOptions struct {
+	remoteOptions
 	location string
 	json     bool
 	verbose  bool
@@ -29,16 +31,24 @@ type callOptions struct {
 
 func (a *app) callFlags() (*flag.FlagSet, *callOptions) {
 	o := &callOptions{}
-	fs := a.newFlagSet("call", "--location DIR [flags] NAME [JSON|-]",
+	fs := a.newFlagSet("call", "(--location DIR | --socket ADDRESS [--location DIR]) [flags] NAME [JSON|-]",
 		"activates the Location at DIR, settles one call of the tool NAME with the JSON\n"+
 			"input (\"-\" reads it from stdin; absent means {}), prints the settlement and\n"+
 			"deactivates the Location. Progress goes to stderr as \"progress: DONE/TOTAL MESSAGE\".\n"+
 			"Flags may also follow NAME and JSON.\n\n"+
+			"With --socket the call is settled by a running toolhost serve or dev instead (so\n"+
+			"it sees what that server serves, hot reloads included), and the Location stays\n"+
+			"active there.\n\n"+
+			"A permission ask is put to the person at the terminal when stdin is one;\n"+
+			"otherwise it is denied (a model-visible tool failure, exit status 1; how to\n"+
+			"allow it goes to stderr).\n\n"+
 			"--json prints the settlement: {\"name\", \"tool_call_id\", \"outcome\", \"content\":\n"+
 			"[{\"type\", \"text\", \"mime_type\", \"data\" (base64)}], \"structured\", \"problems\":\n"+
 			"[{\"pointer\", \"message\"}], \"managed_paths\"}; empty fields are omitted. outcome is\n"+
 			"completed, tool_failure, unknown, invalid_input, invalid_output or unavailable.\n")
-	fs.StringVar(&o.location, "location", "", "the Location `directory` (required)")
+	fs.StringVar(&o.location, "location", "", "the Location `directory` (required without --socket)")
+	fs.StringVar(&o.socket, "socket", "", remoteFlagHelp)
+	fs.StringVar(&o.tokenFile, "token-file", "", "with --socket 127.0.0.1:PORT, the `file` holding serve's token")
 	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
 	fs.StringVar(&o.session, "session", "", "the session `id` (default: generated)")
@@ -55,8 +65,10 @@ func (a *app) call(ctx context.Context, args []string) int {
 		return code
 	}
 	switch {
-	case o.location == "":
-		return a.usageError(fs, "missing --location DIR")
+	case o.location == "" && o.socket == "":
+		return a.usageError(fs, "missing --location DIR (or --socket ADDRESS)")
+	case o.tokenFile != "" && o.socket == "":
+		return a.usageError(fs, "--token-file goes with --socket")
 	case len(positional) == 0:
 		return a.usageError(fs, "missing the tool NAME")
 	case len(positional) > 2:
@@ -87,6 +99,22 @@ func (a *app) call(ctx context.Context, args []string) int {
 		inv.Agent = "toolhost"
 	}
 
+	if o.socket != "" {
+		return a.withRemote(ctx, "call", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
+			req, err := c.PrepareRequest(ctx, loc.ID, "")
+			if err != nil {
+				return a.remoteError(ctx, "call", o.socket, err)
+			}
+			defer c.ReleaseRequest(context.WithoutCancel(ctx), req.ID)
+			stop, err := a.forwardAsks(ctx, c, loc.ID)
+			if err != nil {
+				return a.remoteError(ctx, "call", o.socket, err)
+			}
+			defer stop()
+			settlement, err := c.Settle(ctx, req.ID, client.Call{Name: name, Input: input, Invocation: inv}, a.printProgress)
+			return a.settled(o, name, settlement, err)
+		})
+	}
 	return a.withLocation(ctx, "call", o.location, o.verbose, func(s *session) int {
 		q, err := s.loc.Prepare()
 		if err != nil {
@@ -99,30 +127,35 @@ func (a *app) call(ctx context.Context, args []string) int {
 			Invocation: inv,
 			Progress:   a.printProgress,
 		})
-		switch {
-		case errors.Is(err, context.Canceled):
-			a.errorf("interrupted")
-			return ExitInterrupted
-		case err != nil:
-			a.errorf("toolhost call: %s: %v", name, err)
-			return ExitFailure
-		}
-		if settlement.Hint != "" {
-			// For the person, not the model: stderr, outside the settlement.
-			a.errorf("toolhost call: %s", settlement.Hint)
-		}
-		if o.json {
-			if code := a.printJSON("call", settlement); code != ExitOK {
-				return code
-			}
-		} else {
-			a.printSettlement(settlement)
-		}
-		if settlement.IsError() {
-			return ExitToolError
-		}
-		return ExitOK
+		return a.settled(o, name, settlement, err)
 	})
+}
+
+// settled prints a call's result and returns the exit code.
+func (a *app) settled(o *callOptions, name string, settlement *registry.Settlement, err error) int {
+	switch {
+	case errors.Is(err, context.Canceled):
+		a.errorf("interrupted")
+		return ExitInterrupted
+	case err != nil:
+		a.errorf("toolhost call: %s: %v", name, err)
+		return ExitFailure
+	}
+	if settlement.Hint != "" {
+		// For the person, not the model: stderr, outside the settlement.
+		a.errorf("toolhost call: %s", settlement.Hint)
+	}
+	if o.json {
+		if code := a.printJSON("call", settlement); code != ExitOK {
+			return code
+		}
+	} else {
+		a.printSettlement(settlement)
+	}
+	if settlement.IsError() {
+		return ExitToolError
+	}
+	return ExitOK
 }
 
 func orGenerated(id, prefix string) string {

@@ -26,7 +26,7 @@ func (a *app) devFlags() (*flag.FlagSet, *serveOptions) {
 			"settle unavailable when it changed. A failed build or start leaves the old\n"+
 			"generation serving. Each reload prints one line on stderr: the plugin, what\n"+
 			"changed, and how long build, start and swap took (then, on failure, the compiler\n"+
-			"output or the start error).\n")
+			"output or the start error).\n\n"+servingLineHelp)
 	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "quiet `period` that ends a burst of changes")
 	return fs, o
 }

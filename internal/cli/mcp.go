@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,6 +27,7 @@ type mcpOptions struct {
 	locations []string
 	http      string
 	tokenFile string
+	noToken   bool
 	dev       bool
 	debounce  time.Duration
 	verbose   bool
@@ -33,12 +35,14 @@ type mcpOptions struct {
 
 func (a *app) mcpFlags() (*flag.FlagSet, *mcpOptions) {
 	o := &mcpOptions{}
-	fs := a.newFlagSet("mcp", "--location DIR [--location DIR]... [--http 127.0.0.1:PORT [--token-file PATH]] [--dev [--debounce DURATION]] [--verbose]",
+	fs := a.newFlagSet("mcp", "[--location DIR]... [--http 127.0.0.1:PORT [--token-file PATH]] [--dev [--debounce DURATION]] [--verbose]",
 		"serves the tools of the Locations as an MCP server: on stdin and stdout (what MCP\n"+
 			"clients launch), or with --http as streamable HTTP on loopback. Calls go through\n"+
 			"the same pipeline as every runner's: permission, validation, bounding, hooks.\n"+
 			"Permission asks go to the client's user as elicitations (once, always or reject)\n"+
 			"when the client supports them; otherwise they are denied.\n\n"+
+			"With no --location, the client's roots (file:// directories) are the Locations,\n"+
+			"activated and deactivated as the client's roots change.\n"+
 			"With one Location tools keep their names; with several each is prefixed with its\n"+
 			"Location's workspace_id (else its directory name) and \"_\", made unique.\n\n"+
 			"--http listens on a loopback address only and every request must carry\n"+
@@ -48,12 +52,13 @@ func (a *app) mcpFlags() (*flag.FlagSet, *mcpOptions) {
 			"--dev watches the plugins and hot-reloads them as `toolhost dev` does; the client\n"+
 			"is sent notifications/tools/list_changed when the tool set changes. Logs and\n"+
 			"reload reports go to stderr (and, as notifications/message, to the client).\n")
-	fs.Func("location", "serve the Location at `DIR` (repeatable; at least one)", func(dir string) error {
+	fs.Func("location", "serve the Location at `DIR` (repeatable; none: the client's roots)", func(dir string) error {
 		o.locations = append(o.locations, dir)
 		return nil
 	})
 	fs.StringVar(&o.http, "http", "", "serve streamable HTTP at `address` (127.0.0.1:PORT, [::1]:PORT; port 0 picks one)\ninstead of stdio")
 	fs.StringVar(&o.tokenFile, "token-file", "", "with --http, write the token to `path` (mode 0600; default toolhost-mcp.token\nnext to the default socket of toolhost serve)")
+	fs.BoolVar(&o.noToken, "no-token", false, "with --http, require no token: any local process can call the tools (for the\nMCP conformance suite, which cannot send one); Host and Origin are still checked")
 	fs.BoolVar(&o.dev, "dev", false, "watch the plugins and hot-reload them when they change")
 	fs.DurationVar(&o.debounce, "debounce", devwatch.DefaultDebounce, "with --dev, the quiet `period` that ends a burst of changes")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs on stderr (otherwise only warnings and errors)")
@@ -69,10 +74,12 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	switch {
 	case len(positional) > 0:
 		return a.usageError(fs, "unexpected arguments %q", positional)
-	case len(o.locations) == 0:
-		return a.usageError(fs, "missing --location DIR")
-	case o.http == "" && o.tokenFile != "":
-		return a.usageError(fs, "--token-file goes with --http")
+	case len(o.locations) == 0 && o.dev:
+		return a.usageError(fs, "--dev needs --location DIR")
+	case o.http == "" && (o.tokenFile != "" || o.noToken):
+		return a.usageError(fs, "--token-file and --no-token go with --http")
+	case o.noToken && o.tokenFile != "":
+		return a.usageError(fs, "--no-token and --token-file exclude each other")
 	}
 	level := hclog.Warn
 	if o.verbose {
@@ -104,6 +111,8 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 			return fail(err)
 		}
 		defer lis.Close()
+	}
+	if lis != nil && !o.noToken {
 		tokenFile = o.tokenFile
 		if tokenFile == "" {
 			tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
@@ -131,7 +140,12 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Logger: logger.Named("mcp"), Version: Version()})
+	var fromRoots func([]string) // set below, once the Locations' options are known
+	mopts := mcpserve.Options{Registry: reg, Logger: logger.Named("mcp"), Version: Version()}
+	if len(o.locations) == 0 {
+		mopts.Roots = func(dirs []string) { fromRoots(dirs) }
+	}
+	srv, err := mcpserve.New(mopts)
 	if err != nil {
 		return fail(err)
 	}
@@ -152,6 +166,34 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 			a.errorf("toolhost mcp: %v", err)
 		}
 	}()
+	// With no --location, the client's roots are the Locations: each new root is
+	// activated and served, each root gone is removed and closed.
+	roots := map[string]*location.Location{}
+	fromRoots = func(dirs []string) {
+		for dir, loc := range roots {
+			if !slices.Contains(dirs, dir) {
+				srv.Remove(loc.ID())
+				closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+				if err := loc.Close(closeCtx); err != nil {
+					a.errorf("toolhost mcp: root %s: %v", dir, err)
+				}
+				cancel()
+				delete(roots, dir)
+			}
+		}
+		for _, dir := range dirs {
+			if roots[dir] != nil {
+				continue
+			}
+			loc, err := location.Activate(ctx, root, dir, locOpts)
+			if err != nil {
+				a.errorf("toolhost mcp: root %s: not served: %v", dir, err)
+				continue
+			}
+			roots[dir] = loc
+			srv.Add(loc)
+		}
+	}
 	for _, dir := range o.locations {
 		loc, err := location.Activate(ctx, root, dir, locOpts)
 		if err != nil {
@@ -186,7 +228,11 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
-	fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+	if o.noToken {
+		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, no token\n", lis.Addr())
+	} else {
+		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:

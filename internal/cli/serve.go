@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,15 +50,24 @@ func (a *app) serveCommandFlags() (*flag.FlagSet, *serveOptions) {
 	return a.serveFlags("serve", serveSynopsis,
 		"serves the toolhost API (gRPC, see internal/servepb/serve.proto) to session runners:\n"+
 			"activate Locations, prepare Requests, settle calls with streamed progress, cancel\n"+
-			"them, answer permission asks. The first line on stdout says where it listens:\n"+
-			"\"serving on unix:///PATH\" or \"serving on 127.0.0.1:PORT, token in FILE\".\n\n"+
+			"them, answer permission asks.\n\n"+
+			servingLineHelp+"\n"+
 			"The unix socket is mode 0600 in a directory only its owner can write, and peers of\n"+
 			"other users are refused. TCP is refused beyond loopback, and every TCP call must\n"+
 			"carry \"authorization: Bearer <token>\" with the token (32 random bytes, hex) from\n"+
-			"the token file. Requests belong to the connection that prepared them.\n\n"+
+			"the token file, which holds the token alone (no newline). Requests belong to the\n"+
+			"client handle (OpenClient) that prepared them.\n\n"+
 			"SIGINT or SIGTERM shuts it down: calls in flight end as interruptions, every\n"+
 			"Location is deactivated, no plugin process remains.\n")
 }
+
+// servingLineHelp documents the machine-readable first line of serve and dev.
+const servingLineHelp = "The first line on stdout is machine-readable, and always comes first: once the\n" +
+	"--location Locations are active, \"serving on ADDRESS\" for a unix socket, or\n" +
+	"\"serving on ADDRESS, token in FILE\" with --tcp. ADDRESS (unix:///PATH or\n" +
+	"127.0.0.1:PORT) is what follows \"serving on \" up to \", token in \" or the end of\n" +
+	"the line; FILE is an absolute path. Whatever else is printed (a line per\n" +
+	"--location now) comes after it and may change.\n"
 
 func (a *app) serve(ctx context.Context, args []string) int {
 	fs, o := a.serveCommandFlags()
@@ -185,6 +195,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		return errors.Join(err, <-served)
 	}
 
+	var summaries []string
 	for _, dir := range o.locations {
 		loc, _, err := srv.Activate(ctx, dir)
 		if err != nil {
@@ -200,9 +211,12 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		if q != nil {
 			n = len(q.Definitions())
 		}
-		fmt.Fprintf(a.stdout, "location %s: %d tools, %d plugins\n", loc.ID(), n, len(loc.Plugins()))
+		summaries = append(summaries, fmt.Sprintf("location %s: %d tools, %d plugins\n", loc.ID(), n, len(loc.Plugins())))
 	}
 	fmt.Fprintf(a.stdout, "serving on %s\n", where)
+	for _, line := range summaries {
+		io.WriteString(a.stdout, line)
+	}
 
 	select {
 	case <-ctx.Done():

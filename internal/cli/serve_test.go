@@ -66,13 +66,23 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, err := w.b.Write(p)
-	for _, l := range strings.Split(w.b.String(), "\n") {
+	complete, _ := cutLast(w.b.String(), "\n")
+	for _, l := range strings.Split(complete, "\n") {
 		if rest, ok := strings.CutPrefix(l, w.prefix); ok && w.line != nil {
 			w.line <- rest
 			w.line = nil
 		}
 	}
 	return n, err
+}
+
+// cutLast cuts s around the last sep.
+func cutLast(s, sep string) (before, after string) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return "", s
+	}
+	return s[:i], s[i+len(sep):]
 }
 
 func (w *lineWriter) String() string {
@@ -92,7 +102,7 @@ func TestServeInProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	serving := make(chan string, 1)
-	stdout := &lineWriter{prefix: "serving on ", line: serving}
+	stdout := &lineWriter{prefix: "", line: serving} // the first line
 	stderr := &watchWriter{}
 	code := make(chan int, 1)
 	go func() {
@@ -104,8 +114,9 @@ func TestServeInProcess(t *testing.T) {
 	case c := <-code:
 		t.Fatalf("serve exited with %d:\n%s", c, stderr.String())
 	}
-	if addr != "unix://"+socket || !strings.Contains(stdout.String(), "location "+dir+": ") {
-		t.Fatalf("stdout:\n%s", stdout.String())
+	addr, _ = strings.CutPrefix(addr, "serving on ")
+	if addr != "unix://"+socket {
+		t.Fatalf("first line of stdout: %q", addr)
 	}
 	c, err := client.Dial(t.Context(), addr, "")
 	if err != nil {
@@ -123,6 +134,9 @@ func TestServeInProcess(t *testing.T) {
 	cancel() // what SIGINT or SIGTERM does
 	if got := <-code; got != cli.ExitOK {
 		t.Fatalf("serve exited with %d after the signal:\n%s", got, stderr.String())
+	}
+	if lines := strings.Split(stdout.String(), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[1], "location "+dir+": ") {
+		t.Errorf("stdout:\n%s", stdout.String())
 	}
 	if pids := proctest.Children(pluginBin); len(pids) != 0 {
 		t.Errorf("plugin processes left: %v", pids)

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
 )
 
 type toolsOptions struct {
+	remoteOptions
 	location string
 	json     bool
 	verbose  bool
@@ -22,16 +24,20 @@ type toolsOptions struct {
 
 func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	o := &toolsOptions{}
-	fs := a.newFlagSet("tools", "--location DIR [--json] [--provider NAME] [--verbose]",
+	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--json] [--provider NAME] [--verbose]",
 		"activates the Location at DIR, lists the definitions of its tools sorted by name,\n"+
-			"and deactivates it. Plugins that are not running are listed after the tools.\n\n"+
+			"and deactivates it. Plugins that are not running are listed after the tools.\n"+
+			"With --socket it lists what a running toolhost serve or dev serves instead, and\n"+
+			"the Location stays active there.\n\n"+
 			"--json prints {\"location\": ID, \"tools\": [{\"name\", \"description\",\n"+
 			"\"input_schema\", \"output_schema\"}...]}: the definitions exactly as advertised.\n\n"+
 			"--provider openai|anthropic|gemini checks every definition against that\n"+
 			"provider's limits (and, for gemini, prints the adapted input schemas); each\n"+
 			"incompatible tool is named with its problems (--json: \"problems\": {NAME:\n"+
 			"[{\"pointer\", \"message\"}]}) and the exit status is 1.\n")
-	fs.StringVar(&o.location, "location", "", "the Location `directory` (required)")
+	fs.StringVar(&o.location, "location", "", "the Location `directory` (required without --socket)")
+	fs.StringVar(&o.socket, "socket", "", remoteFlagHelp)
+	fs.StringVar(&o.tokenFile, "token-file", "", "with --socket 127.0.0.1:PORT, the `file` holding serve's token")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
 	fs.StringVar(&o.provider, "provider", "", "check the definitions for a provider `profile`: openai, anthropic or gemini")
@@ -47,12 +53,38 @@ func (a *app) tools(ctx context.Context, args []string) int {
 	if len(positional) > 0 {
 		return a.usageError(fs, "unexpected arguments %q", positional)
 	}
-	if o.location == "" {
-		return a.usageError(fs, "missing --location DIR")
+	if o.location == "" && o.socket == "" {
+		return a.usageError(fs, "missing --location DIR (or --socket ADDRESS)")
+	}
+	if o.tokenFile != "" && o.socket == "" {
+		return a.usageError(fs, "--token-file goes with --socket")
 	}
 	profile, err := provider.Parse(o.provider)
 	if err != nil {
 		return a.usageError(fs, "%v", err)
+	}
+	if o.socket != "" {
+		return a.withRemote(ctx, "tools", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
+			req, err := c.PrepareRequest(ctx, loc.ID, o.provider)
+			if err != nil {
+				return a.remoteError(ctx, "tools", o.socket, err)
+			}
+			_ = c.ReleaseRequest(ctx, req.ID)
+			var problems map[string][]provider.Problem
+			for _, p := range req.Problems {
+				if problems == nil {
+					problems = map[string][]provider.Problem{}
+				}
+				problems[p.Tool] = append(problems[p.Tool], provider.Problem{Pointer: p.Pointer, Message: p.Message})
+			}
+			var notRunning []string
+			for _, p := range loc.Plugins {
+				if p.State != string(plugins.Running) {
+					notRunning = append(notRunning, pluginLine(p.Name, p.State, p.Error))
+				}
+			}
+			return a.listTools(o, profile, loc.ID, req.Definitions, problems, notRunning)
+		})
 	}
 	return a.withLocation(ctx, "tools", o.location, o.verbose, func(s *session) int {
 		q, err := s.loc.Prepare()
@@ -61,24 +93,47 @@ func (a *app) tools(ctx context.Context, args []string) int {
 			return ExitFailure
 		}
 		defs, problems := checkProvider(profile, q.Definitions())
-		code := ExitOK
-		if len(problems) > 0 {
-			code = ExitToolError
-		}
-		if o.json {
-			if c := a.printJSON("tools", toolsJSON{Location: s.loc.ID(), Tools: defs, Problems: problems}); c != ExitOK {
-				return c
+		var notRunning []string
+		for _, sup := range s.loc.Plugins() {
+			if st, err := sup.State(); st != plugins.Running {
+				msg := ""
+				if err != nil {
+					msg = err.Error()
+				}
+				notRunning = append(notRunning, pluginLine(sup.Name(), string(st), msg))
 			}
-			return code
 		}
-		a.printToolTable(defs, s.loc.Plugins())
-		for _, d := range defs {
-			for _, p := range problems[d.Name] {
-				fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
-			}
+		return a.listTools(o, profile, s.loc.ID(), defs, problems, notRunning)
+	})
+}
+
+// pluginLine describes a plugin that is not running.
+func pluginLine(name, state, err string) string {
+	if err != "" {
+		return fmt.Sprintf("plugin %s: %s: %s", name, state, err)
+	}
+	return fmt.Sprintf("plugin %s: %s", name, state)
+}
+
+// listTools prints the definitions (a table, or JSON) and returns the exit code.
+func (a *app) listTools(o *toolsOptions, profile provider.Profile, loc string, defs []registry.Definition, problems map[string][]provider.Problem, notRunning []string) int {
+	code := ExitOK
+	if len(problems) > 0 {
+		code = ExitToolError
+	}
+	if o.json {
+		if c := a.printJSON("tools", toolsJSON{Location: loc, Tools: defs, Problems: problems}); c != ExitOK {
+			return c
 		}
 		return code
-	})
+	}
+	a.printToolTable(defs, notRunning)
+	for _, d := range defs {
+		for _, p := range problems[d.Name] {
+			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
+		}
+	}
+	return code
 }
 
 // checkProvider checks defs against a provider profile: it returns the definitions
@@ -107,7 +162,7 @@ type toolsJSON struct {
 	Problems map[string][]provider.Problem `json:"problems,omitempty"`
 }
 
-func (a *app) printToolTable(defs []registry.Definition, sups []*plugins.Supervisor) {
+func (a *app) printToolTable(defs []registry.Definition, notRunning []string) {
 	if len(defs) == 0 {
 		fmt.Fprintln(a.stdout, "no tools")
 	} else {
@@ -119,14 +174,8 @@ func (a *app) printToolTable(defs []registry.Definition, sups []*plugins.Supervi
 		}
 		tw.Flush()
 	}
-	for _, sup := range sups {
-		if st, err := sup.State(); st != plugins.Running {
-			if err != nil {
-				fmt.Fprintf(a.stdout, "plugin %s: %s: %v\n", sup.Name(), st, err)
-			} else {
-				fmt.Fprintf(a.stdout, "plugin %s: %s\n", sup.Name(), st)
-			}
-		}
+	for _, line := range notRunning {
+		fmt.Fprintln(a.stdout, line)
 	}
 }
 

@@ -131,7 +131,7 @@ func (x PermissionResponse_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionResponse_Verdict.Descriptor instead.
 func (PermissionResponse_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{30, 0}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{35, 0}
 }
 
 type CallResult struct {
@@ -243,8 +243,12 @@ type ActivateRequest struct {
 	// services_broker_id, for trusted plugins only (0 otherwise), is the broker id
 	// serving the Location's FileSystem and Permission services.
 	ServicesBrokerId uint32 `protobuf:"varint,5,opt,name=services_broker_id,json=servicesBrokerId,proto3" json:"services_broker_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// interaction_broker_id, when not 0, is the broker id of the Interaction
+	// capability (asking the person, sampling the model during a call); served to
+	// trusted plugins and to plugins the Location config grants "ask" or "sample".
+	InteractionBrokerId uint32 `protobuf:"varint,6,opt,name=interaction_broker_id,json=interactionBrokerId,proto3" json:"interaction_broker_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ActivateRequest) Reset() {
@@ -308,6 +312,13 @@ func (x *ActivateRequest) GetToolsBrokerId() uint32 {
 func (x *ActivateRequest) GetServicesBrokerId() uint32 {
 	if x != nil {
 		return x.ServicesBrokerId
+	}
+	return 0
+}
+
+func (x *ActivateRequest) GetInteractionBrokerId() uint32 {
+	if x != nil {
+		return x.InteractionBrokerId
 	}
 	return 0
 }
@@ -421,9 +432,12 @@ type ExecuteRequest struct {
 	// registration is the id the plugin gave in Tools.Register.
 	Registration uint64 `protobuf:"varint,1,opt,name=registration,proto3" json:"registration,omitempty"`
 	// tool is the authored name within that registration.
-	Tool          string      `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
-	Input         []byte      `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
-	Invocation    *Invocation `protobuf:"bytes,4,opt,name=invocation,proto3" json:"invocation,omitempty"`
+	Tool       string      `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Input      []byte      `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	Invocation *Invocation `protobuf:"bytes,4,opt,name=invocation,proto3" json:"invocation,omitempty"`
+	// call, when not 0, names this call to the Interaction capability: the plugin
+	// passes it with every Ask and Sample it makes during the call.
+	Call          uint64 `protobuf:"varint,5,opt,name=call,proto3" json:"call,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +498,13 @@ func (x *ExecuteRequest) GetInvocation() *Invocation {
 		return x.Invocation
 	}
 	return nil
+}
+
+func (x *ExecuteRequest) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
 }
 
 type ExecuteEvent struct {
@@ -730,9 +751,13 @@ func (x *Progress) GetMessage() string {
 
 type PartStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// type is "text" or "media".
-	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	MimeType      string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// type is "text", "media" or "resource".
+	Type     string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	MimeType string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// uri names a resource part's resource.
+	Uri string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	// blob says a resource part's data are bytes, not text.
+	Blob          bool `protobuf:"varint,4,opt,name=blob,proto3" json:"blob,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +804,20 @@ func (x *PartStart) GetMimeType() string {
 		return x.MimeType
 	}
 	return ""
+}
+
+func (x *PartStart) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *PartStart) GetBlob() bool {
+	if x != nil {
+		return x.Blob
+	}
+	return false
 }
 
 // Done ends a successful execution.
@@ -1288,6 +1327,350 @@ func (*CloseResponse) Descriptor() ([]byte, []int) {
 	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
 }
 
+type AskRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Call    uint64                 `protobuf:"varint,1,opt,name=call,proto3" json:"call,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// schema is the JSON Schema of the answer (an object schema).
+	Schema        []byte `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskRequest) Reset() {
+	*x = AskRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskRequest) ProtoMessage() {}
+
+func (x *AskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskRequest.ProtoReflect.Descriptor instead.
+func (*AskRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AskRequest) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
+}
+
+func (x *AskRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AskRequest) GetSchema() []byte {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+type AskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// action is "accept", "decline" or "cancel".
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// content is the accepted answer, a JSON object.
+	Content       []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskResponse) Reset() {
+	*x = AskResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskResponse) ProtoMessage() {}
+
+func (x *AskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskResponse.ProtoReflect.Descriptor instead.
+func (*AskResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AskResponse) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AskResponse) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type SampleMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// type is "text" or "media"; text or data carry it.
+	Type          string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	MimeType      string `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleMessage) Reset() {
+	*x = SampleMessage{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleMessage) ProtoMessage() {}
+
+func (x *SampleMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleMessage.ProtoReflect.Descriptor instead.
+func (*SampleMessage) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SampleMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SampleMessage) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *SampleMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SampleMessage) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *SampleMessage) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SampleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          uint64                 `protobuf:"varint,1,opt,name=call,proto3" json:"call,omitempty"`
+	Messages      []*SampleMessage       `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	SystemPrompt  string                 `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	MaxTokens     int64                  `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	Temperature   *float64               `protobuf:"fixed64,5,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	StopSequences []string               `protobuf:"bytes,6,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	ModelHints    []string               `protobuf:"bytes,7,rep,name=model_hints,json=modelHints,proto3" json:"model_hints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleRequest) Reset() {
+	*x = SampleRequest{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleRequest) ProtoMessage() {}
+
+func (x *SampleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleRequest.ProtoReflect.Descriptor instead.
+func (*SampleRequest) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SampleRequest) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
+}
+
+func (x *SampleRequest) GetMessages() []*SampleMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *SampleRequest) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *SampleRequest) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *SampleRequest) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *SampleRequest) GetStopSequences() []string {
+	if x != nil {
+		return x.StopSequences
+	}
+	return nil
+}
+
+func (x *SampleRequest) GetModelHints() []string {
+	if x != nil {
+		return x.ModelHints
+	}
+	return nil
+}
+
+type SampleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *SampleMessage         `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	StopReason    string                 `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleResponse) Reset() {
+	*x = SampleResponse{}
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleResponse) ProtoMessage() {}
+
+func (x *SampleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleResponse.ProtoReflect.Descriptor instead.
+func (*SampleResponse) Descriptor() ([]byte, []int) {
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SampleResponse) GetMessage() *SampleMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SampleResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SampleResponse) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
 type PathRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1297,7 +1680,7 @@ type PathRequest struct {
 
 func (x *PathRequest) Reset() {
 	*x = PathRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1692,7 @@ func (x *PathRequest) String() string {
 func (*PathRequest) ProtoMessage() {}
 
 func (x *PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1705,7 @@ func (x *PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathRequest.ProtoReflect.Descriptor instead.
 func (*PathRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PathRequest) GetPath() string {
@@ -1342,7 +1725,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1737,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[19]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1750,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResolveResponse) GetPath() string {
@@ -1389,7 +1772,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1784,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[20]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1797,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadRequest) GetPath() string {
@@ -1447,7 +1830,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1842,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[21]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1855,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{21}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1495,7 +1878,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1890,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[22]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1903,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{22}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FileEntry) GetName() string {
@@ -1560,7 +1943,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1955,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[23]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1968,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{23}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListResponse) GetEntries() []*FileEntry {
@@ -1605,7 +1988,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +2000,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[24]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +2013,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{24}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1656,7 +2039,7 @@ type PathsResponse struct {
 
 func (x *PathsResponse) Reset() {
 	*x = PathsResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +2051,7 @@ func (x *PathsResponse) String() string {
 func (*PathsResponse) ProtoMessage() {}
 
 func (x *PathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[25]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +2064,7 @@ func (x *PathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathsResponse.ProtoReflect.Descriptor instead.
 func (*PathsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{25}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PathsResponse) GetPaths() []string {
@@ -1703,7 +2086,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +2098,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[26]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +2111,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{26}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1770,7 +2153,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2165,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[27]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2178,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{27}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -1828,7 +2211,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2223,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[28]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2236,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{28}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -1881,7 +2264,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2276,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[29]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2289,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{29}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PermissionRequest) GetSessionId() string {
@@ -1982,7 +2365,7 @@ type PermissionResponse struct {
 
 func (x *PermissionResponse) Reset() {
 	*x = PermissionResponse{}
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2377,7 @@ func (x *PermissionResponse) String() string {
 func (*PermissionResponse) ProtoMessage() {}
 
 func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_pluginpb_plugin_proto_msgTypes[30]
+	mi := &file_internal_pluginpb_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2390,7 @@ func (x *PermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResponse.ProtoReflect.Descriptor instead.
 func (*PermissionResponse) Descriptor() ([]byte, []int) {
-	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{30}
+	return file_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PermissionResponse) GetVerdict() PermissionResponse_Verdict {
@@ -2034,13 +2417,14 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2 .toolhost.plugin.v1.ExecuteEventR\x06events\x12\x14\n" +
 	"\x05fetch\x18\x02 \x01(\x04R\x05fetch\"$\n" +
 	"\fFetchRequest\x12\x14\n" +
-	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xc2\x01\n" +
+	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xf6\x01\n" +
 	"\x0fActivateRequest\x12\x1c\n" +
 	"\tdirectory\x18\x01 \x01(\tR\tdirectory\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x18\n" +
 	"\aoptions\x18\x03 \x01(\fR\aoptions\x12&\n" +
 	"\x0ftools_broker_id\x18\x04 \x01(\rR\rtoolsBrokerId\x12,\n" +
-	"\x12services_broker_id\x18\x05 \x01(\rR\x10servicesBrokerId\"\x12\n" +
+	"\x12services_broker_id\x18\x05 \x01(\rR\x10servicesBrokerId\x122\n" +
+	"\x15interaction_broker_id\x18\x06 \x01(\rR\x13interactionBrokerId\"\x12\n" +
 	"\x10ActivateResponse\"\x95\x01\n" +
 	"\n" +
 	"Invocation\x12\x1d\n" +
@@ -2049,14 +2433,15 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x120\n" +
 	"\x14assistant_message_id\x18\x03 \x01(\tR\x12assistantMessageId\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\"\x9e\x01\n" +
+	"toolCallId\"\xb2\x01\n" +
 	"\x0eExecuteRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\x12>\n" +
 	"\n" +
 	"invocation\x18\x04 \x01(\v2\x1e.toolhost.plugin.v1.InvocationR\n" +
-	"invocation\"\x82\x03\n" +
+	"invocation\x12\x12\n" +
+	"\x04call\x18\x05 \x01(\x04R\x04call\"\x82\x03\n" +
 	"\fExecuteEvent\x12:\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1c.toolhost.plugin.v1.ProgressH\x00R\bprogress\x12\x18\n" +
 	"\x06output\x18\x02 \x01(\fH\x00R\x06output\x12 \n" +
@@ -2072,10 +2457,12 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"<\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"b\n" +
 	"\tPartStart\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1b\n" +
-	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"f\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x10\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04blob\x18\x04 \x01(\bR\x04blob\"f\n" +
 	"\x04Done\x12\x1f\n" +
 	"\vhas_content\x18\x01 \x01(\bR\n" +
 	"hasContent\x12%\n" +
@@ -2113,7 +2500,37 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x10RegisterResponse\"2\n" +
 	"\fCloseRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\"\x0f\n" +
-	"\rCloseResponse\"!\n" +
+	"\rCloseResponse\"R\n" +
+	"\n" +
+	"AskRequest\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\x04R\x04call\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\fR\x06schema\"?\n" +
+	"\vAskResponse\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"|\n" +
+	"\rSampleMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\"\xa5\x02\n" +
+	"\rSampleRequest\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\x04R\x04call\x12=\n" +
+	"\bmessages\x18\x02 \x03(\v2!.toolhost.plugin.v1.SampleMessageR\bmessages\x12#\n" +
+	"\rsystem_prompt\x18\x03 \x01(\tR\fsystemPrompt\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x04 \x01(\x03R\tmaxTokens\x12%\n" +
+	"\vtemperature\x18\x05 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12%\n" +
+	"\x0estop_sequences\x18\x06 \x03(\tR\rstopSequences\x12\x1f\n" +
+	"\vmodel_hints\x18\a \x03(\tR\n" +
+	"modelHintsB\x0e\n" +
+	"\f_temperature\"\x84\x01\n" +
+	"\x0eSampleResponse\x12;\n" +
+	"\amessage\x18\x01 \x01(\v2!.toolhost.plugin.v1.SampleMessageR\amessage\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"!\n" +
 	"\vPathRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"%\n" +
 	"\x0fResolveResponse\x12\x12\n" +
@@ -2174,7 +2591,10 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x05Fetch\x12 .toolhost.plugin.v1.FetchRequest\x1a .toolhost.plugin.v1.ExecuteEvent0\x012\xac\x01\n" +
 	"\x05Tools\x12U\n" +
 	"\bRegister\x12#.toolhost.plugin.v1.RegisterRequest\x1a$.toolhost.plugin.v1.RegisterResponse\x12L\n" +
-	"\x05Close\x12 .toolhost.plugin.v1.CloseRequest\x1a!.toolhost.plugin.v1.CloseResponse2\x8a\x03\n" +
+	"\x05Close\x12 .toolhost.plugin.v1.CloseRequest\x1a!.toolhost.plugin.v1.CloseResponse2\xa6\x01\n" +
+	"\vInteraction\x12F\n" +
+	"\x03Ask\x12\x1e.toolhost.plugin.v1.AskRequest\x1a\x1f.toolhost.plugin.v1.AskResponse\x12O\n" +
+	"\x06Sample\x12!.toolhost.plugin.v1.SampleRequest\x1a\".toolhost.plugin.v1.SampleResponse2\x8a\x03\n" +
 	"\n" +
 	"FileSystem\x12O\n" +
 	"\aResolve\x12\x1f.toolhost.plugin.v1.PathRequest\x1a#.toolhost.plugin.v1.ResolveResponse\x12I\n" +
@@ -2199,7 +2619,7 @@ func file_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_internal_pluginpb_plugin_proto_goTypes = []any{
 	(Failure_Kind)(0),               // 0: toolhost.plugin.v1.Failure.Kind
 	(PermissionResponse_Verdict)(0), // 1: toolhost.plugin.v1.PermissionResponse.Verdict
@@ -2221,19 +2641,24 @@ var file_internal_pluginpb_plugin_proto_goTypes = []any{
 	(*RegisterResponse)(nil),        // 17: toolhost.plugin.v1.RegisterResponse
 	(*CloseRequest)(nil),            // 18: toolhost.plugin.v1.CloseRequest
 	(*CloseResponse)(nil),           // 19: toolhost.plugin.v1.CloseResponse
-	(*PathRequest)(nil),             // 20: toolhost.plugin.v1.PathRequest
-	(*ResolveResponse)(nil),         // 21: toolhost.plugin.v1.ResolveResponse
-	(*ReadRequest)(nil),             // 22: toolhost.plugin.v1.ReadRequest
-	(*ReadResponse)(nil),            // 23: toolhost.plugin.v1.ReadResponse
-	(*FileEntry)(nil),               // 24: toolhost.plugin.v1.FileEntry
-	(*ListResponse)(nil),            // 25: toolhost.plugin.v1.ListResponse
-	(*GlobRequest)(nil),             // 26: toolhost.plugin.v1.GlobRequest
-	(*PathsResponse)(nil),           // 27: toolhost.plugin.v1.PathsResponse
-	(*GrepRequest)(nil),             // 28: toolhost.plugin.v1.GrepRequest
-	(*GrepMatch)(nil),               // 29: toolhost.plugin.v1.GrepMatch
-	(*GrepResponse)(nil),            // 30: toolhost.plugin.v1.GrepResponse
-	(*PermissionRequest)(nil),       // 31: toolhost.plugin.v1.PermissionRequest
-	(*PermissionResponse)(nil),      // 32: toolhost.plugin.v1.PermissionResponse
+	(*AskRequest)(nil),              // 20: toolhost.plugin.v1.AskRequest
+	(*AskResponse)(nil),             // 21: toolhost.plugin.v1.AskResponse
+	(*SampleMessage)(nil),           // 22: toolhost.plugin.v1.SampleMessage
+	(*SampleRequest)(nil),           // 23: toolhost.plugin.v1.SampleRequest
+	(*SampleResponse)(nil),          // 24: toolhost.plugin.v1.SampleResponse
+	(*PathRequest)(nil),             // 25: toolhost.plugin.v1.PathRequest
+	(*ResolveResponse)(nil),         // 26: toolhost.plugin.v1.ResolveResponse
+	(*ReadRequest)(nil),             // 27: toolhost.plugin.v1.ReadRequest
+	(*ReadResponse)(nil),            // 28: toolhost.plugin.v1.ReadResponse
+	(*FileEntry)(nil),               // 29: toolhost.plugin.v1.FileEntry
+	(*ListResponse)(nil),            // 30: toolhost.plugin.v1.ListResponse
+	(*GlobRequest)(nil),             // 31: toolhost.plugin.v1.GlobRequest
+	(*PathsResponse)(nil),           // 32: toolhost.plugin.v1.PathsResponse
+	(*GrepRequest)(nil),             // 33: toolhost.plugin.v1.GrepRequest
+	(*GrepMatch)(nil),               // 34: toolhost.plugin.v1.GrepMatch
+	(*GrepResponse)(nil),            // 35: toolhost.plugin.v1.GrepResponse
+	(*PermissionRequest)(nil),       // 36: toolhost.plugin.v1.PermissionRequest
+	(*PermissionResponse)(nil),      // 37: toolhost.plugin.v1.PermissionResponse
 }
 var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
 	8,  // 0: toolhost.plugin.v1.CallResult.events:type_name -> toolhost.plugin.v1.ExecuteEvent
@@ -2246,38 +2671,44 @@ var file_internal_pluginpb_plugin_proto_depIdxs = []int32{
 	0,  // 7: toolhost.plugin.v1.Failure.kind:type_name -> toolhost.plugin.v1.Failure.Kind
 	15, // 8: toolhost.plugin.v1.ToolDefinition.annotations:type_name -> toolhost.plugin.v1.ToolAnnotations
 	14, // 9: toolhost.plugin.v1.RegisterRequest.tools:type_name -> toolhost.plugin.v1.ToolDefinition
-	24, // 10: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
-	29, // 11: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
-	1,  // 12: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
-	4,  // 13: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
-	7,  // 14: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
-	7,  // 15: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
-	3,  // 16: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
-	16, // 17: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
-	18, // 18: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
-	20, // 19: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
-	22, // 20: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
-	20, // 21: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
-	26, // 22: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
-	28, // 23: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
-	31, // 24: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
-	5,  // 25: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
-	8,  // 26: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
-	2,  // 27: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
-	8,  // 28: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
-	17, // 29: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
-	19, // 30: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
-	21, // 31: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
-	23, // 32: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
-	25, // 33: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
-	27, // 34: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
-	30, // 35: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
-	32, // 36: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	22, // 10: toolhost.plugin.v1.SampleRequest.messages:type_name -> toolhost.plugin.v1.SampleMessage
+	22, // 11: toolhost.plugin.v1.SampleResponse.message:type_name -> toolhost.plugin.v1.SampleMessage
+	29, // 12: toolhost.plugin.v1.ListResponse.entries:type_name -> toolhost.plugin.v1.FileEntry
+	34, // 13: toolhost.plugin.v1.GrepResponse.matches:type_name -> toolhost.plugin.v1.GrepMatch
+	1,  // 14: toolhost.plugin.v1.PermissionResponse.verdict:type_name -> toolhost.plugin.v1.PermissionResponse.Verdict
+	4,  // 15: toolhost.plugin.v1.Plugin.Activate:input_type -> toolhost.plugin.v1.ActivateRequest
+	7,  // 16: toolhost.plugin.v1.Plugin.Execute:input_type -> toolhost.plugin.v1.ExecuteRequest
+	7,  // 17: toolhost.plugin.v1.Plugin.Call:input_type -> toolhost.plugin.v1.ExecuteRequest
+	3,  // 18: toolhost.plugin.v1.Plugin.Fetch:input_type -> toolhost.plugin.v1.FetchRequest
+	16, // 19: toolhost.plugin.v1.Tools.Register:input_type -> toolhost.plugin.v1.RegisterRequest
+	18, // 20: toolhost.plugin.v1.Tools.Close:input_type -> toolhost.plugin.v1.CloseRequest
+	20, // 21: toolhost.plugin.v1.Interaction.Ask:input_type -> toolhost.plugin.v1.AskRequest
+	23, // 22: toolhost.plugin.v1.Interaction.Sample:input_type -> toolhost.plugin.v1.SampleRequest
+	25, // 23: toolhost.plugin.v1.FileSystem.Resolve:input_type -> toolhost.plugin.v1.PathRequest
+	27, // 24: toolhost.plugin.v1.FileSystem.Read:input_type -> toolhost.plugin.v1.ReadRequest
+	25, // 25: toolhost.plugin.v1.FileSystem.List:input_type -> toolhost.plugin.v1.PathRequest
+	31, // 26: toolhost.plugin.v1.FileSystem.Glob:input_type -> toolhost.plugin.v1.GlobRequest
+	33, // 27: toolhost.plugin.v1.FileSystem.Grep:input_type -> toolhost.plugin.v1.GrepRequest
+	36, // 28: toolhost.plugin.v1.Permission.Assert:input_type -> toolhost.plugin.v1.PermissionRequest
+	5,  // 29: toolhost.plugin.v1.Plugin.Activate:output_type -> toolhost.plugin.v1.ActivateResponse
+	8,  // 30: toolhost.plugin.v1.Plugin.Execute:output_type -> toolhost.plugin.v1.ExecuteEvent
+	2,  // 31: toolhost.plugin.v1.Plugin.Call:output_type -> toolhost.plugin.v1.CallResult
+	8,  // 32: toolhost.plugin.v1.Plugin.Fetch:output_type -> toolhost.plugin.v1.ExecuteEvent
+	17, // 33: toolhost.plugin.v1.Tools.Register:output_type -> toolhost.plugin.v1.RegisterResponse
+	19, // 34: toolhost.plugin.v1.Tools.Close:output_type -> toolhost.plugin.v1.CloseResponse
+	21, // 35: toolhost.plugin.v1.Interaction.Ask:output_type -> toolhost.plugin.v1.AskResponse
+	24, // 36: toolhost.plugin.v1.Interaction.Sample:output_type -> toolhost.plugin.v1.SampleResponse
+	26, // 37: toolhost.plugin.v1.FileSystem.Resolve:output_type -> toolhost.plugin.v1.ResolveResponse
+	28, // 38: toolhost.plugin.v1.FileSystem.Read:output_type -> toolhost.plugin.v1.ReadResponse
+	30, // 39: toolhost.plugin.v1.FileSystem.List:output_type -> toolhost.plugin.v1.ListResponse
+	32, // 40: toolhost.plugin.v1.FileSystem.Glob:output_type -> toolhost.plugin.v1.PathsResponse
+	35, // 41: toolhost.plugin.v1.FileSystem.Grep:output_type -> toolhost.plugin.v1.GrepResponse
+	37, // 42: toolhost.plugin.v1.Permission.Assert:output_type -> toolhost.plugin.v1.PermissionResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_internal_pluginpb_plugin_proto_init() }
@@ -2296,15 +2727,16 @@ func file_internal_pluginpb_plugin_proto_init() {
 		(*ExecuteEvent_Defect)(nil),
 	}
 	file_internal_pluginpb_plugin_proto_msgTypes[13].OneofWrappers = []any{}
+	file_internal_pluginpb_plugin_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_pluginpb_plugin_proto_rawDesc), len(file_internal_pluginpb_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_internal_pluginpb_plugin_proto_goTypes,
 		DependencyIndexes: file_internal_pluginpb_plugin_proto_depIdxs,

@@ -419,6 +419,156 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Interaction_Ask_FullMethodName    = "/toolhost.plugin.v1.Interaction/Ask"
+	Interaction_Sample_FullMethodName = "/toolhost.plugin.v1.Interaction/Sample"
+)
+
+// InteractionClient is the client API for Interaction service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Interaction is served by the host to one plugin scope: during a call (named by
+// ExecuteRequest.call) the plugin may ask the person behind it a question or ask
+// the runner's model for a completion. A request for a call that has ended, or
+// that nobody can answer, fails with FAILED_PRECONDITION and says why.
+type InteractionClient interface {
+	Ask(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*AskResponse, error)
+	Sample(ctx context.Context, in *SampleRequest, opts ...grpc.CallOption) (*SampleResponse, error)
+}
+
+type interactionClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewInteractionClient(cc grpc.ClientConnInterface) InteractionClient {
+	return &interactionClient{cc}
+}
+
+func (c *interactionClient) Ask(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*AskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AskResponse)
+	err := c.cc.Invoke(ctx, Interaction_Ask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *interactionClient) Sample(ctx context.Context, in *SampleRequest, opts ...grpc.CallOption) (*SampleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SampleResponse)
+	err := c.cc.Invoke(ctx, Interaction_Sample_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InteractionServer is the server API for Interaction service.
+// All implementations must embed UnimplementedInteractionServer
+// for forward compatibility.
+//
+// Interaction is served by the host to one plugin scope: during a call (named by
+// ExecuteRequest.call) the plugin may ask the person behind it a question or ask
+// the runner's model for a completion. A request for a call that has ended, or
+// that nobody can answer, fails with FAILED_PRECONDITION and says why.
+type InteractionServer interface {
+	Ask(context.Context, *AskRequest) (*AskResponse, error)
+	Sample(context.Context, *SampleRequest) (*SampleResponse, error)
+	mustEmbedUnimplementedInteractionServer()
+}
+
+// UnimplementedInteractionServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedInteractionServer struct{}
+
+func (UnimplementedInteractionServer) Ask(context.Context, *AskRequest) (*AskResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Ask not implemented")
+}
+func (UnimplementedInteractionServer) Sample(context.Context, *SampleRequest) (*SampleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Sample not implemented")
+}
+func (UnimplementedInteractionServer) mustEmbedUnimplementedInteractionServer() {}
+func (UnimplementedInteractionServer) testEmbeddedByValue()                     {}
+
+// UnsafeInteractionServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to InteractionServer will
+// result in compilation errors.
+type UnsafeInteractionServer interface {
+	mustEmbedUnimplementedInteractionServer()
+}
+
+func RegisterInteractionServer(s grpc.ServiceRegistrar, srv InteractionServer) {
+	// If the following call pancis, it indicates UnimplementedInteractionServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Interaction_ServiceDesc, srv)
+}
+
+func _Interaction_Ask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InteractionServer).Ask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Interaction_Ask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InteractionServer).Ask(ctx, req.(*AskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Interaction_Sample_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SampleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InteractionServer).Sample(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Interaction_Sample_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InteractionServer).Sample(ctx, req.(*SampleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Interaction_ServiceDesc is the grpc.ServiceDesc for Interaction service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Interaction_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolhost.plugin.v1.Interaction",
+	HandlerType: (*InteractionServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Ask",
+			Handler:    _Interaction_Ask_Handler,
+		},
+		{
+			MethodName: "Sample",
+			Handler:    _Interaction_Sample_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internal/pluginpb/plugin.proto",
+}
+
+const (
 	FileSystem_Resolve_FullMethodName = "/toolhost.plugin.v1.FileSystem/Resolve"
 	FileSystem_Read_FullMethodName    = "/toolhost.plugin.v1.FileSystem/Read"
 	FileSystem_List_FullMethodName    = "/toolhost.plugin.v1.FileSystem/List"

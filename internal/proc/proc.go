@@ -17,14 +17,18 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
-// Process is a running child in its own process group. Stdin is the write end of its
+// Process is a running child in its own process group, contained (and confined) as
+// its sandbox.Spec says. Stdin is the write end of its
 // standard input; Stdout and Stderr are the read ends of its outputs. The caller
 // closes them; reaping the process never does, so a reader can drain them after the
 // exit.
 type Process struct {
 	Cmd    *exec.Cmd
+	Box    *sandbox.Box
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
@@ -34,15 +38,14 @@ type Process struct {
 }
 
 // Start runs the program at path with argv (argv[0] is the name the program sees) in
-// dir with exactly env, in a new process group, and reaps it in the background.
-func Start(path string, argv []string, dir string, env map[string]string) (_ *Process, err error) {
-	cmd := exec.Command(path)
-	cmd.Args = argv
-	cmd.Dir = dir
-	cmd.Env = EnvList(env) // never nil: nil would inherit the host's environment
-	// Own process group so the whole tree can be killed; SIGKILL if the host's thread
-	// dies, so a killed host leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// dir with exactly env, contained and confined as spec says (its own process group
+// at least, SIGKILL if the host dies), and reaps it in the background.
+func Start(spec sandbox.Spec, path string, argv []string, dir string, env map[string]string) (_ *Process, err error) {
+	box, err := sandbox.Command(spec, path, argv, dir, EnvList(env)) // never nil: nil would inherit the host's environment
+	if err != nil {
+		return nil, err
+	}
+	cmd := box.Cmd
 
 	var files []*os.File
 	defer func() {
@@ -72,16 +75,16 @@ func Start(path string, argv []string, dir string, env map[string]string) (_ *Pr
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := box.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	// The child has its copies; ours would keep the pipes open forever.
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	p := &Process{Cmd: cmd, Stdin: inW, Stdout: outR, Stderr: errR, exited: make(chan struct{})}
+	p := &Process{Cmd: cmd, Box: box, Stdin: inW, Stdout: outR, Stderr: errR, exited: make(chan struct{})}
 	go func() {
-		p.waitErr = cmd.Wait()
+		p.waitErr = box.Wait()
 		close(p.exited)
 	}()
 	return p, nil
@@ -105,12 +108,27 @@ func (p *Process) Status() string {
 	return p.waitErr.Error()
 }
 
-// Signal sends sig to the whole process group. A group already gone is fine; if the
-// group cannot be signalled, SIGKILL still reaches the process itself.
-func (p *Process) Signal(sig syscall.Signal) {
-	if err := syscall.Kill(-p.Cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) && sig == syscall.SIGKILL {
-		_ = p.Cmd.Process.Kill()
+// Signal sends sig to the program's process group; SIGKILL ends the whole contained
+// tree (see sandbox.Box.Kill). A process already gone is fine.
+func (p *Process) Signal(sig syscall.Signal) { p.Box.Signal(sig) }
+
+// ExitState returns how the program ended: its exit code, or the signal that
+// killed it (code -1). Call it after Exited is closed.
+func (p *Process) ExitState() (code int, sig syscall.Signal) {
+	var se *sandbox.ExitError
+	var xe *exec.ExitError
+	switch {
+	case p.waitErr == nil:
+		return 0, 0
+	case errors.As(p.waitErr, &se):
+		return se.Code, se.Signal
+	case errors.As(p.waitErr, &xe):
+		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1, ws.Signal()
+		}
+		return xe.ExitCode(), 0
 	}
+	return -1, 0
 }
 
 // EnvList turns an environment map into a sorted KEY=VALUE list, never nil.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolhost/toolhost/internal/proc"
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
 func TestStartGivesExactlyTheEnvironment(t *testing.T) {
@@ -17,7 +18,7 @@ func TestStartGivesExactlyTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Start(sh, []string{"sh", "-c", "env"}, t.TempDir(), map[string]string{"ONLY": "this"})
+	p, err := proc.Start(sandbox.Spec{Name: "env", Contain: true}, sh, []string{"sh", "-c", "env"}, t.TempDir(), map[string]string{"ONLY": "this"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func Running(pid int) bool {
 }
 
 // Children returns the pids of this process's live children whose argv[0] is binary,
-// sorted.
+// or that are sandbox launchers (argv[0] "toolhost-sandbox") running binary, sorted.
 func Children(binary string) []int {
 	entries, _ := os.ReadDir("/proc")
 	me := os.Getpid()
@@ -82,12 +82,29 @@ func Children(binary string) []int {
 		if err != nil {
 			continue
 		}
-		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == binary {
+		argv0, rest, _ := bytes.Cut(cmdline, []byte{0})
+		if argv1, _, _ := bytes.Cut(rest, []byte{0}); string(argv0) == binary || string(argv0) == "toolhost-sandbox" && string(argv1) == binary {
 			pids = append(pids, pid)
 		}
 	}
 	slices.Sort(pids)
 	return pids
+}
+
+// Program returns the program a sandbox launcher pid runs (its first child), or pid
+// itself when it is not a launcher.
+func Program(pid int) int {
+	cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) != "toolhost-sandbox" {
+		return pid
+	}
+	data, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		if child, err := strconv.Atoi(f[0]); err == nil {
+			return child
+		}
+	}
+	return pid
 }
 
 // GroupMembers lists the live processes of process group pgid.
@@ -115,4 +132,42 @@ func AssertGroupGone(t testing.TB, pgid int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("process group %d is still alive: %v", pgid, left)
+}
+
+// Marked lists the live processes whose command line contains marker (a unique
+// argument such as a sleep duration), sorted.
+func Marked(marker string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(marker)) && Running(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// AssertMarkedGone fails t if a process whose command line contains marker is still
+// alive after one second, and kills what is left.
+func AssertMarkedGone(t testing.TB, marker string) {
+	t.Helper()
+	for range 50 {
+		if len(Marked(marker)) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	left := Marked(marker)
+	for _, pid := range left {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+		}
+	}
+	t.Errorf("processes marked %q still alive after a second: %v", marker, left)
 }

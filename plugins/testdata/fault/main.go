@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -26,8 +28,22 @@ type sizeIn struct {
 	Bytes int `json:"bytes"`
 }
 
+// hostPID is this process's pid as the host sees it: /proc is the host's, so
+// /proc/self names it even inside the sandbox's PID namespace.
+func hostPID() int {
+	link, err := os.Readlink("/proc/self")
+	if pid, err2 := strconv.Atoi(link); err == nil && err2 == nil {
+		return pid
+	}
+	return os.Getpid()
+}
+
 func main() {
 	switch os.Getenv("FAULT") {
+	case "child":
+		fmt.Println(hostPID())
+		time.Sleep(1000 * time.Second)
+		return
 	case "stdout_noise":
 		fmt.Println("hello from a plugin that prints before the handshake")
 	case "wrong_handshake":
@@ -79,7 +95,7 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		"location": sdk.NewTool("reports the Location", func(context.Context, sdk.Invocation, struct{}) (string, error) {
 			return loc.Directory + "|" + os.Getenv("PLUGIN_SECRET") + "|" + os.Getenv("HOST_ONLY"), nil
 		}),
-		"whoami": sdk.NewTool("returns the pid", func(context.Context, sdk.Invocation, struct{}) (int, error) { return os.Getpid(), nil }),
+		"whoami": sdk.NewTool("returns the pid", func(context.Context, sdk.Invocation, struct{}) (int, error) { return hostPID(), nil }),
 		"big": sdk.NewTool("returns n bytes of text", func(_ context.Context, _ sdk.Invocation, in sizeIn) (string, error) {
 			line := strings.Repeat("x", 99) + "\n"
 			return strings.Repeat(line, in.Bytes/100) + strings.Repeat("y", in.Bytes%100), nil
@@ -101,11 +117,24 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			return "", nil
 		}),
 		"spawn": sdk.NewTool("starts a child process and returns its pid", func(context.Context, sdk.Invocation, struct{}) (int, error) {
-			cmd := exec.Command("sleep", "1000")
+			// Itself as a child that reports its host pid.
+			self, err := os.Executable()
+			if err != nil {
+				return 0, err
+			}
+			cmd := exec.Command(self)
+			cmd.Env = []string{"FAULT=child"}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // out of the plugin's group
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return 0, err
+			}
 			if err := cmd.Start(); err != nil {
 				return 0, err
 			}
-			return cmd.Process.Pid, nil
+			var pid int
+			_, err = fmt.Fscan(out, &pid)
+			return pid, err
 		}),
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
 		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -45,7 +46,7 @@ func main() {
 		_, err := tools.Register(ctx, map[string]sdk.Tool{
 			"echo": sdk.NewTool("Echo the text back.\nAlso reports the serving process.",
 				func(_ context.Context, _ sdk.Invocation, in echoInput) (echoOutput, error) {
-					return echoOutput{Text: in.Text, PID: os.Getpid(), Directory: loc.Directory}, nil
+					return echoOutput{Text: in.Text, PID: hostPID(), Directory: loc.Directory}, nil
 				}),
 			"wait": sdk.NewTool("Report progress, then wait until cancelled.",
 				func(ctx context.Context, _ sdk.Invocation, _ waitInput) (string, error) {
@@ -76,4 +77,14 @@ func main() {
 		_, err = tools.Register(ctx, extra)
 		return err
 	}))
+}
+
+// hostPID is this process's pid as the host sees it: /proc is the host's, so
+// /proc/self names it even inside the sandbox's PID namespace.
+func hostPID() int {
+	link, err := os.Readlink("/proc/self")
+	if pid, err2 := strconv.Atoi(link); err == nil && err2 == nil {
+		return pid
+	}
+	return os.Getpid()
 }

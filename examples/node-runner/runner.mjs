@@ -1,0 +1,183 @@
+// A session runner in Node.js: it drives `toolhost serve` over the serve API
+// (internal/servepb/serve.proto) with @grpc/grpc-js, the way an agent runtime does,
+// and prints what happens, one line per event.
+//
+// It starts `toolhost serve` on a private socket (or uses the server at --address),
+// opens a client handle, activates the example workspace, prepares a Request, and
+// then:
+//   - settles `upper` with the unary Settle;
+//   - settles `countdown` with SettleStream, printing its progress, and cancels it
+//     mid-way (CancelCall): it ends as an interruption;
+//   - settles `feature_toggle`, whose rule is "ask": the runner watches asks
+//     (WatchAsks) and answers "once" (AnswerAsk), and the call completes;
+//   - settles `find` with a bad pattern: a tool failure the model would see;
+//   - shows that a second client on the same HTTP/2 connection (grpc-js shares one
+//     per address by default) cannot settle the first one's Request.
+//
+// From the repository root, after `make build` and `npm ci --prefix examples/node-runner`:
+//
+//   node examples/node-runner/runner.mjs --toolhost bin/toolhost --workspace examples/workspace
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const protoPath = path.join(here, "..", "..", "internal", "servepb", "serve.proto");
+
+// keepCase: the proto's field names; enums as their names; oneofs: a field naming
+// the member that is set. No `longs` option: every integer of the API is 32 bits
+// wide, so it arrives as a number.
+const definition = protoLoader.loadSync(protoPath, { keepCase: true, enums: String, defaults: true, oneofs: true });
+const { Toolhost } = grpc.loadPackageDefinition(definition).toolhost.serve.v1;
+
+const say = (line) => console.log(line);
+
+// call promisifies a unary method.
+const call = (client, method, request) =>
+  new Promise((resolve, reject) => client[method](request, (err, resp) => (err ? reject(err) : resolve(resp))));
+
+// text joins a settlement's text parts.
+const text = (s) => s.content.filter((p) => p.part === "text").map((p) => p.text).join("");
+
+// startServe starts `toolhost serve` and resolves with its address: the first line
+// of its stdout is "serving on ADDRESS".
+function startServe(toolhost) {
+  const dir = mkdtempSync(path.join(tmpdir(), "node-runner-"));
+  const proc = spawn(toolhost, ["serve", "--socket", path.join(dir, "toolhost.sock")], { stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve(code ?? signal)));
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: proc.stdout });
+    lines.once("line", (first) => {
+      const m = /^serving on (.*?)(, token in .*)?$/.exec(first);
+      if (!m) return reject(new Error(`unexpected first line from serve: ${first}`));
+      say(`started toolhost serve (pid ${proc.pid}) on ${m[1]}`);
+      resolve({
+        address: m[1],
+        async stop() {
+          proc.kill("SIGTERM");
+          const code = await exited;
+          rmSync(dir, { recursive: true, force: true });
+          say(`toolhost serve stopped (exit ${code})`);
+        },
+      });
+    });
+    proc.on("error", reject);
+    exited.then((code) => reject(new Error(`serve exited (${code}) before listening`)));
+  });
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      toolhost: { type: "string", default: "toolhost" },
+      address: { type: "string" },
+      workspace: { type: "string", default: "examples/workspace" },
+    },
+  });
+  let serve = null;
+  let address = values.address;
+  if (!address) {
+    serve = await startServe(values.toolhost);
+    address = serve.address;
+  }
+  const client = new Toolhost(address, grpc.credentials.createInsecure());
+  try {
+    await run(client, address, path.resolve(values.workspace));
+  } finally {
+    client.close();
+    if (serve) await serve.stop();
+  }
+}
+
+async function run(client, address, workspace) {
+  const { client_id } = await call(client, "OpenClient", {});
+  say(`opened client handle ${client_id}`);
+
+  say(`activating ${workspace} (plugins are built on first use)`);
+  const { location } = await call(client, "ActivateLocation", { directory: workspace });
+  for (const p of location.plugins) {
+    say(`  plugin ${p.name}: ${p.state}, generation ${p.generation} (${typeof p.generation}), pid ${p.pid} (${typeof p.pid})`);
+  }
+
+  const prepared = await call(client, "PrepareRequest", { client_id, location_id: location.id, provider: "anthropic" });
+  const names = prepared.definitions.map((d) => d.name);
+  say(`prepared ${prepared.request_id}: ${names.length} tools (${names.join(", ")})`);
+  const upperDef = prepared.definitions.find((d) => d.name === "upper");
+  say(`upper's input schema has properties: ${Object.keys(JSON.parse(upperDef.input_schema_json).properties).join(", ")}`);
+  const request_id = prepared.request_id;
+  const invocation = (id) => ({ session_id: "session_1", agent: "node-runner", assistant_message_id: "msg_1", tool_call_id: id });
+
+  // The unary Settle: no progress, one round trip.
+  const upper = await call(client, "Settle", { client_id, request_id, name: "upper", input_json: '{"text": "hello from node"}', invocation: invocation("call_1") });
+  say(`call_1 upper: ${upper.settlement.outcome}: ${text(upper.settlement)}`);
+
+  // SettleStream with progress, cancelled mid-way.
+  const countdown = await new Promise((resolve, reject) => {
+    const stream = client.SettleStream({ client_id, request_id, name: "countdown", input_json: '{"seconds": 10, "step_ms": 100}', invocation: invocation("call_2") });
+    stream.on("data", (ev) => {
+      if (ev.event === "progress") {
+        say(`call_2 countdown: progress ${ev.progress.progress}/${ev.progress.total} ${ev.progress.message}`);
+        if (ev.progress.progress === 3) {
+          say("call_2 countdown: cancelling");
+          call(client, "CancelCall", { client_id, request_id, tool_call_id: "call_2" }).catch(reject);
+        }
+      } else {
+        resolve(ev);
+      }
+    });
+    stream.on("error", reject);
+  });
+  say(countdown.event === "error" ? `call_2 countdown: ${countdown.error.kind}: ${countdown.error.message}` : `call_2 countdown: ${countdown.settlement.outcome}`);
+
+  // An ask: watch first (an ask nobody watches is denied at once), then settle.
+  const watch = client.WatchAsks({ client_id, location_id: location.id });
+  await new Promise((resolve, reject) => {
+    watch.on("data", (ev) => {
+      if (ev.event === "synced") resolve();
+      if (ev.event === "asked") {
+        const a = ev.asked;
+        say(`${a.call_id} ${a.source_tool}: permission asked for "${a.action}"; answering once`);
+        call(client, "AnswerAsk", { client_id, id: a.id, reply: "ONCE" }).catch((err) => say(`answering failed: ${err.message}`));
+      }
+    });
+    watch.on("error", (err) => (err.code === grpc.status.CANCELLED ? undefined : reject(err)));
+  });
+  const toggle = await call(client, "Settle", { client_id, request_id, name: "feature_toggle", input_json: '{"enabled": true}', invocation: invocation("call_3") });
+  say(`call_3 feature_toggle: ${toggle.settlement.outcome}: ${text(toggle.settlement)}`);
+  watch.cancel();
+
+  const find = await call(client, "Settle", { client_id, request_id, name: "find", input_json: '{"text": "x", "pattern": "("}', invocation: invocation("call_4") });
+  say(`call_4 find: ${find.settlement.outcome}: ${text(find.settlement)}`);
+
+  // A second client of the same address shares the HTTP/2 connection, but not the
+  // Requests: its handle cannot settle the first one's.
+  const other = new Toolhost(address, grpc.credentials.createInsecure());
+  try {
+    const { client_id: otherID } = await call(other, "OpenClient", {});
+    try {
+      await call(other, "Settle", { client_id: otherID, request_id, name: "upper", input_json: '{"text": "x"}', invocation: invocation("call_5") });
+      say("other client: settled the first client's Request (wrong)");
+    } catch (err) {
+      say(`other client: ${grpc.status[err.code]}: ${err.details}`);
+    }
+    await call(other, "CloseClient", { client_id: otherID });
+  } finally {
+    other.close();
+  }
+
+  await call(client, "ReleaseRequest", { client_id, request_id });
+  await call(client, "CloseClient", { client_id });
+  say("closed client handle");
+}
+
+main().catch((err) => {
+  console.error(`node-runner: ${err.stack ?? err}`);
+  process.exitCode = 1;
+});

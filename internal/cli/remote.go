@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/permission"
+)
+
+// remoteOptions are the flags call and tools take to work against a running serve
+// or dev instead of activating the Location themselves.
+type remoteOptions struct {
+	socket    string
+	tokenFile string
+}
+
+const remoteFlagHelp = "work against the running toolhost serve or dev at `address`: its unix socket\n" +
+	"path (what serve printed after \"serving on \"), or 127.0.0.1:PORT with --token-file.\n" +
+	"--location is then activated there unless it is active already (it stays active\n" +
+	"after the command); without --location the server's only active Location is used"
+
+// withRemote connects to the server at o.socket, finds or activates the Location at
+// dir there (or takes the only active one when dir is empty), runs fn with a Client
+// whose handle is closed afterwards, and returns fn's exit code.
+func (a *app) withRemote(ctx context.Context, cmd string, o *remoteOptions, dir string, fn func(*client.Client, client.Location) int) int {
+	fail := func(format string, args ...any) int {
+		a.errorf("toolhost %s: %s", cmd, fmt.Sprintf(format, args...))
+		return ExitFailure
+	}
+	token := ""
+	if o.tokenFile != "" {
+		data, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return fail("read the token: %v", err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	c, err := client.Dial(ctx, o.socket, token)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer c.Close()
+
+	var loc client.Location
+	if dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fail("%v", err)
+		}
+		loc, _, err = c.ActivateLocation(ctx, abs)
+		if err != nil {
+			return a.remoteError(ctx, cmd, o.socket, err)
+		}
+	} else {
+		locs, err := c.ListLocations(ctx)
+		if err != nil {
+			return a.remoteError(ctx, cmd, o.socket, err)
+		}
+		switch len(locs) {
+		case 0:
+			return fail("no Location is active on %s: name one with --location DIR", o.socket)
+		case 1:
+			loc = locs[0]
+		default:
+			ids := make([]string, len(locs))
+			for i, l := range locs {
+				ids[i] = l.ID
+			}
+			return fail("%d Locations are active on %s (%s): choose one with --location DIR", len(locs), o.socket, strings.Join(ids, ", "))
+		}
+	}
+	return fn(c, loc)
+}
+
+// remoteError reports a failed call to the server and returns the exit code.
+func (a *app) remoteError(ctx context.Context, cmd, socket string, err error) int {
+	switch {
+	case ctx.Err() != nil:
+		a.errorf("interrupted")
+		return ExitInterrupted
+	case errors.Is(err, client.ErrUnavailable):
+		a.errorf("toolhost %s: no toolhost serve or dev answers on %s (start one, or check the address): %v", cmd, socket, err)
+	default:
+		a.errorf("toolhost %s: %v", cmd, err)
+	}
+	return ExitFailure
+}
+
+// forwardAsks answers the asks of c's calls in loc through a.asker (the person at
+// the terminal) until ctx ends. Without an asker nobody watches, so the server
+// denies each ask (see WatchAsks in serve.proto), as a local call does.
+func (a *app) forwardAsks(ctx context.Context, c *client.Client, loc string) (stop func(), err error) {
+	if a.asker == nil {
+		return func() {}, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	watch, err := c.WatchAsks(ctx, loc)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev, err := watch.Next()
+			if err != nil {
+				return
+			}
+			if ev.Asked == nil {
+				continue
+			}
+			ans, err := a.asker.Ask(ctx, ev.Asked.ID, ev.Asked.Request)
+			if err != nil {
+				// No answer could be read: decline, which ends the call as an
+				// interruption.
+				ans = permission.Answer{Reply: permission.Reject}
+			}
+			_ = c.AnswerAsk(ctx, ev.Asked.ID, ans)
+		}
+	}()
+	return func() {
+		cancel()
+		watch.Close()
+		<-done
+	}, nil
+}

@@ -1,0 +1,391 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrUnavailable is wrapped by the error of a start that Spec.Require refused
+// because the kernel cannot confine the program.
+var ErrUnavailable = errors.New("sandbox: confinement unavailable")
+
+// Box is one contained (and possibly confined) run of a program. Cmd is the command
+// to start: the caller sets its standard input and outputs (or their pipes) as for
+// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. Safe for
+// concurrent use once started.
+type Box struct {
+	// Cmd runs the launcher (or, in ModeNone, the program itself).
+	Cmd *exec.Cmd
+
+	spec    Spec
+	mode    Mode
+	plan    plan
+	warning string
+	tmpDir  string
+	cgroup  string
+
+	status     *os.File // read end of the launcher's status pipe
+	statusW    *os.File
+	statusRd   *bufio.Reader
+	nsID       string // the launcher's PID namespace (ModeNamespace)
+	programPID int
+
+	exited chan struct{} // closed once Cmd.Wait returned
+
+	mu       sync.Mutex
+	released bool
+}
+
+// Command prepares program path with argv (argv[0] is the name it sees) in dir with
+// exactly env (KEY=VALUE). extraWrite are directories the program must also be able
+// to write when confined (a plugin's socket directory). Nothing runs until Start;
+// Wait (or Release after a failed Start) removes what Command made.
+func Command(spec Spec, path string, argv []string, dir string, env []string, extraWrite ...string) (*Box, error) {
+	if env == nil {
+		env = []string{}
+	}
+	b := &Box{spec: spec, exited: make(chan struct{})}
+	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
+		if spec.Confine != nil {
+			if spec.Require {
+				return nil, fmt.Errorf("%w: %q requires confinement and its containment is forced to none", ErrUnavailable, spec.Name)
+			}
+			b.warning = "containment forced to none: running unconfined"
+		}
+		cmd := exec.Command(path)
+		cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		b.Cmd, b.mode = cmd, ModeNone
+		return b, nil
+	}
+	mode := spec.Mode
+	if mode == "" {
+		mode = DetectMode()
+	}
+	b.mode = mode
+	b.plan = plan{Name: spec.Name, Path: path, Mode: mode, Limits: spec.Limits.withDefaults(), HostPID: spec.HostPID}
+	if c := spec.Confine; c != nil {
+		if LandlockABI() == 0 {
+			if spec.Require {
+				return nil, fmt.Errorf("%w: %q requires confinement and this kernel has no Landlock", ErrUnavailable, spec.Name)
+			}
+			b.warning = "confinement unavailable (no Landlock in this kernel): running unconfined"
+			b.plan.NoNewPrivs = true
+		} else {
+			tmp, err := os.MkdirTemp("", "toolhost-sandbox-")
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: temporary directory: %w", err)
+			}
+			b.tmpDir = tmp
+			env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+tmp)
+			full := &Confinement{
+				Read:    append(append([]string{}, SystemRead...), c.Read...),
+				Write:   append(append([]string{tmp, "/dev/null"}, extraWrite...), c.Write...),
+				Network: c.Network,
+			}
+			b.plan.Confine = full
+		}
+	}
+	if mode == ModeCgroup {
+		dir, err := newCgroup(spec.Name, b.plan.Limits)
+		if err != nil {
+			b.Release()
+			return nil, err
+		}
+		b.cgroup, b.plan.Cgroup = dir, dir
+	}
+	planJSON, err := json.Marshal(b.plan)
+	if err != nil {
+		b.Release()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = append([]string{launcherArg0}, argv...)
+	cmd.Dir = dir
+	cmd.Env = append(withoutVar(env, specEnv), specEnv+"="+string(planJSON))
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	switch mode {
+	case ModeNamespace:
+		attr.Cloneflags = syscall.CLONE_NEWPID
+		if os.Geteuid() != 0 {
+			attr.Cloneflags |= syscall.CLONE_NEWUSER
+			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		}
+	case ModeSubreaper, ModeCgroup:
+		attr.Pdeathsig = syscall.SIGTERM // the launcher stops the tree, then exits
+	}
+	cmd.SysProcAttr = attr
+	b.Cmd = cmd
+	return b, nil
+}
+
+func withoutVar(env []string, name string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// Mode returns the containment in force.
+func (b *Box) Mode() Mode { return b.mode }
+
+// Warning is what the box could not do (confinement unavailable), or "".
+func (b *Box) Warning() string { return b.warning }
+
+// Confined reports whether Landlock confines the program.
+func (b *Box) Confined() bool { return b.plan.Confine != nil }
+
+// TempDir is the program's private temporary directory ("" when not confined).
+func (b *Box) TempDir() string { return b.tmpDir }
+
+// Spec returns the box's spec.
+func (b *Box) Spec() Spec { return b.spec }
+
+// Start starts the launcher and returns once the program has started (or failed
+// to: the launcher's reason is the error). A failed Start releases everything.
+func (b *Box) Start() (err error) {
+	if b.mode == ModeNone {
+		return b.Cmd.Start()
+	}
+	defer func() {
+		if err != nil {
+			b.Release()
+		}
+	}()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	b.status, b.statusW, b.statusRd = r, w, bufio.NewReader(r)
+	b.Cmd.ExtraFiles = []*os.File{w}
+	if b.cgroup != "" {
+		fd, err := syscall.Open(b.cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("sandbox: cgroup: %w", err)
+		}
+		defer syscall.Close(fd)
+		b.Cmd.SysProcAttr.UseCgroupFD, b.Cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	if err := b.Cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("sandbox: start the launcher for %s (containment %s): %w", b.plan.Path, b.mode, err)
+	}
+	w.Close() // the launcher holds the only write end: EOF once it is gone
+	line, _ := b.statusRd.ReadString('\n')
+	if line != "started\n" {
+		_ = b.Cmd.Wait()
+		msg, _ := strings.CutPrefix(strings.TrimSpace(line), "error ")
+		if msg == "" {
+			msg = "the launcher exited: " + b.Cmd.ProcessState.String()
+		}
+		return fmt.Errorf("sandbox: %s: %s", b.plan.Path, msg)
+	}
+	if b.mode == ModeNamespace {
+		b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.Cmd.Process.Pid))
+	}
+	// The launcher's only child yet is the program (started by its locked thread).
+	launcher := b.Cmd.Process.Pid
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", launcher, launcher)); err == nil {
+		fmt.Sscan(string(data), &b.programPID)
+	}
+	if b.programPID == 0 {
+		if kids := childrenOf(launcher); len(kids) > 0 {
+			b.programPID = kids[0]
+		}
+	}
+	track(b)
+	return nil
+}
+
+// ProgramPID is the program's pid as the host sees it (the launcher's child), 0
+// before Start or if the program exited at once. In ModeNone it is PID.
+func (b *Box) ProgramPID() int {
+	if b.mode == ModeNone {
+		return b.PID()
+	}
+	return b.programPID
+}
+
+// PID is the launcher's pid (the program's own in ModeNone), 0 before Start.
+func (b *Box) PID() int {
+	if b.Cmd.Process == nil {
+		return 0
+	}
+	return b.Cmd.Process.Pid
+}
+
+// Wait waits for the program's exit, ends what is left of its tree and releases the
+// box (temporary directory, cgroup). The error is nil for exit status 0, else an
+// *ExitError describing the program's own exit (not the launcher's). Call it once.
+func (b *Box) Wait() error {
+	werr := b.Cmd.Wait()
+	close(b.exited)
+	if b.mode == ModeNone {
+		return werr
+	}
+	ee := &ExitError{Code: -1, Limits: b.plan.Limits}
+	if b.Cmd.ProcessState != nil {
+		ee.Code = b.Cmd.ProcessState.ExitCode()
+		if ws, ok := b.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ee.Signal = ws.Signal() // the launcher itself was killed
+		}
+	}
+	if line, _ := b.statusRd.ReadString('\n'); line != "" {
+		var n int
+		if _, err := fmt.Sscanf(line, "exit %d", &n); err == nil {
+			ee.Code, ee.Signal = n, 0
+		} else if _, err := fmt.Sscanf(line, "signal %d", &n); err == nil {
+			ee.Code, ee.Signal = -1, syscall.Signal(n)
+		}
+	}
+	b.Release()
+	if ee.Code == 0 && ee.Signal == 0 {
+		return nil
+	}
+	return ee
+}
+
+// Signal asks the program to stop: the launcher forwards sig to the program's
+// process group. SIGKILL is Kill.
+func (b *Box) Signal(sig syscall.Signal) {
+	if b.Cmd.Process == nil || b.isExited() {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		b.Kill()
+		return
+	}
+	if b.mode == ModeNone {
+		_ = syscall.Kill(-b.Cmd.Process.Pid, sig)
+		return
+	}
+	_ = syscall.Kill(b.Cmd.Process.Pid, sig)
+}
+
+// Kill ends the whole tree at once: the namespace's init, the cgroup, or (subreaper)
+// the launcher's sweep, with SIGKILL for the launcher if it has not exited a second
+// later. Idempotent; safe after the exit. It does not wait: Wait does.
+func (b *Box) Kill() {
+	if b.Cmd.Process == nil || b.isExited() {
+		return
+	}
+	pid := b.Cmd.Process.Pid
+	switch b.mode {
+	case ModeNone:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	case ModeSubreaper:
+		_ = syscall.Kill(pid, syscall.SIGUSR1) // the launcher sweeps, then exits
+		time.AfterFunc(time.Second, func() {
+			if !b.isExited() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	case ModeCgroup:
+		b.mu.Lock()
+		if !b.released {
+			_ = os.WriteFile(filepath.Join(b.cgroup, "cgroup.kill"), []byte("1"), 0)
+		}
+		b.mu.Unlock()
+	default:
+		_ = syscall.Kill(pid, syscall.SIGKILL) // PID 1: the kernel ends the namespace
+	}
+}
+
+func (b *Box) isExited() bool {
+	select {
+	case <-b.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Release removes the box's temporary directory and cgroup and forgets its tree.
+// Wait calls it; call it only after a failed Start or instead of starting.
+// Idempotent.
+func (b *Box) Release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return
+	}
+	b.released = true
+	untrack(b)
+	if b.status != nil {
+		b.status.Close()
+	}
+	if b.tmpDir != "" {
+		_ = os.RemoveAll(b.tmpDir)
+	}
+	if b.cgroup != "" {
+		removeCgroup(b.cgroup)
+	}
+}
+
+// ExitError is how a contained program ended. Its message reads like os/exec's
+// ("exit status 2", "signal: killed"); for a failure it names the limits in force,
+// since an over-limit program usually dies of one.
+type ExitError struct {
+	Code   int            // the exit status; -1 when killed by a signal
+	Signal syscall.Signal // the signal that killed it, or 0
+	Limits Limits
+}
+
+func (e *ExitError) Error() string {
+	if e.Signal != 0 {
+		return "signal: " + e.Signal.String()
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// Detail adds the limits in force to the status, for crash reports.
+func (e *ExitError) Detail() string {
+	return e.Error() + " (sandbox limits: " + e.Limits.String() + ")"
+}
+
+// ExitCode is the exit status, -1 when killed by a signal.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// DetectMode returns the strongest containment this process can set up, probed
+// once: a PID namespace, else a cgroup v2 directory, else a subreaper.
+func DetectMode() Mode {
+	detectOnce.Do(func() {
+		detected = ModeSubreaper
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Args = []string{probeArg0}
+		attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+		if os.Geteuid() != 0 {
+			attr.Cloneflags |= syscall.CLONE_NEWUSER
+			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		}
+		cmd.SysProcAttr = attr
+		if cmd.Run() == nil {
+			detected = ModeNamespace
+			return
+		}
+		if CgroupAvailable() {
+			detected = ModeCgroup
+		}
+	})
+	return detected
+}
+
+var (
+	detectOnce sync.Once
+	detected   Mode
+)

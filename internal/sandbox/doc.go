@@ -1,0 +1,24 @@
+// Package sandbox contains and confines the processes toolhost starts for its
+// sources (plugins, MCP servers, manifest commands).
+//
+// Containment: every process a source starts, at any depth, ends with the source —
+// on stop, and when the host dies by any signal. Go cannot run code between fork and
+// exec, so the host re-executes its own binary (/proc/self/exe) in a hidden launcher
+// mode, detected by this package's init before the rest of the program initializes:
+// any binary that links this package (toolhost, a test binary, an embedding runner)
+// is a launcher. The launcher applies the confinement on one locked OS thread and
+// starts the real program from that thread, then stays as its parent: it forwards
+// SIGTERM, SIGINT and SIGHUP to the program's process group, reaps orphans, and exits
+// with the program's status. The tree is held together by the strongest mechanism
+// the machine allows (see Mode): the launcher as PID 1 of a new PID namespace, a
+// cgroup v2 directory killed through cgroup.kill, or the launcher as a child
+// subreaper that sweeps its descendants.
+//
+// Confinement (Spec.Confine): no_new_privs, resource limits, and Landlock (best
+// effort by the kernel's ABI) — the program's binary and the system's shared files
+// read-only, a private temporary directory (TMPDIR) read-write, no TCP, no abstract
+// unix sockets or signals outside the source's domain.
+//
+// SourceOf answers whether a pid belongs to a live contained tree, for peer checks
+// on the host's sockets.
+package sandbox

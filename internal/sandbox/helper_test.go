@@ -1,0 +1,102 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
+)
+
+// helper runs the test binary's helper roles (SANDBOX_HELPER); it returns false
+// when the binary runs as the test itself.
+func helper() bool {
+	role := os.Getenv("SANDBOX_HELPER")
+	if role == "" {
+		return false
+	}
+	marker := os.Getenv("SANDBOX_MARKER")
+	self, _ := os.Executable()
+	switch role {
+	case "forker":
+		// Orphans of every kind: a shell's background child, a setsid'd one, and a
+		// double-forked Go child that calls setsid.
+		_ = exec.Command("/bin/sh", "-c", "sleep "+marker+" & setsid sleep "+marker+" &").Run()
+		c := exec.Command(self)
+		c.Env = []string{"SANDBOX_HELPER=doublefork", "SANDBOX_MARKER=" + marker}
+		_ = c.Run()
+		fmt.Println("ready")
+		if os.Getenv("SANDBOX_EXIT") != "" {
+			os.Exit(3)
+		}
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(time.Hour)
+	case "doublefork":
+		c := exec.Command(self, "-marker="+marker)
+		c.Env = []string{"SANDBOX_HELPER=sleeper"}
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		_ = c.Start()
+	case "sleeper":
+		time.Sleep(time.Hour)
+	case "host":
+		// A host that starts a contained forker, says ready, and waits to be killed.
+		b, err := sandbox.Command(sandbox.Spec{Name: "h", Contain: true, Mode: sandbox.Mode(os.Getenv("SANDBOX_MODE"))},
+			self, []string{self}, "/", []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		out, _ := b.Cmd.StdoutPipe()
+		if err := b.Start(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Print(line)
+		time.Sleep(time.Hour)
+	case "probe":
+		// The confinement probes: one line per attempt, "ok" or the error.
+		try := func(what string, err error) {
+			if err == nil {
+				fmt.Println(what, "ok")
+			} else {
+				fmt.Println(what, "denied:", err)
+			}
+		}
+		_, err := os.ReadFile("/etc/hostname")
+		try("read-hostname", err)
+		_, err = os.ReadFile(os.Getenv("SANDBOX_WORKSPACE_FILE"))
+		try("read-workspace", err)
+		err = os.WriteFile(os.Getenv("SANDBOX_OUTSIDE")+"/x", []byte("x"), 0o600)
+		try("write-outside", err)
+		err = os.WriteFile(os.Getenv("TMPDIR")+"/x", []byte("x"), 0o600)
+		try("write-tmp", err)
+		_, err = os.ReadFile(self)
+		try("read-self", err)
+		c, err := net.Dial("tcp", os.Getenv("SANDBOX_TCP"))
+		if err == nil {
+			c.Close()
+		}
+		try("tcp", err)
+		pid, _ := strconv.Atoi(os.Getenv("SANDBOX_SIGNAL_PID"))
+		try("signal", syscall.Kill(pid, syscall.SIGCONT))
+	case "exit":
+		code, _ := strconv.Atoi(os.Getenv("SANDBOX_CODE"))
+		if code < 0 {
+			syscall.Kill(os.Getpid(), syscall.Signal(-code))
+			time.Sleep(time.Second)
+		}
+		fmt.Fprintln(os.Stderr, "bye")
+		os.Exit(code)
+	default:
+		panic("unknown helper role " + role)
+	}
+	os.Exit(0)
+	return true
+}

@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+)
+
+// LandlockABI returns the kernel's Landlock ABI version, 0 when Landlock is not
+// available. Probed once.
+func LandlockABI() int {
+	abiOnce.Do(func() {
+		v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+		if errno == 0 {
+			abi = int(v)
+		}
+	})
+	if landlockDisabled {
+		return 0
+	}
+	return abi
+}
+
+var (
+	abiOnce sync.Once
+	abi     int
+	// landlockDisabled makes LandlockABI report 0 (tests).
+	landlockDisabled bool
+)
+
+// restrict applies c to the calling OS thread (locked by the caller), which the
+// program it then starts inherits. go-landlock builds the ruleset, downgraded to the
+// kernel's ABI; the ruleset is applied with a plain landlock_restrict_self on this
+// thread rather than go-landlock's Restrict, whose all-threads path goes through psx
+// (cgo, signals to every thread): the launcher's other threads only run the Go
+// runtime and never touch the program's files.
+func restrict(program string, c *Confinement) error {
+	cfg := landlock.V11.BestEffort()
+	if c.Network {
+		cfg.HandledAccessNet = 0
+	}
+	var rules []landlock.Rule
+	add := func(paths []string, dirs, files func(...string) landlock.FSRule) {
+		var ds, fs []string
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			switch {
+			case err != nil:
+				continue // a missing path grants nothing
+			case fi.IsDir():
+				ds = append(ds, p)
+			default:
+				fs = append(fs, p)
+			}
+		}
+		if len(ds) > 0 {
+			rules = append(rules, dirs(ds...).WithResolveUnix())
+		}
+		if len(fs) > 0 {
+			rules = append(rules, files(fs...))
+		}
+	}
+	add(append([]string{program}, c.Read...), landlock.RODirs, landlock.ROFiles)
+	add(c.Write, landlock.RWDirs, landlock.RWFiles)
+	fd, flags, err := cfg.NewRulesetFD(rules...)
+	if err != nil {
+		return fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return nil // nothing the kernel can restrict
+	}
+	defer unix.Close(fd)
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), uintptr(flags), 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The launcher is this binary re-executed with argv[0] launcherArg0 and its plan in
+// the environment variable specEnv (removed before the program starts). It reports
+// to the host on fd 3 (statusFD): "started", then "exit N" or "signal N"; or
+// "error MESSAGE" if the program could not be started.
+const (
+	launcherArg0 = "toolhost-sandbox"
+	probeArg0    = "toolhost-sandbox-probe"
+	specEnv      = "TOOLHOST_SANDBOX_SPEC"
+	statusFD     = 3
+)
+
+// HostPIDEnv is set in a contained program's environment to the host's pid as the
+// program sees it (SO_PEERCRED reports the host's connections with it): the pid
+// outside a PID namespace, 0 inside one, where every process outside the namespace
+// has pid 0. A program's parent is the launcher, not the host.
+const HostPIDEnv = "TOOLHOST_HOST_PID"
+
+// plan is what the host tells the launcher.
+type plan struct {
+	Name string `json:"name"`
+	Path string `json:"path"` // the program
+	Mode Mode   `json:"mode"`
+	// Confine, when set, is the whole confinement: defaults already added.
+	Confine    *Confinement `json:"confine,omitempty"`
+	NoNewPrivs bool         `json:"no_new_privs,omitempty"`
+	Limits     Limits       `json:"limits"`
+	Cgroup     string       `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
+	HostPID    bool         `json:"host_pid,omitempty"`
+}
+
+// init turns the process into a launcher (or a probe) before any package that sorts
+// after this one has initialized: grpc and protobuf never start in a launcher.
+func init() {
+	switch os.Args[0] {
+	case probeArg0:
+		os.Exit(0)
+	case launcherArg0:
+		os.Exit(launch())
+	}
+}
+
+// launch runs the program and returns the launcher's exit code.
+func launch() int {
+	runtime.LockOSThread() // never unlocked: the program inherits this thread's credentials
+	syscall.CloseOnExec(statusFD)
+	status := os.NewFile(statusFD, "status")
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(status, "error "+format, args...)
+		return 125
+	}
+	var p plan
+	if err := json.Unmarshal([]byte(os.Getenv(specEnv)), &p); err != nil {
+		return fail("bad launch plan: %v", err)
+	}
+	os.Unsetenv(specEnv)
+	hostPID := os.Getppid() // 0 inside a new PID namespace
+
+	if p.Mode == ModeSubreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return fail("become a child subreaper: %v", err)
+		}
+	}
+	// Before the program exists, so a dying host is never missed: the parent-death
+	// signal is SIGTERM outside a namespace (see stopTree).
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+
+	if err := setLimits(p.Limits); err != nil {
+		return fail("%v", err)
+	}
+	if p.NoNewPrivs || p.Confine != nil {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fail("no_new_privs: %v", err)
+		}
+	}
+	if p.Confine != nil {
+		if err := restrict(p.Path, p.Confine); err != nil {
+			return fail("confine: %v", err)
+		}
+	}
+
+	cmd := exec.Command(p.Path)
+	cmd.Args = os.Args[1:]
+	// The program's view of the host: its pid outside a namespace, 0 inside one
+	// (the kernel reports every process outside the namespace as pid 0).
+	cmd.Env = os.Environ()
+	if p.HostPID {
+		cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(hostPID))
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// Its own group, so a forwarded signal reaches the program's helpers as the
+	// host's group signal used to; outside a namespace it dies with this thread.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.Mode != ModeNamespace {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fail("start %s: %v", p.Path, err)
+	}
+	pid := cmd.Process.Pid
+	fmt.Fprint(status, "started\n")
+
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 || p.Mode != ModeNamespace && os.Getppid() != hostPID {
+				// The host asked for the tree's end, or died.
+				stopTree(p)
+				os.Exit(137)
+			}
+			_ = syscall.Kill(-pid, sig.(syscall.Signal))
+			_ = syscall.Kill(pid, sig.(syscall.Signal))
+		}
+	}()
+
+	// Reap everything (orphans of the tree are reparented to the launcher in a
+	// namespace and as a subreaper) until the program itself is gone.
+	var ws syscall.WaitStatus
+	for {
+		var w syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &w, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fail("wait: %v", err)
+		}
+		if wpid == pid {
+			ws = w
+			break
+		}
+	}
+	stopTree(p)
+	if ws.Signaled() {
+		fmt.Fprintf(status, "signal %d\n", int(ws.Signal()))
+		return 128 + int(ws.Signal())
+	}
+	fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
+	return ws.ExitStatus()
+}
+
+// stopTree kills what is left of the tree. In a namespace the kernel does it when
+// the launcher (PID 1) exits.
+func stopTree(p plan) {
+	switch p.Mode {
+	case ModeSubreaper:
+		sweep()
+	case ModeCgroup:
+		killCgroupExcept(p.Cgroup, os.Getpid())
+	}
+}
+
+// sweep kills every child and reaps it until none is left; an orphaned grandchild
+// is reparented to the launcher (a subreaper) before its parent can be reaped, so
+// it is seen by the next round.
+func sweep() {
+	me := os.Getpid()
+	for {
+		for _, pid := range childrenOf(me) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_, err := syscall.Wait4(-1, nil, 0, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return
+		}
+	}
+}
+
+// childrenOf lists the live processes whose parent is ppid.
+func childrenOf(ppid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(pid); ok && pp == ppid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// parentOf reads a process's parent from /proc/<pid>/stat.
+func parentOf(pid int) (int, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// killCgroupExcept SIGKILLs every process of the cgroup but self, until none is
+// left (a process forking meanwhile is caught by the next round).
+func killCgroupExcept(dir string, self int) {
+	for range 1000 {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return
+		}
+		left := false
+		for _, f := range strings.Fields(string(data)) {
+			if pid, _ := strconv.Atoi(f); pid > 0 && pid != self {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left = true
+			}
+		}
+		for { // reap the launcher's own zombies among them
+			if pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != nil || pid <= 0 {
+				break
+			}
+		}
+		if !left {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// setLimits applies the resource limits to the launcher, which the program inherits.
+func setLimits(l Limits) error {
+	set := func(name string, res int, v int64) error {
+		var cur syscall.Rlimit
+		if v < 0 || syscall.Getrlimit(res, &cur) != nil {
+			return nil
+		}
+		if uint64(v) > cur.Max {
+			v = int64(cur.Max) // only root may raise a hard limit
+		}
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: uint64(v), Max: uint64(v)}); err != nil {
+			return fmt.Errorf("set %s to %d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
+		return err
+	}
+	// syscall.Setrlimit, not unix's: it also stops the runtime from restoring the
+	// host's soft limit in the program.
+	return set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, l.OpenFiles)
+}

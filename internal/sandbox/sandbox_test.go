@@ -1,0 +1,260 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	if helper() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var modes = []sandbox.Mode{sandbox.ModeNamespace, sandbox.ModeCgroup, sandbox.ModeSubreaper}
+
+func skipUnsupported(t *testing.T, mode sandbox.Mode) {
+	t.Helper()
+	switch mode {
+	case sandbox.ModeNamespace:
+		if sandbox.DetectMode() != sandbox.ModeNamespace {
+			t.Skip("the kernel refuses a new PID namespace here")
+		}
+	case sandbox.ModeCgroup:
+		if !sandbox.CgroupAvailable() {
+			t.Skip("no usable cgroup v2 hierarchy (cgroup.kill) here")
+		}
+	}
+}
+
+// newMarker returns a sleep duration unique to the test, to find its processes.
+func newMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
+
+// waitMarked waits until n processes carry marker.
+func waitMarked(t *testing.T, marker string, n int) []int {
+	t.Helper()
+	for range 200 {
+		if p := proctest.Marked(marker); len(p) >= n {
+			return p
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("expected %d processes marked %s, have %v", n, marker, proctest.Marked(marker))
+	return nil
+}
+
+func self(t *testing.T) string {
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) (*sandbox.Box, *bufio.Reader) {
+	t.Helper()
+	exe := self(t)
+	b, err := sandbox.Command(spec, exe, []string{exe}, t.TempDir(), append([]string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("forker said %q", line)
+	}
+	return b, r
+}
+
+func TestContainment(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			skipUnsupported(t, mode)
+			t.Run("KillEndsOrphans", func(t *testing.T) {
+				marker := newMarker()
+				b, _ := startForker(t, sandbox.Spec{Name: "kill", Contain: true, Mode: mode}, marker)
+				pids := waitMarked(t, marker, 3)
+				if b.Mode() != mode {
+					t.Fatalf("mode %s", b.Mode())
+				}
+				for _, pid := range pids {
+					if name, ok := sandbox.SourceOf(pid); !ok || name != "kill" {
+						t.Errorf("SourceOf(%d) = %q, %v", pid, name, ok)
+					}
+				}
+				if _, ok := sandbox.SourceOf(os.Getpid()); ok {
+					t.Error("the host itself is in a source's tree")
+				}
+				b.Kill()
+				err := b.Wait()
+				if err == nil {
+					t.Error("killed, yet exit status 0")
+				}
+				proctest.AssertMarkedGone(t, marker)
+				if _, ok := sandbox.SourceOf(pids[0]); ok {
+					t.Error("a released box still claims its pids")
+				}
+			})
+			t.Run("ProgramExitEndsOrphans", func(t *testing.T) {
+				marker := newMarker()
+				b, _ := startForker(t, sandbox.Spec{Name: "exit", Contain: true, Mode: mode}, marker, "SANDBOX_EXIT=1")
+				var ee *sandbox.ExitError
+				if err := b.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+					t.Errorf("wait: %v, want exit status 3", err)
+				}
+				proctest.AssertMarkedGone(t, marker)
+			})
+			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
+				marker := newMarker()
+				host := exec.Command(self(t))
+				host.Env = []string{"SANDBOX_HELPER=host", "SANDBOX_MARKER=" + marker, "SANDBOX_MODE=" + string(mode)}
+				out, _ := host.StdoutPipe()
+				if err := host.Start(); err != nil {
+					t.Fatal(err)
+				}
+				if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+					host.Process.Kill()
+					host.Wait()
+					t.Fatalf("host said %q", line)
+				}
+				waitMarked(t, marker, 3)
+				host.Process.Kill()
+				host.Wait()
+				proctest.AssertMarkedGone(t, marker)
+			})
+		})
+	}
+}
+
+func TestExitStatusPassesThrough(t *testing.T) {
+	exe := self(t)
+	for _, tc := range []struct {
+		code int
+		want string
+	}{{0, ""}, {2, "exit status 2"}, {-int(syscall.SIGKILL), "signal: killed"}} {
+		b, err := sandbox.Command(sandbox.Spec{Name: "x", Contain: true}, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=exit", fmt.Sprintf("SANDBOX_CODE=%d", tc.code)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		b.Cmd.Stderr = &stderr
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err = b.Wait()
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("code %d: wait = %v, want %q", tc.code, err, tc.want)
+		}
+		if tc.code >= 0 && stderr.String() != "bye\n" {
+			t.Errorf("stderr %q", stderr.String())
+		}
+	}
+}
+
+func TestConfinement(t *testing.T) {
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("no Landlock in this kernel")
+	}
+	ws := t.TempDir()
+	secret := filepath.Join(ws, "secret")
+	os.WriteFile(secret, []byte("s"), 0o600)
+	outside := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	victim := exec.Command("sleep", "60")
+	victim.Start()
+	defer func() { victim.Process.Kill(); victim.Wait() }()
+
+	exe := self(t)
+	run := func(t *testing.T, c *sandbox.Confinement) map[string]string {
+		b, err := sandbox.Command(sandbox.Spec{Name: "probe", Confine: c}, exe, []string{exe}, ws, []string{
+			"SANDBOX_HELPER=probe", "SANDBOX_WORKSPACE_FILE=" + secret, "SANDBOX_OUTSIDE=" + outside,
+			"SANDBOX_TCP=" + l.Addr().String(), fmt.Sprintf("SANDBOX_SIGNAL_PID=%d", victim.Process.Pid)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := b.Cmd.StdoutPipe()
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tmp := b.TempDir()
+		res := map[string]string{}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			what, how, _ := strings.Cut(sc.Text(), " ")
+			res[what] = how
+		}
+		if err := b.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the temporary directory %s is still there", tmp)
+		}
+		return res
+	}
+	t.Run("Default", func(t *testing.T) {
+		res := run(t, &sandbox.Confinement{})
+		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "tcp": false, "write-tmp": true, "read-self": true}
+		if sandbox.LandlockABI() >= 6 {
+			want["signal"] = false
+		}
+		for what, ok := range want {
+			if got := strings.HasPrefix(res[what], "ok"); got != ok {
+				t.Errorf("%s: %s", what, res[what])
+			}
+		}
+	})
+	t.Run("Widened", func(t *testing.T) {
+		res := run(t, &sandbox.Confinement{Read: []string{ws}, Write: []string{outside}, Network: true})
+		for _, what := range []string{"read-workspace", "write-outside", "tcp"} {
+			if !strings.HasPrefix(res[what], "ok") {
+				t.Errorf("%s: %s", what, res[what])
+			}
+		}
+	})
+	t.Run("RequireWithoutLandlockRefuses", func(t *testing.T) {
+		defer sandbox.DisableLandlock()()
+		_, err := sandbox.Command(sandbox.Spec{Name: "strict", Confine: &sandbox.Confinement{}, Require: true}, exe, []string{exe}, ws, nil)
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), `"strict"`) {
+			t.Fatalf("err = %v", err)
+		}
+		b, err := sandbox.Command(sandbox.Spec{Name: "lax", Confine: &sandbox.Confinement{}}, exe, []string{exe}, ws, nil)
+		if err != nil || b.Warning() == "" || b.Confined() {
+			t.Fatalf("lax: %v, warning %q", err, b.Warning())
+		}
+	})
+}

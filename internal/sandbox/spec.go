@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Spec says how a source's process is contained and confined. The zero value
+// contains nothing and confines nothing: the program runs as a plain child.
+type Spec struct {
+	// Name is the source's name; it appears in logs, errors and SourceOf.
+	Name string
+	// Contain runs the program under a launcher that ends its whole process tree with
+	// it (see Mode).
+	Contain bool
+	// Mode forces a containment mechanism; "" picks the strongest that works (probed
+	// once per host process). A forced mode that the kernel refuses fails the start.
+	// ModeNone runs the program as a plain child, unconfined (with a warning).
+	Mode Mode
+	// Confine, if not nil, confines the program before it starts; nil runs it
+	// unconfined. Confinement implies Contain.
+	Confine *Confinement
+	// Limits caps the program's resources (applied whenever Contain or Confine is set).
+	Limits Limits
+	// HostPID sets HostPIDEnv in the program's environment (for plugins, whose SDK
+	// checks its peer); otherwise the environment is exactly the one given.
+	HostPID bool
+	// Require refuses to start the program when the confinement cannot be applied
+	// (no Landlock in the kernel) instead of running it unconfined with a warning.
+	Require bool
+}
+
+// Confinement is what a confined program may reach. The program's own binary and
+// the system's shared files (SystemRead) are always readable and executable, a
+// private temporary directory (made per start, removed at the end, set as TMPDIR)
+// is always writable, and /dev/null is readable and writable.
+type Confinement struct {
+	// Read lists absolute paths (files or directories, recursively) the program may
+	// read and execute beyond the defaults.
+	Read []string `json:"read,omitempty"`
+	// Write lists absolute paths the program may read, write, create and remove in.
+	Write []string `json:"write,omitempty"`
+	// Network allows TCP. When false, TCP bind and connect are denied (Landlock ABI
+	// 4 and later).
+	Network bool `json:"network,omitempty"`
+}
+
+// SystemRead are the paths a confined program may always read and execute:
+// libraries, certificates, time zones.
+var SystemRead = []string{
+	"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/localtime",
+	"/etc/ld.so.cache", "/usr/share/zoneinfo", "/dev/urandom", "/dev/random", "/dev/zero",
+}
+
+// Limits caps a contained program's resources. Zero means the default; a negative
+// value means no limit.
+type Limits struct {
+	// MemoryBytes caps the program's data segment (RLIMIT_DATA: heap and private
+	// writable mappings, which is what a runtime's allocations grow; RLIMIT_AS would
+	// break runtimes that reserve address space). Default DefaultMemoryBytes.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// Processes caps the processes of the tree. It holds through the cgroup's
+	// pids.max where the cgroup v2 pids controller is delegated, else through
+	// RLIMIT_NPROC, which counts every process of the user and which the kernel does
+	// not apply to root. Default DefaultProcesses.
+	Processes int64 `json:"processes,omitempty"`
+	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
+	// and hard). Default DefaultOpenFiles.
+	OpenFiles int64 `json:"open_files,omitempty"`
+}
+
+// The default limits.
+const (
+	DefaultMemoryBytes = 1 << 30
+	DefaultProcesses   = 256
+	DefaultOpenFiles   = 1024
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MemoryBytes, DefaultMemoryBytes)
+	def(&l.Processes, DefaultProcesses)
+	def(&l.OpenFiles, DefaultOpenFiles)
+	return l
+}
+
+// String describes the limits in force, for errors ("memory 1GiB (RLIMIT_DATA),
+// processes 256, open files 1024").
+func (l Limits) String() string {
+	l = l.withDefaults()
+	var parts []string
+	add := func(name string, v int64, s string) {
+		if v < 0 {
+			parts = append(parts, name+" unlimited")
+		} else {
+			parts = append(parts, name+" "+s)
+		}
+	}
+	add("memory", l.MemoryBytes, FormatBytes(l.MemoryBytes)+" (RLIMIT_DATA)")
+	add("processes", l.Processes, fmt.Sprint(l.Processes))
+	add("open files", l.OpenFiles, fmt.Sprint(l.OpenFiles))
+	return strings.Join(parts, ", ")
+}
+
+// FormatBytes writes n in the largest binary unit that divides it ("512MiB").
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.n && n%u.n == 0 {
+			return fmt.Sprintf("%d%s", n/u.n, u.s)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// ParseBytes reads a size: a number of bytes, or a number with a unit B, KiB, MiB,
+// GiB (or KB/MB/GB, read as the binary units).
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	num := strings.TrimRight(s, "KMGiBkmgb ")
+	unit := strings.TrimSpace(s[len(num):])
+	var n int64
+	if _, err := fmt.Sscan(num, &n); err != nil || n < 0 || fmt.Sprint(n) != num {
+		return 0, fmt.Errorf("sandbox: size %q: want a number of bytes with an optional unit (B, KiB, MiB, GiB)", s)
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "KB": 1 << 10, "MiB": 1 << 20, "MB": 1 << 20, "GiB": 1 << 30, "GB": 1 << 30}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("sandbox: size %q: unknown unit %q (B, KiB, MiB, GiB)", s, unit)
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("sandbox: size %q is too large", s)
+	}
+	return n * mult, nil
+}
+
+// Mode is how a contained process tree is held together.
+type Mode string
+
+const (
+	// ModeNamespace: the launcher is PID 1 of a new PID namespace (inside a new user
+	// namespace when the host is not root); when it exits, the kernel kills every
+	// process of the namespace. Holds against setsid, double forks and a SIGKILLed
+	// host (the launcher's parent-death signal is SIGKILL).
+	ModeNamespace Mode = "namespace"
+	// ModeCgroup: the launcher starts in its own cgroup v2 directory; stopping writes
+	// cgroup.kill. A SIGKILLed host: the launcher's parent-death signal makes it kill
+	// its cgroup (if the launcher itself was SIGKILLed first, nothing does).
+	ModeCgroup Mode = "cgroup"
+	// ModeSubreaper: the launcher is a child subreaper, so orphans of the tree are
+	// reparented to it; when the program exits, when asked to stop, or when the host
+	// dies (its parent-death signal), it kills and reaps every descendant until none
+	// is left. A process that escapes while the launcher itself is SIGKILLed survives.
+	ModeSubreaper Mode = "subreaper"
+	// ModeNone: no launcher; the program is a plain child in its own process group.
+	ModeNone Mode = "none"
+)

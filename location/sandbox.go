@@ -1,0 +1,74 @@
+package location
+
+import (
+	"encoding/json"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
+)
+
+// SandboxConfig is a source's "sandbox" block (with its "require_sandbox" flag).
+// For an untrusted plugin it widens the default confinement; for a trusted plugin,
+// an MCP server or a manifest tool it turns confinement on. Every source is
+// contained whatever it says.
+type SandboxConfig struct {
+	// Read and Write are absolute paths (relative ones in the file are resolved
+	// against the Location directory) the source may read, or read and write.
+	Read, Write []string
+	// Network allows TCP.
+	Network bool
+	// MemoryBytes, Processes, OpenFiles cap the source's resources; zero means the
+	// default (see sandbox.Limits).
+	MemoryBytes, Processes, OpenFiles int64
+}
+
+type rawSandbox struct {
+	Read      []string    `json:"read"`
+	Write     []string    `json:"write"`
+	Network   bool        `json:"network"`
+	Memory    string      `json:"memory"`
+	Processes json.Number `json:"processes"`
+	OpenFiles json.Number `json:"open_files"`
+}
+
+// sandbox decodes a "sandbox" block at path; nil stays nil.
+func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
+	if raw == nil {
+		return nil
+	}
+	c := &SandboxConfig{
+		Network:   raw.Network,
+		Processes: d.count(path+"/processes", raw.Processes),
+		OpenFiles: d.count(path+"/open_files", raw.OpenFiles),
+	}
+	for _, p := range raw.Read {
+		c.Read = append(c.Read, d.resolve(p))
+	}
+	for _, p := range raw.Write {
+		c.Write = append(c.Write, d.resolve(p))
+	}
+	if raw.Memory != "" {
+		n, err := sandbox.ParseBytes(raw.Memory)
+		if err != nil || n < 1<<20 {
+			d.problem(path+"/memory", "got %s, want a size of at least 1MiB such as \"512MiB\"", quote(raw.Memory))
+		}
+		c.MemoryBytes = n
+	}
+	return c
+}
+
+// sandboxSpec builds a source's sandbox: contained always, confined when confine
+// (an untrusted plugin) or when the config has a sandbox block.
+func sandboxSpec(name string, c *SandboxConfig, require, confine bool) sandbox.Spec {
+	spec := sandbox.Spec{Name: name, Contain: true, Require: require}
+	if c != nil {
+		spec.Limits = sandbox.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles}
+		confine = true
+	}
+	if confine {
+		spec.Confine = &sandbox.Confinement{}
+		if c != nil {
+			spec.Confine.Read, spec.Confine.Write, spec.Confine.Network = c.Read, c.Write, c.Network
+		}
+	}
+	return spec
+}
