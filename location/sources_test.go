@@ -134,7 +134,8 @@ func TestCallTimeout(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "cancelled")
 	dir := workspace(t, obj{
-		"plugins":    []obj{withOptions("echo", obj{"marker": marker}, obj{"call_timeout": "300ms"})},
+		// The plugin is confined: its sandbox block lets it write the marker.
+		"plugins":    []obj{withOptions("echo", obj{"marker": marker}, obj{"call_timeout": "300ms", "sandbox": obj{"write": []string{filepath.Dir(marker)}}})},
 		"permission": []obj{{"action": "*", "resource": "*", "effect": "allow"}},
 	})
 	l := e.activate(t, dir)
