@@ -158,7 +158,7 @@ func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error
 		if sctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("%s: %w", step, context.Cause(sctx))
 		}
-		return fmt.Errorf("%s: %w", step, err)
+		return fmt.Errorf("%s: %w", step, inst.explainRemote(err))
 	}
 	select {
 	case <-inst.conn.ended:

@@ -320,6 +320,17 @@ type connectedTransport func(context.Context) (gomcp.Connection, error)
 
 func (f connectedTransport) Connect(ctx context.Context) (gomcp.Connection, error) { return f(ctx) }
 
+// explainRemote explains a failed step of a remote session; connection errors
+// are explained already.
+func (inst *Instance) explainRemote(err error) error {
+	var auth *AuthRequiredError
+	var rerr *RemoteError
+	if inst.link == nil || errors.As(err, &auth) || errors.As(err, &rerr) {
+		return err
+	}
+	return inst.explain(err)
+}
+
 // explain turns a failed connection into an error that says what the server did.
 func (inst *Instance) explain(err error) error {
 	if err == nil {
