@@ -229,17 +229,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
 
-	storageDir, err := registry.DefaultStorageDir()
-	if err != nil {
-		a.errorf("toolhost %s: %v", cmd, err)
-		return ExitFailure
-	}
-	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
-	if err != nil {
-		a.errorf("toolhost %s: %v", cmd, err)
-		return ExitFailure
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
+	reg, err := openRegistry()
 	if err != nil {
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
