@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -80,6 +81,10 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 			serr.Stderr = inst.proc.stderrTail.String()
 		}
 		return nil, serr
+	}
+	if gen <= 1 {
+		mode, confined := inst.Containment()
+		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String())
 	}
 	return inst, nil
 }
@@ -179,6 +184,12 @@ func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
 // PID returns the server process's id (its process group's id too).
 func (inst *Instance) PID() int { return inst.proc.Cmd.Process.Pid }
+
+// Containment reports how the server's process tree is held together, and whether
+// Landlock confines it (see sandbox.Mode).
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+}
 
 // Dead returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
