@@ -117,4 +117,3 @@ func procAddrIs(s string, a *net.TCPAddr) bool {
 	ip := net.IP(raw)
 	return ip.Equal(a.IP)
 }
-
