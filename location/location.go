@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
@@ -55,6 +56,10 @@ type Options struct {
 	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
 	// Never inside the workspace: a cloned repository must not carry approvals.
 	StateDir string
+	// SandboxMode forces every source's containment mechanism ("namespace",
+	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
+	// allows. A forced mode the kernel refuses fails the source's start.
+	SandboxMode sandbox.Mode
 }
 
 // Location is one activated workspace: a Location scope holding the registry placement
@@ -199,14 +204,14 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				Authorize: l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
 				Overrides: mc.Overrides,
 				Limits:    mc.Sharing.limits(),
-				Sandbox:   sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false),
+				Sandbox:   sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, opts.SandboxMode),
 				Logger:    logger.Named(mc.Name),
 			}, mcp.Target{Registry: opts.Registry, Location: id})
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err == nil {
-		err = l.registerManifestTools(ctx, logger)
+		err = l.registerManifestTools(ctx, logger, opts.SandboxMode)
 		errs = append(errs, err)
 	}
 
@@ -224,21 +229,24 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 // registerManifestTools registers the config's manifest tools and those of
 // .toolhost/tools/*.json in the Location scope. A bad tool or file is skipped with a
 // warning; the others register.
-func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
+func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger, mode sandbox.Mode) error {
 	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
 	for _, t := range l.cfg.Tools {
 		tools = append(tools, manifest.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
 			Overrides: t.Overrides,
-			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false),
+			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false, mode),
 		})
 	}
 	loaded, problems := manifest.Load(l.id)
 	for _, p := range problems {
 		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
 	}
-	tools = append(tools, loaded...)
+	for _, t := range loaded {
+		t.Sandbox.Mode = mode
+		tools = append(tools, t)
+	}
 	if len(tools) == 0 {
 		return nil
 	}
@@ -327,7 +335,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		SocketDir:    opts.SocketDir,
 		Logger:       logger.Named(pc.Name),
 		// Untrusted plugins are confined; the sandbox block widens that.
-		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted),
+		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted, opts.SandboxMode),
 	}
 	// Sharing the tool type does not mean sharing authority: only a trusted plugin
 	// gets the Location's services; an untrusted one is checked by the host instead.

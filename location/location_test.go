@@ -35,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("LOCATION_HELPER") == "host" {
+		helperHost()
+	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")
 	if err == nil {

@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -86,6 +87,10 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 			serr.URL = RedactURL(cfg.URL)
 		}
 		return nil, serr
+	}
+	if gen <= 1 {
+		mode, confined := inst.Containment()
+		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String())
 	}
 	return inst, nil
 }
@@ -222,6 +227,12 @@ func (inst *Instance) exited() <-chan struct{} {
 		return nil
 	}
 	return inst.proc.Exited()
+}
+
+// Containment reports how the server's process tree is held together, and whether
+// Landlock confines it (see sandbox.Mode).
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
 }
 
 // Dead returns a channel closed when the server process has exited or its session

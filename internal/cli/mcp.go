@@ -103,7 +103,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		err       error
 	)
 	if o.http != "" {
-		if lis, err = server.ListenTCP(o.http); err != nil {
+		if lis, err = server.ListenTCP(o.http, logger); err != nil {
 			if errors.Is(err, server.ErrNotLoopback) {
 				return a.usageError(fs, "%v", err)
 			}

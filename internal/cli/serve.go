@@ -112,7 +112,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		err       error
 	)
 	if o.tcp != "" {
-		if lis, err = server.ListenTCP(o.tcp); err != nil {
+		if lis, err = server.ListenTCP(o.tcp, logger); err != nil {
 			if errors.Is(err, server.ErrNotLoopback) {
 				return a.usageError(fs, "%v", err)
 			}

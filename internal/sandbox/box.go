@@ -389,3 +389,34 @@ var (
 	detectOnce sync.Once
 	detected   Mode
 )
+
+// Supported returns nil when mode can be forced on this machine, else why not.
+func Supported(mode Mode) error {
+	switch mode {
+	case ModeNamespace:
+		if DetectMode() != ModeNamespace {
+			return errors.New("sandbox: the kernel refuses a new PID namespace here")
+		}
+	case ModeCgroup:
+		if !CgroupAvailable() {
+			return errors.New("sandbox: no usable cgroup v2 hierarchy (cgroup.kill, Linux 5.14) here")
+		}
+	case ModeSubreaper, ModeNone, "":
+	default:
+		return fmt.Errorf("sandbox: unknown containment mode %q", mode)
+	}
+	return nil
+}
+
+// Expected returns the containment a box made from spec gets on this machine, and
+// whether Landlock confines it: what Mode and Confined report once it runs.
+func Expected(spec Spec) (mode Mode, confined bool) {
+	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
+		return ModeNone, false
+	}
+	mode = spec.Mode
+	if mode == "" {
+		mode = DetectMode()
+	}
+	return mode, spec.Confine != nil && LandlockABI() > 0
+}

@@ -113,7 +113,20 @@ func launch() int {
 	if p.Mode != ModeNamespace {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
+	if p.Confine != nil && !p.Confine.Network {
+		// Its own network namespace (loopback only, down): Landlock's TCP rules do
+		// not cover every protocol (MPTCP sockets pass them on Linux 6.18), and the
+		// host's abstract unix sockets live in the host's namespace. Pathname unix
+		// sockets (the plugin's broker) work across network namespaces. Where the
+		// kernel refuses (no privilege for it), Landlock's TCP rules remain.
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
+	err := cmd.Start()
+	if err != nil && cmd.SysProcAttr.Cloneflags != 0 {
+		cmd.SysProcAttr.Cloneflags = 0
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fail("start %s: %v", p.Path, err)
 	}
 	pid := cmd.Process.Pid
@@ -148,7 +161,14 @@ func launch() int {
 			break
 		}
 	}
-	stopTree(p)
+	// Not on this thread: Landlock confines it, and the tree's end reads /proc and
+	// the cgroup's files.
+	stopped := make(chan struct{})
+	go func() {
+		stopTree(p)
+		close(stopped)
+	}()
+	<-stopped
 	if ws.Signaled() {
 		fmt.Fprintf(status, "signal %d\n", int(ws.Signal()))
 		return 128 + int(ws.Signal())
