@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -179,6 +180,15 @@ func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
 // PID returns the server process's id (its process group's id too).
 func (inst *Instance) PID() int { return inst.proc.Cmd.Process.Pid }
+
+// Stderr returns the tail of what the server wrote to stderr (about 8 KiB).
+func (inst *Instance) Stderr() string { return inst.proc.stderrTail.String() }
+
+// Containment reports how the server's process tree is held together, and whether
+// Landlock confines it.
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+}
 
 // Dead returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
