@@ -74,8 +74,15 @@ type SourceStatus struct {
 	Stderr string
 }
 
-// ErrUnknownSource is returned by RestartSource for a name no source has.
-var ErrUnknownSource = errors.New("location: no such source")
+// Errors of RestartSource.
+var (
+	// ErrUnknownSource: no source has the name.
+	ErrUnknownSource = errors.New("location: no such source")
+	// ErrAmbiguousSource: several sources have the bare name; give "kind:name".
+	ErrAmbiguousSource = errors.New("location: the name is ambiguous: say which source, as kind:name")
+	// ErrNotRestartable: the built-ins run in the host and cannot be restarted.
+	ErrNotRestartable = errors.New("location: the built-ins cannot be restarted")
+)
 
 // source is one configured source and what is known of its health.
 type source struct {
@@ -221,7 +228,7 @@ func (l *Location) lookup(name string) (*source, error) {
 	case 1:
 		return found[0], nil
 	}
-	return nil, fmt.Errorf("location: %q names several sources in %s: say which, as kind:name", name, l.id)
+	return nil, fmt.Errorf("%w: %q in %s", ErrAmbiguousSource, name, l.id)
 }
 
 // RestartSource restarts one source by name ("kind:name", or the bare name when it
@@ -253,7 +260,7 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindManifest:
 		return l.restartManifest(ctx, s)
 	}
-	return fmt.Errorf("location: the %s source cannot be restarted", s.kind)
+	return ErrNotRestartable
 }
 
 func (l *Location) restartPlugin(ctx context.Context, s *source) error {
@@ -425,3 +432,6 @@ func describe(sts []SourceStatus) string {
 	}
 	return b.String()
 }
+
+// Done returns a channel closed once the Location's Close has begun.
+func (l *Location) Done() <-chan struct{} { return l.scope.Context().Done() }
