@@ -91,6 +91,9 @@ func supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Targ
 		return nil, err
 	}
 	if err != nil {
+		s.mu.Lock()
+		s.state, s.err = Restarting, err // reported from now on; the retries follow
+		s.mu.Unlock()
 		s.cfg.Logger.Error("plugin did not start; retrying under the crash budget", "plugin", s.cfg.Name, "error", err)
 		_ = sc.Go(func(ctx context.Context) {
 			if !s.restart(ctx, err, nil) {
