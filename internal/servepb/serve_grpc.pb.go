@@ -88,15 +88,20 @@ type ToolhostClient interface {
 	// another connection).
 	CloseClient(ctx context.Context, in *CloseClientRequest, opts ...grpc.CallOption) (*CloseClientResponse, error)
 	// ActivateLocation activates the workspace at an absolute directory: its config is
-	// loaded, its plugins built (Go sources, into the content-addressed build cache) and
-	// started, and their tools registered. It returns once all of that is done. A
-	// directory that is already active is not activated again: its Location is
-	// returned with already_active set. The call's deadline bounds activation; a failed
-	// activation leaves nothing running. Needs no client handle.
+	// loaded, its plugins built (Go sources, into the content-addressed build cache),
+	// every source started, and their tools registered. It returns once every source
+	// has made its first attempt (each bounded by its start timeout). A Location
+	// degrades rather than fails: a source that does not build, start, initialize or
+	// activate is reported by ListSources (state, error, stderr tail) and retried
+	// under its restart budget while the others serve; a manifest tool whose command
+	// cannot run is FAILED and never advertised. A directory that is already active is
+	// not activated again: its Location is returned with already_active set. The
+	// call's deadline bounds activation; a failed activation leaves nothing running.
+	// Needs no client handle.
 	// Errors: INVALID_ARGUMENT when directory is not absolute; FAILED_PRECONDITION
-	// when the Location cannot be activated, with the activation error (config
-	// problems at their JSON paths, build output, plugin stderr) as the message;
-	// CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	// when the Location cannot be activated at all (config problems at their JSON
+	// paths, no build cache) with the error as the message; CANCELLED or
+	// DEADLINE_EXCEEDED when the call ended first.
 	ActivateLocation(ctx context.Context, in *ActivateLocationRequest, opts ...grpc.CallOption) (*ActivateLocationResponse, error)
 	// DeactivateLocation closes a Location for every client: its calls in flight end as
 	// interruptions, its tools disappear, its pending permission asks are declined and
@@ -399,15 +404,20 @@ type ToolhostServer interface {
 	// another connection).
 	CloseClient(context.Context, *CloseClientRequest) (*CloseClientResponse, error)
 	// ActivateLocation activates the workspace at an absolute directory: its config is
-	// loaded, its plugins built (Go sources, into the content-addressed build cache) and
-	// started, and their tools registered. It returns once all of that is done. A
-	// directory that is already active is not activated again: its Location is
-	// returned with already_active set. The call's deadline bounds activation; a failed
-	// activation leaves nothing running. Needs no client handle.
+	// loaded, its plugins built (Go sources, into the content-addressed build cache),
+	// every source started, and their tools registered. It returns once every source
+	// has made its first attempt (each bounded by its start timeout). A Location
+	// degrades rather than fails: a source that does not build, start, initialize or
+	// activate is reported by ListSources (state, error, stderr tail) and retried
+	// under its restart budget while the others serve; a manifest tool whose command
+	// cannot run is FAILED and never advertised. A directory that is already active is
+	// not activated again: its Location is returned with already_active set. The
+	// call's deadline bounds activation; a failed activation leaves nothing running.
+	// Needs no client handle.
 	// Errors: INVALID_ARGUMENT when directory is not absolute; FAILED_PRECONDITION
-	// when the Location cannot be activated, with the activation error (config
-	// problems at their JSON paths, build output, plugin stderr) as the message;
-	// CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	// when the Location cannot be activated at all (config problems at their JSON
+	// paths, no build cache) with the error as the message; CANCELLED or
+	// DEADLINE_EXCEEDED when the call ended first.
 	ActivateLocation(context.Context, *ActivateLocationRequest) (*ActivateLocationResponse, error)
 	// DeactivateLocation closes a Location for every client: its calls in flight end as
 	// interruptions, its tools disappear, its pending permission asks are declined and
