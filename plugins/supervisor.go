@@ -38,12 +38,12 @@ type Supervisor struct {
 	// op serializes what starts generations: crash restarts and reloads.
 	op sync.Mutex
 
-	mu      sync.Mutex
-	cfg     Config
-	cur     *Instance
-	gen     uint64
-	state   State
-	err     error
+	mu       sync.Mutex
+	cfg      Config
+	cur      *Instance
+	gen      uint64
+	state    State
+	err      error
 	crashes  restart.Tracker
 	restarts int
 	swapped  chan struct{} // closed (and replaced) when cur changes

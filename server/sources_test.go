@@ -48,7 +48,7 @@ func degradedWorkspace(t *testing.T) (dir, boomScript, fixture string) {
 			map[string]any{"name": "boom", "command": "sh", "args": []string{boomScript}, "env": map[string]string{"PATH": path}},
 			map[string]any{"name": "mute", "command": "sleep", "args": []string{"600"}, "env": map[string]string{"PATH": path}, "start_timeout": "2s"},
 		},
-		"tools": []any{map[string]any{"name": "shout", "description": "Shouts.", "command": []string{"bash", "-c", "tr a-z A-Z"}}},
+		"tools":      []any{map[string]any{"name": "shout", "description": "Shouts.", "command": []string{"bash", "-c", "tr a-z A-Z"}}},
 		"permission": []any{map[string]any{"action": "*", "resource": "*", "effect": "allow"}},
 	}
 	data, _ := json.Marshal(cfg)
