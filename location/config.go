@@ -124,6 +124,9 @@ type MCPServerConfig struct {
 	Dir string
 	// Timeout bounds each request to the server; zero means the default.
 	Timeout time.Duration
+	// StartTimeout bounds launching, initialization and the first tool listing
+	// (and how long a call waits for a restarting server); zero means 30s.
+	StartTimeout time.Duration
 	// Sharing holds the server's overrides (registered names, "<server>_<tool>")
 	// and limits.
 	Sharing
@@ -667,6 +670,7 @@ type rawMCPServer struct {
 	Env            map[string]string `json:"env"`
 	Dir            string            `json:"dir"`
 	Timeout        string            `json:"timeout"`
+	StartTimeout   string            `json:"start_timeout"`
 	Sandbox        *rawSandbox       `json:"sandbox"`
 	RequireSandbox bool              `json:"require_sandbox"`
 	rawRemote
@@ -759,6 +763,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Env:            m.Env,
 			Dir:            d.workDir(at+"/dir", m.Dir),
 			Timeout:        d.duration(at+"/timeout", m.Timeout),
+			StartTimeout:   d.duration(at+"/start_timeout", m.StartTimeout),
 			Sharing:        d.sharing(at, m.rawSharing),
 			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
 			RequireSandbox: m.RequireSandbox,

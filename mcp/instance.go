@@ -230,9 +230,22 @@ func (inst *Instance) exited() <-chan struct{} {
 }
 
 // Containment reports how the server's process tree is held together, and whether
-// Landlock confines it (see sandbox.Mode).
+// Landlock confines it (see sandbox.Mode); a remote server has no process here
+// (ModeNone, not confined).
 func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	if inst.proc == nil {
+		return sandbox.ModeNone, false
+	}
 	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+}
+
+// Stderr returns the tail of what the server wrote to stderr (about 8 KiB); "" for
+// a remote server.
+func (inst *Instance) Stderr() string {
+	if inst.proc == nil {
+		return ""
+	}
+	return inst.proc.stderrTail.String()
 }
 
 // Dead returns a channel closed when the server process has exited or its session

@@ -577,6 +577,9 @@ func (inst *Instance) PID() int {
 	return inst.proc.box.ProgramPID()
 }
 
+// Stderr returns the tail of what the plugin wrote to stderr (about 8 KiB).
+func (inst *Instance) Stderr() string { return inst.stderr.String() }
+
 // Containment reports how the plugin's process tree is held together, and whether
 // Landlock confines it. A reattached plugin (-debug), which the host did not launch,
 // is neither: ModeNone.

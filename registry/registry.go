@@ -111,6 +111,7 @@ type placement struct {
 	hooks   []*hookEntry        // in registration order
 	version uint64              // grows with every change to names
 	usage   map[Source]*usage   // what each source generation holds (Location placements)
+	holds   map[Source]*Hold    // by source, Generation 0 (see Hold)
 
 	// cached is the last Request prepared here, valid while both versions match.
 	cached                *Request
@@ -336,6 +337,7 @@ func (r *Registry) add(b Batch, old *Registration) (*Registration, error) {
 		}
 	}
 	p.account(b.Source, entries, +1)
+	p.registeredLocked(b.Source)
 	p.version++
 	r.changedLocked()
 	return g, nil
@@ -366,6 +368,7 @@ func (g *Registration) Release() {
 	for _, e := range g.entries {
 		g.p.drop(e)
 	}
+	g.p.retainLocked(g)
 }
 
 // Replace swaps g for the batch b of the same source and placement in one atomic
@@ -523,6 +526,8 @@ func (r *Registry) prepare(location string) (*Request, error) {
 			q.entries[name] = winner(list) // the Location placement comes second and wins
 		}
 	}
+	p.retainedFor(func(name string, e *entry) { q.entries[name] = e }) // a source restarting
+
 	q.defs = make([]Definition, 0, len(q.entries))
 	for _, e := range q.entries {
 		q.defs = append(q.defs, e.def)

@@ -75,6 +75,11 @@ func TestNodeRunner(t *testing.T) {
 		`call_4 find: OUTCOME_TOOL_FAILURE: pattern "("`,
 		`other client: NOT_FOUND: `,
 		`closed client handle`,
+		`source mcp:flaky: SOURCE_STATE_RESTARTING`,
+		`watch: mcp:flaky: SOURCE_STATE_FAILED`,
+		`its stderr ends with: boom: missing API key`,
+		`restarted after fixing the script: mcp:flaky: SOURCE_STATE_RUNNING`,
+		`flaky's tools are back: flaky_glob, flaky_grep, flaky_list, flaky_read`,
 		`toolhost serve stopped (exit 0)`,
 	} {
 		if !bytes.Contains(out, []byte(want)) {

@@ -30,6 +30,9 @@ const (
 	ExitFailure = 2
 	// ExitInterrupted: interrupted (the context was cancelled, e.g. by SIGINT).
 	ExitInterrupted = 3
+	// ExitPartial: tools and status: the Location is active, but some of its sources
+	// do not serve (starting, restarting or failed); they are reported after the tools.
+	ExitPartial = 4
 	// ExitUsage: the command line was wrong.
 	ExitUsage = 64
 )
@@ -46,6 +49,8 @@ commands:
   dev      serve, watching plugins and hot-reloading them when they change
   mcp      serve the tools of Locations as an MCP server (stdio or loopback HTTP)
   mcp-login  authorize toolhost with a Location's remote MCP server (OAuth)
+  status   print the source health of a running serve or dev
+  restart  restart one source of a Location on a running serve or dev
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -55,6 +60,7 @@ exit status:
       invalid input, invalid output or unavailable
   2   operational failure: activation failed, defect, plugin crash, storage failure
   3   interrupted
+  4   tools, status: some sources of the Location do not serve (reported on stdout)
   64  usage error
 
 environment:
@@ -92,6 +98,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.mcp(ctx, rest)
 	case "mcp-login":
 		return a.mcpLogin(ctx, rest)
+	case "status":
+		return a.status(ctx, rest)
+	case "restart":
+		return a.restart(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -138,6 +148,10 @@ func (a *app) help(args []string) int {
 		fs, _ = a.mcpFlags()
 	case "mcp-login":
 		fs, _ = a.mcpLoginFlags()
+	case "status":
+		fs, _ = a.statusFlags()
+	case "restart":
+		fs, _ = a.restartFlags()
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK

@@ -211,4 +211,3 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 	}
 	return ExitOK
 }
-

@@ -56,6 +56,76 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SourceState is a source's condition.
+type SourceState int32
+
+const (
+	SourceState_SOURCE_STATE_UNSPECIFIED SourceState = 0
+	// Its first generation (or one asked for by RestartSource) is starting.
+	SourceState_SOURCE_STATE_STARTING SourceState = 1
+	// It serves. error may still be set: a reload or restart that failed while the
+	// running generation kept serving.
+	SourceState_SOURCE_STATE_RUNNING SourceState = 2
+	// It crashed or failed to start and is being retried under its restart budget.
+	// Its tools stay advertised, and a call waits for the next generation (at most
+	// its start timeout plus the backoff); then the capture rule applies: the same
+	// contract runs, a changed one settles OUTCOME_UNAVAILABLE.
+	SourceState_SOURCE_STATE_RESTARTING SourceState = 3
+	// It cannot serve: its restart budget is spent, its build failed, or its command
+	// cannot be executed. Its tools are not advertised, and calls captured before
+	// settle OUTCOME_UNAVAILABLE with the reason. RestartSource tries again.
+	SourceState_SOURCE_STATE_FAILED SourceState = 4
+	// Its Location is closing.
+	SourceState_SOURCE_STATE_STOPPED SourceState = 5
+)
+
+// Enum value maps for SourceState.
+var (
+	SourceState_name = map[int32]string{
+		0: "SOURCE_STATE_UNSPECIFIED",
+		1: "SOURCE_STATE_STARTING",
+		2: "SOURCE_STATE_RUNNING",
+		3: "SOURCE_STATE_RESTARTING",
+		4: "SOURCE_STATE_FAILED",
+		5: "SOURCE_STATE_STOPPED",
+	}
+	SourceState_value = map[string]int32{
+		"SOURCE_STATE_UNSPECIFIED": 0,
+		"SOURCE_STATE_STARTING":    1,
+		"SOURCE_STATE_RUNNING":     2,
+		"SOURCE_STATE_RESTARTING":  3,
+		"SOURCE_STATE_FAILED":      4,
+		"SOURCE_STATE_STOPPED":     5,
+	}
+)
+
+func (x SourceState) Enum() *SourceState {
+	p := new(SourceState)
+	*p = x
+	return p
+}
+
+func (x SourceState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SourceState) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_servepb_serve_proto_enumTypes[0].Descriptor()
+}
+
+func (SourceState) Type() protoreflect.EnumType {
+	return &file_internal_servepb_serve_proto_enumTypes[0]
+}
+
+func (x SourceState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SourceState.Descriptor instead.
+func (SourceState) EnumDescriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{0}
+}
+
 // Outcome is how a call settled. Every outcome but OUTCOME_COMPLETED is an error the
 // model sees: its content is one text part saying what went wrong.
 type Outcome int32
@@ -109,11 +179,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_servepb_serve_proto_enumTypes[0].Descriptor()
+	return file_internal_servepb_serve_proto_enumTypes[1].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_internal_servepb_serve_proto_enumTypes[0]
+	return &file_internal_servepb_serve_proto_enumTypes[1]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -122,7 +192,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{0}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{1}
 }
 
 type CallError_Kind int32
@@ -167,11 +237,11 @@ func (x CallError_Kind) String() string {
 }
 
 func (CallError_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_servepb_serve_proto_enumTypes[1].Descriptor()
+	return file_internal_servepb_serve_proto_enumTypes[2].Descriptor()
 }
 
 func (CallError_Kind) Type() protoreflect.EnumType {
-	return &file_internal_servepb_serve_proto_enumTypes[1]
+	return &file_internal_servepb_serve_proto_enumTypes[2]
 }
 
 func (x CallError_Kind) Number() protoreflect.EnumNumber {
@@ -180,7 +250,7 @@ func (x CallError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CallError_Kind.Descriptor instead.
 func (CallError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{27, 0}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{34, 0}
 }
 
 type AnswerAskRequest_Reply int32
@@ -224,11 +294,11 @@ func (x AnswerAskRequest_Reply) String() string {
 }
 
 func (AnswerAskRequest_Reply) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_servepb_serve_proto_enumTypes[2].Descriptor()
+	return file_internal_servepb_serve_proto_enumTypes[3].Descriptor()
 }
 
 func (AnswerAskRequest_Reply) Type() protoreflect.EnumType {
-	return &file_internal_servepb_serve_proto_enumTypes[2]
+	return &file_internal_servepb_serve_proto_enumTypes[3]
 }
 
 func (x AnswerAskRequest_Reply) Number() protoreflect.EnumNumber {
@@ -237,7 +307,419 @@ func (x AnswerAskRequest_Reply) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AnswerAskRequest_Reply.Descriptor instead.
 func (AnswerAskRequest_Reply) EnumDescriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{35, 0}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{42, 0}
+}
+
+type ListSourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LocationId    string                 `protobuf:"bytes,1,opt,name=location_id,json=locationId,proto3" json:"location_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesRequest) Reset() {
+	*x = ListSourcesRequest{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesRequest) ProtoMessage() {}
+
+func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
+func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListSourcesRequest) GetLocationId() string {
+	if x != nil {
+		return x.LocationId
+	}
+	return ""
+}
+
+type ListSourcesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sources       []*Source              `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesResponse) Reset() {
+	*x = ListSourcesResponse{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesResponse) ProtoMessage() {}
+
+func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
+func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListSourcesResponse) GetSources() []*Source {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type WatchSourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LocationId    string                 `protobuf:"bytes,1,opt,name=location_id,json=locationId,proto3" json:"location_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSourcesRequest) Reset() {
+	*x = WatchSourcesRequest{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSourcesRequest) ProtoMessage() {}
+
+func (x *WatchSourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSourcesRequest.ProtoReflect.Descriptor instead.
+func (*WatchSourcesRequest) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatchSourcesRequest) GetLocationId() string {
+	if x != nil {
+		return x.LocationId
+	}
+	return ""
+}
+
+type SourcesEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sources are every source (the first event) or those that changed (later ones).
+	Sources       []*Source `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourcesEvent) Reset() {
+	*x = SourcesEvent{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourcesEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourcesEvent) ProtoMessage() {}
+
+func (x *SourcesEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourcesEvent.ProtoReflect.Descriptor instead.
+func (*SourcesEvent) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SourcesEvent) GetSources() []*Source {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type RestartSourceRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	LocationId string                 `protobuf:"bytes,1,opt,name=location_id,json=locationId,proto3" json:"location_id,omitempty"`
+	// name is "kind:name" ("plugin:text", "mcp:memory", "manifest:shout") or a bare
+	// name that only one source of the Location has.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartSourceRequest) Reset() {
+	*x = RestartSourceRequest{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartSourceRequest) ProtoMessage() {}
+
+func (x *RestartSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartSourceRequest.ProtoReflect.Descriptor instead.
+func (*RestartSourceRequest) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RestartSourceRequest) GetLocationId() string {
+	if x != nil {
+		return x.LocationId
+	}
+	return ""
+}
+
+func (x *RestartSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RestartSourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        *Source                `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartSourceResponse) Reset() {
+	*x = RestartSourceResponse{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartSourceResponse) ProtoMessage() {}
+
+func (x *RestartSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartSourceResponse.ProtoReflect.Descriptor instead.
+func (*RestartSourceResponse) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RestartSourceResponse) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// Source is the health of one source of a Location.
+type Source struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "builtin", "plugin", "mcp" or "manifest".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// name is the source's name in the config (empty for the built-ins).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// id is "kind:name" ("builtin" alone), what RestartSource and permission rules take.
+	Id    string      `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	State SourceState `protobuf:"varint,4,opt,name=state,proto3,enum=toolhost.serve.v1.SourceState" json:"state,omitempty"`
+	// generation counts the generations that started (0: none yet).
+	Generation uint32 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// pid is the current generation's process id, or 0.
+	Pid int32 `protobuf:"varint,6,opt,name=pid,proto3" json:"pid,omitempty"`
+	// containment is how the source's process tree is held together: "namespace",
+	// "cgroup", "subreaper" or "none"; empty without a process of its own.
+	Containment string `protobuf:"bytes,7,opt,name=containment,proto3" json:"containment,omitempty"`
+	// confined is set when Landlock confines the source.
+	Confined bool `protobuf:"varint,8,opt,name=confined,proto3" json:"confined,omitempty"`
+	// restarts counts generations started again after a crash or failed start.
+	Restarts uint32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// error is the last error (see SourceState), or empty.
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// stderr_tail is the end of what the current or last failed generation wrote to
+	// stderr (or a failed build's compiler output), at most about 8 KiB.
+	StderrTail    string `protobuf:"bytes,11,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_internal_servepb_serve_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_servepb_serve_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Source) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Source) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Source) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Source) GetState() SourceState {
+	if x != nil {
+		return x.State
+	}
+	return SourceState_SOURCE_STATE_UNSPECIFIED
+}
+
+func (x *Source) GetGeneration() uint32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Source) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Source) GetContainment() string {
+	if x != nil {
+		return x.Containment
+	}
+	return ""
+}
+
+func (x *Source) GetConfined() bool {
+	if x != nil {
+		return x.Confined
+	}
+	return false
+}
+
+func (x *Source) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Source) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Source) GetStderrTail() string {
+	if x != nil {
+		return x.StderrTail
+	}
+	return ""
 }
 
 type OpenClientRequest struct {
@@ -248,7 +730,7 @@ type OpenClientRequest struct {
 
 func (x *OpenClientRequest) Reset() {
 	*x = OpenClientRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[0]
+	mi := &file_internal_servepb_serve_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +742,7 @@ func (x *OpenClientRequest) String() string {
 func (*OpenClientRequest) ProtoMessage() {}
 
 func (x *OpenClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[0]
+	mi := &file_internal_servepb_serve_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +755,7 @@ func (x *OpenClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenClientRequest.ProtoReflect.Descriptor instead.
 func (*OpenClientRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{0}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{7}
 }
 
 type OpenClientResponse struct {
@@ -286,7 +768,7 @@ type OpenClientResponse struct {
 
 func (x *OpenClientResponse) Reset() {
 	*x = OpenClientResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[1]
+	mi := &file_internal_servepb_serve_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +780,7 @@ func (x *OpenClientResponse) String() string {
 func (*OpenClientResponse) ProtoMessage() {}
 
 func (x *OpenClientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[1]
+	mi := &file_internal_servepb_serve_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +793,7 @@ func (x *OpenClientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenClientResponse.ProtoReflect.Descriptor instead.
 func (*OpenClientResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{1}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OpenClientResponse) GetClientId() string {
@@ -330,7 +812,7 @@ type CloseClientRequest struct {
 
 func (x *CloseClientRequest) Reset() {
 	*x = CloseClientRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[2]
+	mi := &file_internal_servepb_serve_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +824,7 @@ func (x *CloseClientRequest) String() string {
 func (*CloseClientRequest) ProtoMessage() {}
 
 func (x *CloseClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[2]
+	mi := &file_internal_servepb_serve_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +837,7 @@ func (x *CloseClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseClientRequest.ProtoReflect.Descriptor instead.
 func (*CloseClientRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{2}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseClientRequest) GetClientId() string {
@@ -373,7 +855,7 @@ type CloseClientResponse struct {
 
 func (x *CloseClientResponse) Reset() {
 	*x = CloseClientResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[3]
+	mi := &file_internal_servepb_serve_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +867,7 @@ func (x *CloseClientResponse) String() string {
 func (*CloseClientResponse) ProtoMessage() {}
 
 func (x *CloseClientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[3]
+	mi := &file_internal_servepb_serve_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +880,7 @@ func (x *CloseClientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseClientResponse.ProtoReflect.Descriptor instead.
 func (*CloseClientResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{3}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{10}
 }
 
 type ActivateLocationRequest struct {
@@ -411,7 +893,7 @@ type ActivateLocationRequest struct {
 
 func (x *ActivateLocationRequest) Reset() {
 	*x = ActivateLocationRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[4]
+	mi := &file_internal_servepb_serve_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +905,7 @@ func (x *ActivateLocationRequest) String() string {
 func (*ActivateLocationRequest) ProtoMessage() {}
 
 func (x *ActivateLocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[4]
+	mi := &file_internal_servepb_serve_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +918,7 @@ func (x *ActivateLocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateLocationRequest.ProtoReflect.Descriptor instead.
 func (*ActivateLocationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{4}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ActivateLocationRequest) GetDirectory() string {
@@ -457,7 +939,7 @@ type ActivateLocationResponse struct {
 
 func (x *ActivateLocationResponse) Reset() {
 	*x = ActivateLocationResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[5]
+	mi := &file_internal_servepb_serve_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +951,7 @@ func (x *ActivateLocationResponse) String() string {
 func (*ActivateLocationResponse) ProtoMessage() {}
 
 func (x *ActivateLocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[5]
+	mi := &file_internal_servepb_serve_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +964,7 @@ func (x *ActivateLocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateLocationResponse.ProtoReflect.Descriptor instead.
 func (*ActivateLocationResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{5}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ActivateLocationResponse) GetLocation() *Location {
@@ -509,7 +991,7 @@ type DeactivateLocationRequest struct {
 
 func (x *DeactivateLocationRequest) Reset() {
 	*x = DeactivateLocationRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[6]
+	mi := &file_internal_servepb_serve_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +1003,7 @@ func (x *DeactivateLocationRequest) String() string {
 func (*DeactivateLocationRequest) ProtoMessage() {}
 
 func (x *DeactivateLocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[6]
+	mi := &file_internal_servepb_serve_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +1016,7 @@ func (x *DeactivateLocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateLocationRequest.ProtoReflect.Descriptor instead.
 func (*DeactivateLocationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{6}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeactivateLocationRequest) GetLocationId() string {
@@ -552,7 +1034,7 @@ type DeactivateLocationResponse struct {
 
 func (x *DeactivateLocationResponse) Reset() {
 	*x = DeactivateLocationResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[7]
+	mi := &file_internal_servepb_serve_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +1046,7 @@ func (x *DeactivateLocationResponse) String() string {
 func (*DeactivateLocationResponse) ProtoMessage() {}
 
 func (x *DeactivateLocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[7]
+	mi := &file_internal_servepb_serve_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +1059,7 @@ func (x *DeactivateLocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateLocationResponse.ProtoReflect.Descriptor instead.
 func (*DeactivateLocationResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{7}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{14}
 }
 
 type ListLocationsRequest struct {
@@ -588,7 +1070,7 @@ type ListLocationsRequest struct {
 
 func (x *ListLocationsRequest) Reset() {
 	*x = ListLocationsRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[8]
+	mi := &file_internal_servepb_serve_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +1082,7 @@ func (x *ListLocationsRequest) String() string {
 func (*ListLocationsRequest) ProtoMessage() {}
 
 func (x *ListLocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[8]
+	mi := &file_internal_servepb_serve_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +1095,7 @@ func (x *ListLocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListLocationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{8}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{15}
 }
 
 type ListLocationsResponse struct {
@@ -625,7 +1107,7 @@ type ListLocationsResponse struct {
 
 func (x *ListLocationsResponse) Reset() {
 	*x = ListLocationsResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[9]
+	mi := &file_internal_servepb_serve_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +1119,7 @@ func (x *ListLocationsResponse) String() string {
 func (*ListLocationsResponse) ProtoMessage() {}
 
 func (x *ListLocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[9]
+	mi := &file_internal_servepb_serve_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +1132,7 @@ func (x *ListLocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListLocationsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{9}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListLocationsResponse) GetLocations() []*Location {
@@ -669,7 +1151,7 @@ type Location struct {
 	WorkspaceId string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	// tools are the tools visible in the Location now, sorted by name.
 	Tools []*ToolSummary `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
-	// plugins are the Location's plugins, in config order.
+	// plugins are the Location's plugins, in config order (ListSources has every source).
 	Plugins       []*PluginStatus `protobuf:"bytes,4,rep,name=plugins,proto3" json:"plugins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -677,7 +1159,7 @@ type Location struct {
 
 func (x *Location) Reset() {
 	*x = Location{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[10]
+	mi := &file_internal_servepb_serve_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +1171,7 @@ func (x *Location) String() string {
 func (*Location) ProtoMessage() {}
 
 func (x *Location) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[10]
+	mi := &file_internal_servepb_serve_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +1184,7 @@ func (x *Location) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Location.ProtoReflect.Descriptor instead.
 func (*Location) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{10}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Location) GetId() string {
@@ -744,7 +1226,7 @@ type ToolSummary struct {
 
 func (x *ToolSummary) Reset() {
 	*x = ToolSummary{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[11]
+	mi := &file_internal_servepb_serve_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1238,7 @@ func (x *ToolSummary) String() string {
 func (*ToolSummary) ProtoMessage() {}
 
 func (x *ToolSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[11]
+	mi := &file_internal_servepb_serve_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1251,7 @@ func (x *ToolSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSummary.ProtoReflect.Descriptor instead.
 func (*ToolSummary) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{11}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolSummary) GetName() string {
@@ -804,7 +1286,7 @@ type PluginStatus struct {
 
 func (x *PluginStatus) Reset() {
 	*x = PluginStatus{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[12]
+	mi := &file_internal_servepb_serve_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1298,7 @@ func (x *PluginStatus) String() string {
 func (*PluginStatus) ProtoMessage() {}
 
 func (x *PluginStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[12]
+	mi := &file_internal_servepb_serve_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1311,7 @@ func (x *PluginStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginStatus.ProtoReflect.Descriptor instead.
 func (*PluginStatus) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{12}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PluginStatus) GetName() string {
@@ -880,7 +1362,7 @@ type PrepareRequestRequest struct {
 
 func (x *PrepareRequestRequest) Reset() {
 	*x = PrepareRequestRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[13]
+	mi := &file_internal_servepb_serve_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1374,7 @@ func (x *PrepareRequestRequest) String() string {
 func (*PrepareRequestRequest) ProtoMessage() {}
 
 func (x *PrepareRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[13]
+	mi := &file_internal_servepb_serve_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1387,7 @@ func (x *PrepareRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequestRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequestRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{13}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PrepareRequestRequest) GetClientId() string {
@@ -946,7 +1428,7 @@ type PrepareRequestResponse struct {
 
 func (x *PrepareRequestResponse) Reset() {
 	*x = PrepareRequestResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[14]
+	mi := &file_internal_servepb_serve_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1440,7 @@ func (x *PrepareRequestResponse) String() string {
 func (*PrepareRequestResponse) ProtoMessage() {}
 
 func (x *PrepareRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[14]
+	mi := &file_internal_servepb_serve_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1453,7 @@ func (x *PrepareRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequestResponse.ProtoReflect.Descriptor instead.
 func (*PrepareRequestResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{14}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PrepareRequestResponse) GetRequestId() string {
@@ -1020,7 +1502,7 @@ type Definition struct {
 
 func (x *Definition) Reset() {
 	*x = Definition{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[15]
+	mi := &file_internal_servepb_serve_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1514,7 @@ func (x *Definition) String() string {
 func (*Definition) ProtoMessage() {}
 
 func (x *Definition) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[15]
+	mi := &file_internal_servepb_serve_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1527,7 @@ func (x *Definition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Definition.ProtoReflect.Descriptor instead.
 func (*Definition) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{15}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Definition) GetName() string {
@@ -1108,7 +1590,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[16]
+	mi := &file_internal_servepb_serve_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1602,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[16]
+	mi := &file_internal_servepb_serve_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1615,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{16}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Annotations) GetReadOnly() bool {
@@ -1178,7 +1660,7 @@ type ToolProblem struct {
 
 func (x *ToolProblem) Reset() {
 	*x = ToolProblem{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[17]
+	mi := &file_internal_servepb_serve_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1672,7 @@ func (x *ToolProblem) String() string {
 func (*ToolProblem) ProtoMessage() {}
 
 func (x *ToolProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[17]
+	mi := &file_internal_servepb_serve_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1685,7 @@ func (x *ToolProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProblem.ProtoReflect.Descriptor instead.
 func (*ToolProblem) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{17}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolProblem) GetTool() string {
@@ -1244,7 +1726,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[18]
+	mi := &file_internal_servepb_serve_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1738,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[18]
+	mi := &file_internal_servepb_serve_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1751,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{18}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SettleRequest) GetClientId() string {
@@ -1322,7 +1804,7 @@ type Invocation struct {
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[19]
+	mi := &file_internal_servepb_serve_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1816,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[19]
+	mi := &file_internal_servepb_serve_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1829,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{19}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Invocation) GetSessionId() string {
@@ -1396,7 +1878,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[20]
+	mi := &file_internal_servepb_serve_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1890,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[20]
+	mi := &file_internal_servepb_serve_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1903,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{20}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SettleResponse) GetResult() isSettleResponse_Result {
@@ -1490,7 +1972,7 @@ type SettleEvent struct {
 
 func (x *SettleEvent) Reset() {
 	*x = SettleEvent{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[21]
+	mi := &file_internal_servepb_serve_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1984,7 @@ func (x *SettleEvent) String() string {
 func (*SettleEvent) ProtoMessage() {}
 
 func (x *SettleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[21]
+	mi := &file_internal_servepb_serve_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1997,7 @@ func (x *SettleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleEvent.ProtoReflect.Descriptor instead.
 func (*SettleEvent) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{21}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SettleEvent) GetEvent() isSettleEvent_Event {
@@ -1609,7 +2091,7 @@ type Settlement struct {
 
 func (x *Settlement) Reset() {
 	*x = Settlement{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[22]
+	mi := &file_internal_servepb_serve_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +2103,7 @@ func (x *Settlement) String() string {
 func (*Settlement) ProtoMessage() {}
 
 func (x *Settlement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[22]
+	mi := &file_internal_servepb_serve_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +2116,7 @@ func (x *Settlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
 func (*Settlement) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{22}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Settlement) GetName() string {
@@ -1700,7 +2182,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[23]
+	mi := &file_internal_servepb_serve_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +2194,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[23]
+	mi := &file_internal_servepb_serve_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +2207,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{23}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -1781,7 +2263,7 @@ type Media struct {
 
 func (x *Media) Reset() {
 	*x = Media{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[24]
+	mi := &file_internal_servepb_serve_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +2275,7 @@ func (x *Media) String() string {
 func (*Media) ProtoMessage() {}
 
 func (x *Media) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[24]
+	mi := &file_internal_servepb_serve_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2288,7 @@ func (x *Media) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Media.ProtoReflect.Descriptor instead.
 func (*Media) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{24}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Media) GetMimeType() string {
@@ -1835,7 +2317,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[25]
+	mi := &file_internal_servepb_serve_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +2329,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[25]
+	mi := &file_internal_servepb_serve_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +2342,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{25}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Problem) GetPointer() string {
@@ -1889,7 +2371,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[26]
+	mi := &file_internal_servepb_serve_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2383,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[26]
+	mi := &file_internal_servepb_serve_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2396,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{26}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -1949,7 +2431,7 @@ type CallError struct {
 
 func (x *CallError) Reset() {
 	*x = CallError{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[27]
+	mi := &file_internal_servepb_serve_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2443,7 @@ func (x *CallError) String() string {
 func (*CallError) ProtoMessage() {}
 
 func (x *CallError) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[27]
+	mi := &file_internal_servepb_serve_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2456,7 @@ func (x *CallError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallError.ProtoReflect.Descriptor instead.
 func (*CallError) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{27}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CallError) GetKind() CallError_Kind {
@@ -2001,7 +2483,7 @@ type ReleaseRequestRequest struct {
 
 func (x *ReleaseRequestRequest) Reset() {
 	*x = ReleaseRequestRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[28]
+	mi := &file_internal_servepb_serve_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2495,7 @@ func (x *ReleaseRequestRequest) String() string {
 func (*ReleaseRequestRequest) ProtoMessage() {}
 
 func (x *ReleaseRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[28]
+	mi := &file_internal_servepb_serve_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2508,7 @@ func (x *ReleaseRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequestRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequestRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{28}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReleaseRequestRequest) GetClientId() string {
@@ -2051,7 +2533,7 @@ type ReleaseRequestResponse struct {
 
 func (x *ReleaseRequestResponse) Reset() {
 	*x = ReleaseRequestResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[29]
+	mi := &file_internal_servepb_serve_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2545,7 @@ func (x *ReleaseRequestResponse) String() string {
 func (*ReleaseRequestResponse) ProtoMessage() {}
 
 func (x *ReleaseRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[29]
+	mi := &file_internal_servepb_serve_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2558,7 @@ func (x *ReleaseRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequestResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseRequestResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{29}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{36}
 }
 
 type CancelCallRequest struct {
@@ -2090,7 +2572,7 @@ type CancelCallRequest struct {
 
 func (x *CancelCallRequest) Reset() {
 	*x = CancelCallRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[30]
+	mi := &file_internal_servepb_serve_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2584,7 @@ func (x *CancelCallRequest) String() string {
 func (*CancelCallRequest) ProtoMessage() {}
 
 func (x *CancelCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[30]
+	mi := &file_internal_servepb_serve_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2597,7 @@ func (x *CancelCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCallRequest.ProtoReflect.Descriptor instead.
 func (*CancelCallRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{30}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelCallRequest) GetClientId() string {
@@ -2147,7 +2629,7 @@ type CancelCallResponse struct {
 
 func (x *CancelCallResponse) Reset() {
 	*x = CancelCallResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[31]
+	mi := &file_internal_servepb_serve_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2641,7 @@ func (x *CancelCallResponse) String() string {
 func (*CancelCallResponse) ProtoMessage() {}
 
 func (x *CancelCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[31]
+	mi := &file_internal_servepb_serve_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2654,7 @@ func (x *CancelCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCallResponse.ProtoReflect.Descriptor instead.
 func (*CancelCallResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{31}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{38}
 }
 
 type WatchAsksRequest struct {
@@ -2186,7 +2668,7 @@ type WatchAsksRequest struct {
 
 func (x *WatchAsksRequest) Reset() {
 	*x = WatchAsksRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[32]
+	mi := &file_internal_servepb_serve_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2680,7 @@ func (x *WatchAsksRequest) String() string {
 func (*WatchAsksRequest) ProtoMessage() {}
 
 func (x *WatchAsksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[32]
+	mi := &file_internal_servepb_serve_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2693,7 @@ func (x *WatchAsksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAsksRequest.ProtoReflect.Descriptor instead.
 func (*WatchAsksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{32}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchAsksRequest) GetClientId() string {
@@ -2242,7 +2724,7 @@ type AskEvent struct {
 
 func (x *AskEvent) Reset() {
 	*x = AskEvent{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[33]
+	mi := &file_internal_servepb_serve_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2736,7 @@ func (x *AskEvent) String() string {
 func (*AskEvent) ProtoMessage() {}
 
 func (x *AskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[33]
+	mi := &file_internal_servepb_serve_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2749,7 @@ func (x *AskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskEvent.ProtoReflect.Descriptor instead.
 func (*AskEvent) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{33}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AskEvent) GetEvent() isAskEvent_Event {
@@ -2357,7 +2839,7 @@ type Ask struct {
 
 func (x *Ask) Reset() {
 	*x = Ask{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[34]
+	mi := &file_internal_servepb_serve_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2851,7 @@ func (x *Ask) String() string {
 func (*Ask) ProtoMessage() {}
 
 func (x *Ask) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[34]
+	mi := &file_internal_servepb_serve_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2864,7 @@ func (x *Ask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ask.ProtoReflect.Descriptor instead.
 func (*Ask) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{34}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Ask) GetId() string {
@@ -2481,7 +2963,7 @@ type AnswerAskRequest struct {
 
 func (x *AnswerAskRequest) Reset() {
 	*x = AnswerAskRequest{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[35]
+	mi := &file_internal_servepb_serve_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2975,7 @@ func (x *AnswerAskRequest) String() string {
 func (*AnswerAskRequest) ProtoMessage() {}
 
 func (x *AnswerAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[35]
+	mi := &file_internal_servepb_serve_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2988,7 @@ func (x *AnswerAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerAskRequest.ProtoReflect.Descriptor instead.
 func (*AnswerAskRequest) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{35}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AnswerAskRequest) GetClientId() string {
@@ -2545,7 +3027,7 @@ type AnswerAskResponse struct {
 
 func (x *AnswerAskResponse) Reset() {
 	*x = AnswerAskResponse{}
-	mi := &file_internal_servepb_serve_proto_msgTypes[36]
+	mi := &file_internal_servepb_serve_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +3039,7 @@ func (x *AnswerAskResponse) String() string {
 func (*AnswerAskResponse) ProtoMessage() {}
 
 func (x *AnswerAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_servepb_serve_proto_msgTypes[36]
+	mi := &file_internal_servepb_serve_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,14 +3052,46 @@ func (x *AnswerAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerAskResponse.ProtoReflect.Descriptor instead.
 func (*AnswerAskResponse) Descriptor() ([]byte, []int) {
-	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{36}
+	return file_internal_servepb_serve_proto_rawDescGZIP(), []int{43}
 }
 
 var File_internal_servepb_serve_proto protoreflect.FileDescriptor
 
 const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/servepb/serve.proto\x12\x11toolhost.serve.v1\"\x13\n" +
+	"\x1cinternal/servepb/serve.proto\x12\x11toolhost.serve.v1\"5\n" +
+	"\x12ListSourcesRequest\x12\x1f\n" +
+	"\vlocation_id\x18\x01 \x01(\tR\n" +
+	"locationId\"J\n" +
+	"\x13ListSourcesResponse\x123\n" +
+	"\asources\x18\x01 \x03(\v2\x19.toolhost.serve.v1.SourceR\asources\"6\n" +
+	"\x13WatchSourcesRequest\x12\x1f\n" +
+	"\vlocation_id\x18\x01 \x01(\tR\n" +
+	"locationId\"C\n" +
+	"\fSourcesEvent\x123\n" +
+	"\asources\x18\x01 \x03(\v2\x19.toolhost.serve.v1.SourceR\asources\"K\n" +
+	"\x14RestartSourceRequest\x12\x1f\n" +
+	"\vlocation_id\x18\x01 \x01(\tR\n" +
+	"locationId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"J\n" +
+	"\x15RestartSourceResponse\x121\n" +
+	"\x06source\x18\x01 \x01(\v2\x19.toolhost.serve.v1.SourceR\x06source\"\xb9\x02\n" +
+	"\x06Source\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x124\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1e.toolhost.serve.v1.SourceStateR\x05state\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\rR\n" +
+	"generation\x12\x10\n" +
+	"\x03pid\x18\x06 \x01(\x05R\x03pid\x12 \n" +
+	"\vcontainment\x18\a \x01(\tR\vcontainment\x12\x1a\n" +
+	"\bconfined\x18\b \x01(\bR\bconfined\x12\x1a\n" +
+	"\brestarts\x18\t \x01(\rR\brestarts\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1f\n" +
+	"\vstderr_tail\x18\v \x01(\tR\n" +
+	"stderrTail\"\x13\n" +
 	"\x11OpenClientRequest\"1\n" +
 	"\x12OpenClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\"1\n" +
@@ -2764,7 +3278,14 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x06ALWAYS\x10\x02\x12\n" +
 	"\n" +
 	"\x06REJECT\x10\x03\"\x13\n" +
-	"\x11AnswerAskResponse*\xb8\x01\n" +
+	"\x11AnswerAskResponse*\xb0\x01\n" +
+	"\vSourceState\x12\x1c\n" +
+	"\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SOURCE_STATE_STARTING\x10\x01\x12\x18\n" +
+	"\x14SOURCE_STATE_RUNNING\x10\x02\x12\x1b\n" +
+	"\x17SOURCE_STATE_RESTARTING\x10\x03\x12\x17\n" +
+	"\x13SOURCE_STATE_FAILED\x10\x04\x12\x18\n" +
+	"\x14SOURCE_STATE_STOPPED\x10\x05*\xb8\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x18\n" +
@@ -2772,7 +3293,7 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x0fOUTCOME_UNKNOWN\x10\x03\x12\x19\n" +
 	"\x15OUTCOME_INVALID_INPUT\x10\x04\x12\x1a\n" +
 	"\x16OUTCOME_INVALID_OUTPUT\x10\x05\x12\x17\n" +
-	"\x13OUTCOME_UNAVAILABLE\x10\x062\xfc\b\n" +
+	"\x13OUTCOME_UNAVAILABLE\x10\x062\x99\v\n" +
 	"\bToolhost\x12Y\n" +
 	"\n" +
 	"OpenClient\x12$.toolhost.serve.v1.OpenClientRequest\x1a%.toolhost.serve.v1.OpenClientResponse\x12\\\n" +
@@ -2787,7 +3308,10 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\n" +
 	"CancelCall\x12$.toolhost.serve.v1.CancelCallRequest\x1a%.toolhost.serve.v1.CancelCallResponse\x12O\n" +
 	"\tWatchAsks\x12#.toolhost.serve.v1.WatchAsksRequest\x1a\x1b.toolhost.serve.v1.AskEvent0\x01\x12V\n" +
-	"\tAnswerAsk\x12#.toolhost.serve.v1.AnswerAskRequest\x1a$.toolhost.serve.v1.AnswerAskResponseB/Z-github.com/toolhost/toolhost/internal/servepbb\x06proto3"
+	"\tAnswerAsk\x12#.toolhost.serve.v1.AnswerAskRequest\x1a$.toolhost.serve.v1.AnswerAskResponse\x12\\\n" +
+	"\vListSources\x12%.toolhost.serve.v1.ListSourcesRequest\x1a&.toolhost.serve.v1.ListSourcesResponse\x12Y\n" +
+	"\fWatchSources\x12&.toolhost.serve.v1.WatchSourcesRequest\x1a\x1f.toolhost.serve.v1.SourcesEvent0\x01\x12b\n" +
+	"\rRestartSource\x12'.toolhost.serve.v1.RestartSourceRequest\x1a(.toolhost.serve.v1.RestartSourceResponseB/Z-github.com/toolhost/toolhost/internal/servepbb\x06proto3"
 
 var (
 	file_internal_servepb_serve_proto_rawDescOnce sync.Once
@@ -2801,100 +3325,118 @@ func file_internal_servepb_serve_proto_rawDescGZIP() []byte {
 	return file_internal_servepb_serve_proto_rawDescData
 }
 
-var file_internal_servepb_serve_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_servepb_serve_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_internal_servepb_serve_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_internal_servepb_serve_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_internal_servepb_serve_proto_goTypes = []any{
-	(Outcome)(0),                       // 0: toolhost.serve.v1.Outcome
-	(CallError_Kind)(0),                // 1: toolhost.serve.v1.CallError.Kind
-	(AnswerAskRequest_Reply)(0),        // 2: toolhost.serve.v1.AnswerAskRequest.Reply
-	(*OpenClientRequest)(nil),          // 3: toolhost.serve.v1.OpenClientRequest
-	(*OpenClientResponse)(nil),         // 4: toolhost.serve.v1.OpenClientResponse
-	(*CloseClientRequest)(nil),         // 5: toolhost.serve.v1.CloseClientRequest
-	(*CloseClientResponse)(nil),        // 6: toolhost.serve.v1.CloseClientResponse
-	(*ActivateLocationRequest)(nil),    // 7: toolhost.serve.v1.ActivateLocationRequest
-	(*ActivateLocationResponse)(nil),   // 8: toolhost.serve.v1.ActivateLocationResponse
-	(*DeactivateLocationRequest)(nil),  // 9: toolhost.serve.v1.DeactivateLocationRequest
-	(*DeactivateLocationResponse)(nil), // 10: toolhost.serve.v1.DeactivateLocationResponse
-	(*ListLocationsRequest)(nil),       // 11: toolhost.serve.v1.ListLocationsRequest
-	(*ListLocationsResponse)(nil),      // 12: toolhost.serve.v1.ListLocationsResponse
-	(*Location)(nil),                   // 13: toolhost.serve.v1.Location
-	(*ToolSummary)(nil),                // 14: toolhost.serve.v1.ToolSummary
-	(*PluginStatus)(nil),               // 15: toolhost.serve.v1.PluginStatus
-	(*PrepareRequestRequest)(nil),      // 16: toolhost.serve.v1.PrepareRequestRequest
-	(*PrepareRequestResponse)(nil),     // 17: toolhost.serve.v1.PrepareRequestResponse
-	(*Definition)(nil),                 // 18: toolhost.serve.v1.Definition
-	(*Annotations)(nil),                // 19: toolhost.serve.v1.Annotations
-	(*ToolProblem)(nil),                // 20: toolhost.serve.v1.ToolProblem
-	(*SettleRequest)(nil),              // 21: toolhost.serve.v1.SettleRequest
-	(*Invocation)(nil),                 // 22: toolhost.serve.v1.Invocation
-	(*SettleResponse)(nil),             // 23: toolhost.serve.v1.SettleResponse
-	(*SettleEvent)(nil),                // 24: toolhost.serve.v1.SettleEvent
-	(*Settlement)(nil),                 // 25: toolhost.serve.v1.Settlement
-	(*ContentPart)(nil),                // 26: toolhost.serve.v1.ContentPart
-	(*Media)(nil),                      // 27: toolhost.serve.v1.Media
-	(*Problem)(nil),                    // 28: toolhost.serve.v1.Problem
-	(*Progress)(nil),                   // 29: toolhost.serve.v1.Progress
-	(*CallError)(nil),                  // 30: toolhost.serve.v1.CallError
-	(*ReleaseRequestRequest)(nil),      // 31: toolhost.serve.v1.ReleaseRequestRequest
-	(*ReleaseRequestResponse)(nil),     // 32: toolhost.serve.v1.ReleaseRequestResponse
-	(*CancelCallRequest)(nil),          // 33: toolhost.serve.v1.CancelCallRequest
-	(*CancelCallResponse)(nil),         // 34: toolhost.serve.v1.CancelCallResponse
-	(*WatchAsksRequest)(nil),           // 35: toolhost.serve.v1.WatchAsksRequest
-	(*AskEvent)(nil),                   // 36: toolhost.serve.v1.AskEvent
-	(*Ask)(nil),                        // 37: toolhost.serve.v1.Ask
-	(*AnswerAskRequest)(nil),           // 38: toolhost.serve.v1.AnswerAskRequest
-	(*AnswerAskResponse)(nil),          // 39: toolhost.serve.v1.AnswerAskResponse
+	(SourceState)(0),                   // 0: toolhost.serve.v1.SourceState
+	(Outcome)(0),                       // 1: toolhost.serve.v1.Outcome
+	(CallError_Kind)(0),                // 2: toolhost.serve.v1.CallError.Kind
+	(AnswerAskRequest_Reply)(0),        // 3: toolhost.serve.v1.AnswerAskRequest.Reply
+	(*ListSourcesRequest)(nil),         // 4: toolhost.serve.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),        // 5: toolhost.serve.v1.ListSourcesResponse
+	(*WatchSourcesRequest)(nil),        // 6: toolhost.serve.v1.WatchSourcesRequest
+	(*SourcesEvent)(nil),               // 7: toolhost.serve.v1.SourcesEvent
+	(*RestartSourceRequest)(nil),       // 8: toolhost.serve.v1.RestartSourceRequest
+	(*RestartSourceResponse)(nil),      // 9: toolhost.serve.v1.RestartSourceResponse
+	(*Source)(nil),                     // 10: toolhost.serve.v1.Source
+	(*OpenClientRequest)(nil),          // 11: toolhost.serve.v1.OpenClientRequest
+	(*OpenClientResponse)(nil),         // 12: toolhost.serve.v1.OpenClientResponse
+	(*CloseClientRequest)(nil),         // 13: toolhost.serve.v1.CloseClientRequest
+	(*CloseClientResponse)(nil),        // 14: toolhost.serve.v1.CloseClientResponse
+	(*ActivateLocationRequest)(nil),    // 15: toolhost.serve.v1.ActivateLocationRequest
+	(*ActivateLocationResponse)(nil),   // 16: toolhost.serve.v1.ActivateLocationResponse
+	(*DeactivateLocationRequest)(nil),  // 17: toolhost.serve.v1.DeactivateLocationRequest
+	(*DeactivateLocationResponse)(nil), // 18: toolhost.serve.v1.DeactivateLocationResponse
+	(*ListLocationsRequest)(nil),       // 19: toolhost.serve.v1.ListLocationsRequest
+	(*ListLocationsResponse)(nil),      // 20: toolhost.serve.v1.ListLocationsResponse
+	(*Location)(nil),                   // 21: toolhost.serve.v1.Location
+	(*ToolSummary)(nil),                // 22: toolhost.serve.v1.ToolSummary
+	(*PluginStatus)(nil),               // 23: toolhost.serve.v1.PluginStatus
+	(*PrepareRequestRequest)(nil),      // 24: toolhost.serve.v1.PrepareRequestRequest
+	(*PrepareRequestResponse)(nil),     // 25: toolhost.serve.v1.PrepareRequestResponse
+	(*Definition)(nil),                 // 26: toolhost.serve.v1.Definition
+	(*Annotations)(nil),                // 27: toolhost.serve.v1.Annotations
+	(*ToolProblem)(nil),                // 28: toolhost.serve.v1.ToolProblem
+	(*SettleRequest)(nil),              // 29: toolhost.serve.v1.SettleRequest
+	(*Invocation)(nil),                 // 30: toolhost.serve.v1.Invocation
+	(*SettleResponse)(nil),             // 31: toolhost.serve.v1.SettleResponse
+	(*SettleEvent)(nil),                // 32: toolhost.serve.v1.SettleEvent
+	(*Settlement)(nil),                 // 33: toolhost.serve.v1.Settlement
+	(*ContentPart)(nil),                // 34: toolhost.serve.v1.ContentPart
+	(*Media)(nil),                      // 35: toolhost.serve.v1.Media
+	(*Problem)(nil),                    // 36: toolhost.serve.v1.Problem
+	(*Progress)(nil),                   // 37: toolhost.serve.v1.Progress
+	(*CallError)(nil),                  // 38: toolhost.serve.v1.CallError
+	(*ReleaseRequestRequest)(nil),      // 39: toolhost.serve.v1.ReleaseRequestRequest
+	(*ReleaseRequestResponse)(nil),     // 40: toolhost.serve.v1.ReleaseRequestResponse
+	(*CancelCallRequest)(nil),          // 41: toolhost.serve.v1.CancelCallRequest
+	(*CancelCallResponse)(nil),         // 42: toolhost.serve.v1.CancelCallResponse
+	(*WatchAsksRequest)(nil),           // 43: toolhost.serve.v1.WatchAsksRequest
+	(*AskEvent)(nil),                   // 44: toolhost.serve.v1.AskEvent
+	(*Ask)(nil),                        // 45: toolhost.serve.v1.Ask
+	(*AnswerAskRequest)(nil),           // 46: toolhost.serve.v1.AnswerAskRequest
+	(*AnswerAskResponse)(nil),          // 47: toolhost.serve.v1.AnswerAskResponse
 }
 var file_internal_servepb_serve_proto_depIdxs = []int32{
-	13, // 0: toolhost.serve.v1.ActivateLocationResponse.location:type_name -> toolhost.serve.v1.Location
-	13, // 1: toolhost.serve.v1.ListLocationsResponse.locations:type_name -> toolhost.serve.v1.Location
-	14, // 2: toolhost.serve.v1.Location.tools:type_name -> toolhost.serve.v1.ToolSummary
-	15, // 3: toolhost.serve.v1.Location.plugins:type_name -> toolhost.serve.v1.PluginStatus
-	18, // 4: toolhost.serve.v1.PrepareRequestResponse.definitions:type_name -> toolhost.serve.v1.Definition
-	20, // 5: toolhost.serve.v1.PrepareRequestResponse.problems:type_name -> toolhost.serve.v1.ToolProblem
-	19, // 6: toolhost.serve.v1.Definition.annotations:type_name -> toolhost.serve.v1.Annotations
-	22, // 7: toolhost.serve.v1.SettleRequest.invocation:type_name -> toolhost.serve.v1.Invocation
-	25, // 8: toolhost.serve.v1.SettleResponse.settlement:type_name -> toolhost.serve.v1.Settlement
-	30, // 9: toolhost.serve.v1.SettleResponse.error:type_name -> toolhost.serve.v1.CallError
-	29, // 10: toolhost.serve.v1.SettleEvent.progress:type_name -> toolhost.serve.v1.Progress
-	25, // 11: toolhost.serve.v1.SettleEvent.settlement:type_name -> toolhost.serve.v1.Settlement
-	30, // 12: toolhost.serve.v1.SettleEvent.error:type_name -> toolhost.serve.v1.CallError
-	0,  // 13: toolhost.serve.v1.Settlement.outcome:type_name -> toolhost.serve.v1.Outcome
-	26, // 14: toolhost.serve.v1.Settlement.content:type_name -> toolhost.serve.v1.ContentPart
-	28, // 15: toolhost.serve.v1.Settlement.problems:type_name -> toolhost.serve.v1.Problem
-	27, // 16: toolhost.serve.v1.ContentPart.media:type_name -> toolhost.serve.v1.Media
-	1,  // 17: toolhost.serve.v1.CallError.kind:type_name -> toolhost.serve.v1.CallError.Kind
-	37, // 18: toolhost.serve.v1.AskEvent.asked:type_name -> toolhost.serve.v1.Ask
-	2,  // 19: toolhost.serve.v1.AnswerAskRequest.reply:type_name -> toolhost.serve.v1.AnswerAskRequest.Reply
-	3,  // 20: toolhost.serve.v1.Toolhost.OpenClient:input_type -> toolhost.serve.v1.OpenClientRequest
-	5,  // 21: toolhost.serve.v1.Toolhost.CloseClient:input_type -> toolhost.serve.v1.CloseClientRequest
-	7,  // 22: toolhost.serve.v1.Toolhost.ActivateLocation:input_type -> toolhost.serve.v1.ActivateLocationRequest
-	9,  // 23: toolhost.serve.v1.Toolhost.DeactivateLocation:input_type -> toolhost.serve.v1.DeactivateLocationRequest
-	11, // 24: toolhost.serve.v1.Toolhost.ListLocations:input_type -> toolhost.serve.v1.ListLocationsRequest
-	16, // 25: toolhost.serve.v1.Toolhost.PrepareRequest:input_type -> toolhost.serve.v1.PrepareRequestRequest
-	31, // 26: toolhost.serve.v1.Toolhost.ReleaseRequest:input_type -> toolhost.serve.v1.ReleaseRequestRequest
-	21, // 27: toolhost.serve.v1.Toolhost.Settle:input_type -> toolhost.serve.v1.SettleRequest
-	21, // 28: toolhost.serve.v1.Toolhost.SettleStream:input_type -> toolhost.serve.v1.SettleRequest
-	33, // 29: toolhost.serve.v1.Toolhost.CancelCall:input_type -> toolhost.serve.v1.CancelCallRequest
-	35, // 30: toolhost.serve.v1.Toolhost.WatchAsks:input_type -> toolhost.serve.v1.WatchAsksRequest
-	38, // 31: toolhost.serve.v1.Toolhost.AnswerAsk:input_type -> toolhost.serve.v1.AnswerAskRequest
-	4,  // 32: toolhost.serve.v1.Toolhost.OpenClient:output_type -> toolhost.serve.v1.OpenClientResponse
-	6,  // 33: toolhost.serve.v1.Toolhost.CloseClient:output_type -> toolhost.serve.v1.CloseClientResponse
-	8,  // 34: toolhost.serve.v1.Toolhost.ActivateLocation:output_type -> toolhost.serve.v1.ActivateLocationResponse
-	10, // 35: toolhost.serve.v1.Toolhost.DeactivateLocation:output_type -> toolhost.serve.v1.DeactivateLocationResponse
-	12, // 36: toolhost.serve.v1.Toolhost.ListLocations:output_type -> toolhost.serve.v1.ListLocationsResponse
-	17, // 37: toolhost.serve.v1.Toolhost.PrepareRequest:output_type -> toolhost.serve.v1.PrepareRequestResponse
-	32, // 38: toolhost.serve.v1.Toolhost.ReleaseRequest:output_type -> toolhost.serve.v1.ReleaseRequestResponse
-	23, // 39: toolhost.serve.v1.Toolhost.Settle:output_type -> toolhost.serve.v1.SettleResponse
-	24, // 40: toolhost.serve.v1.Toolhost.SettleStream:output_type -> toolhost.serve.v1.SettleEvent
-	34, // 41: toolhost.serve.v1.Toolhost.CancelCall:output_type -> toolhost.serve.v1.CancelCallResponse
-	36, // 42: toolhost.serve.v1.Toolhost.WatchAsks:output_type -> toolhost.serve.v1.AskEvent
-	39, // 43: toolhost.serve.v1.Toolhost.AnswerAsk:output_type -> toolhost.serve.v1.AnswerAskResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	10, // 0: toolhost.serve.v1.ListSourcesResponse.sources:type_name -> toolhost.serve.v1.Source
+	10, // 1: toolhost.serve.v1.SourcesEvent.sources:type_name -> toolhost.serve.v1.Source
+	10, // 2: toolhost.serve.v1.RestartSourceResponse.source:type_name -> toolhost.serve.v1.Source
+	0,  // 3: toolhost.serve.v1.Source.state:type_name -> toolhost.serve.v1.SourceState
+	21, // 4: toolhost.serve.v1.ActivateLocationResponse.location:type_name -> toolhost.serve.v1.Location
+	21, // 5: toolhost.serve.v1.ListLocationsResponse.locations:type_name -> toolhost.serve.v1.Location
+	22, // 6: toolhost.serve.v1.Location.tools:type_name -> toolhost.serve.v1.ToolSummary
+	23, // 7: toolhost.serve.v1.Location.plugins:type_name -> toolhost.serve.v1.PluginStatus
+	26, // 8: toolhost.serve.v1.PrepareRequestResponse.definitions:type_name -> toolhost.serve.v1.Definition
+	28, // 9: toolhost.serve.v1.PrepareRequestResponse.problems:type_name -> toolhost.serve.v1.ToolProblem
+	27, // 10: toolhost.serve.v1.Definition.annotations:type_name -> toolhost.serve.v1.Annotations
+	30, // 11: toolhost.serve.v1.SettleRequest.invocation:type_name -> toolhost.serve.v1.Invocation
+	33, // 12: toolhost.serve.v1.SettleResponse.settlement:type_name -> toolhost.serve.v1.Settlement
+	38, // 13: toolhost.serve.v1.SettleResponse.error:type_name -> toolhost.serve.v1.CallError
+	37, // 14: toolhost.serve.v1.SettleEvent.progress:type_name -> toolhost.serve.v1.Progress
+	33, // 15: toolhost.serve.v1.SettleEvent.settlement:type_name -> toolhost.serve.v1.Settlement
+	38, // 16: toolhost.serve.v1.SettleEvent.error:type_name -> toolhost.serve.v1.CallError
+	1,  // 17: toolhost.serve.v1.Settlement.outcome:type_name -> toolhost.serve.v1.Outcome
+	34, // 18: toolhost.serve.v1.Settlement.content:type_name -> toolhost.serve.v1.ContentPart
+	36, // 19: toolhost.serve.v1.Settlement.problems:type_name -> toolhost.serve.v1.Problem
+	35, // 20: toolhost.serve.v1.ContentPart.media:type_name -> toolhost.serve.v1.Media
+	2,  // 21: toolhost.serve.v1.CallError.kind:type_name -> toolhost.serve.v1.CallError.Kind
+	45, // 22: toolhost.serve.v1.AskEvent.asked:type_name -> toolhost.serve.v1.Ask
+	3,  // 23: toolhost.serve.v1.AnswerAskRequest.reply:type_name -> toolhost.serve.v1.AnswerAskRequest.Reply
+	11, // 24: toolhost.serve.v1.Toolhost.OpenClient:input_type -> toolhost.serve.v1.OpenClientRequest
+	13, // 25: toolhost.serve.v1.Toolhost.CloseClient:input_type -> toolhost.serve.v1.CloseClientRequest
+	15, // 26: toolhost.serve.v1.Toolhost.ActivateLocation:input_type -> toolhost.serve.v1.ActivateLocationRequest
+	17, // 27: toolhost.serve.v1.Toolhost.DeactivateLocation:input_type -> toolhost.serve.v1.DeactivateLocationRequest
+	19, // 28: toolhost.serve.v1.Toolhost.ListLocations:input_type -> toolhost.serve.v1.ListLocationsRequest
+	24, // 29: toolhost.serve.v1.Toolhost.PrepareRequest:input_type -> toolhost.serve.v1.PrepareRequestRequest
+	39, // 30: toolhost.serve.v1.Toolhost.ReleaseRequest:input_type -> toolhost.serve.v1.ReleaseRequestRequest
+	29, // 31: toolhost.serve.v1.Toolhost.Settle:input_type -> toolhost.serve.v1.SettleRequest
+	29, // 32: toolhost.serve.v1.Toolhost.SettleStream:input_type -> toolhost.serve.v1.SettleRequest
+	41, // 33: toolhost.serve.v1.Toolhost.CancelCall:input_type -> toolhost.serve.v1.CancelCallRequest
+	43, // 34: toolhost.serve.v1.Toolhost.WatchAsks:input_type -> toolhost.serve.v1.WatchAsksRequest
+	46, // 35: toolhost.serve.v1.Toolhost.AnswerAsk:input_type -> toolhost.serve.v1.AnswerAskRequest
+	4,  // 36: toolhost.serve.v1.Toolhost.ListSources:input_type -> toolhost.serve.v1.ListSourcesRequest
+	6,  // 37: toolhost.serve.v1.Toolhost.WatchSources:input_type -> toolhost.serve.v1.WatchSourcesRequest
+	8,  // 38: toolhost.serve.v1.Toolhost.RestartSource:input_type -> toolhost.serve.v1.RestartSourceRequest
+	12, // 39: toolhost.serve.v1.Toolhost.OpenClient:output_type -> toolhost.serve.v1.OpenClientResponse
+	14, // 40: toolhost.serve.v1.Toolhost.CloseClient:output_type -> toolhost.serve.v1.CloseClientResponse
+	16, // 41: toolhost.serve.v1.Toolhost.ActivateLocation:output_type -> toolhost.serve.v1.ActivateLocationResponse
+	18, // 42: toolhost.serve.v1.Toolhost.DeactivateLocation:output_type -> toolhost.serve.v1.DeactivateLocationResponse
+	20, // 43: toolhost.serve.v1.Toolhost.ListLocations:output_type -> toolhost.serve.v1.ListLocationsResponse
+	25, // 44: toolhost.serve.v1.Toolhost.PrepareRequest:output_type -> toolhost.serve.v1.PrepareRequestResponse
+	40, // 45: toolhost.serve.v1.Toolhost.ReleaseRequest:output_type -> toolhost.serve.v1.ReleaseRequestResponse
+	31, // 46: toolhost.serve.v1.Toolhost.Settle:output_type -> toolhost.serve.v1.SettleResponse
+	32, // 47: toolhost.serve.v1.Toolhost.SettleStream:output_type -> toolhost.serve.v1.SettleEvent
+	42, // 48: toolhost.serve.v1.Toolhost.CancelCall:output_type -> toolhost.serve.v1.CancelCallResponse
+	44, // 49: toolhost.serve.v1.Toolhost.WatchAsks:output_type -> toolhost.serve.v1.AskEvent
+	47, // 50: toolhost.serve.v1.Toolhost.AnswerAsk:output_type -> toolhost.serve.v1.AnswerAskResponse
+	5,  // 51: toolhost.serve.v1.Toolhost.ListSources:output_type -> toolhost.serve.v1.ListSourcesResponse
+	7,  // 52: toolhost.serve.v1.Toolhost.WatchSources:output_type -> toolhost.serve.v1.SourcesEvent
+	9,  // 53: toolhost.serve.v1.Toolhost.RestartSource:output_type -> toolhost.serve.v1.RestartSourceResponse
+	39, // [39:54] is the sub-list for method output_type
+	24, // [24:39] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_internal_servepb_serve_proto_init() }
@@ -2902,21 +3444,21 @@ func file_internal_servepb_serve_proto_init() {
 	if File_internal_servepb_serve_proto != nil {
 		return
 	}
-	file_internal_servepb_serve_proto_msgTypes[16].OneofWrappers = []any{}
-	file_internal_servepb_serve_proto_msgTypes[20].OneofWrappers = []any{
+	file_internal_servepb_serve_proto_msgTypes[23].OneofWrappers = []any{}
+	file_internal_servepb_serve_proto_msgTypes[27].OneofWrappers = []any{
 		(*SettleResponse_Settlement)(nil),
 		(*SettleResponse_Error)(nil),
 	}
-	file_internal_servepb_serve_proto_msgTypes[21].OneofWrappers = []any{
+	file_internal_servepb_serve_proto_msgTypes[28].OneofWrappers = []any{
 		(*SettleEvent_Progress)(nil),
 		(*SettleEvent_Settlement)(nil),
 		(*SettleEvent_Error)(nil),
 	}
-	file_internal_servepb_serve_proto_msgTypes[23].OneofWrappers = []any{
+	file_internal_servepb_serve_proto_msgTypes[30].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Media)(nil),
 	}
-	file_internal_servepb_serve_proto_msgTypes[33].OneofWrappers = []any{
+	file_internal_servepb_serve_proto_msgTypes[40].OneofWrappers = []any{
 		(*AskEvent_Asked)(nil),
 		(*AskEvent_Resolved)(nil),
 		(*AskEvent_Synced)(nil),
@@ -2926,8 +3468,8 @@ func file_internal_servepb_serve_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_servepb_serve_proto_rawDesc), len(file_internal_servepb_serve_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   37,
+			NumEnums:      4,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -66,6 +66,9 @@ const (
 	Toolhost_CancelCall_FullMethodName         = "/toolhost.serve.v1.Toolhost/CancelCall"
 	Toolhost_WatchAsks_FullMethodName          = "/toolhost.serve.v1.Toolhost/WatchAsks"
 	Toolhost_AnswerAsk_FullMethodName          = "/toolhost.serve.v1.Toolhost/AnswerAsk"
+	Toolhost_ListSources_FullMethodName        = "/toolhost.serve.v1.Toolhost/ListSources"
+	Toolhost_WatchSources_FullMethodName       = "/toolhost.serve.v1.Toolhost/WatchSources"
+	Toolhost_RestartSource_FullMethodName      = "/toolhost.serve.v1.Toolhost/RestartSource"
 )
 
 // ToolhostClient is the client API for Toolhost service.
@@ -85,15 +88,20 @@ type ToolhostClient interface {
 	// another connection).
 	CloseClient(ctx context.Context, in *CloseClientRequest, opts ...grpc.CallOption) (*CloseClientResponse, error)
 	// ActivateLocation activates the workspace at an absolute directory: its config is
-	// loaded, its plugins built (Go sources, into the content-addressed build cache) and
-	// started, and their tools registered. It returns once all of that is done. A
-	// directory that is already active is not activated again: its Location is
-	// returned with already_active set. The call's deadline bounds activation; a failed
-	// activation leaves nothing running. Needs no client handle.
+	// loaded, its plugins built (Go sources, into the content-addressed build cache),
+	// every source started, and their tools registered. It returns once every source
+	// has made its first attempt (each bounded by its start timeout). A Location
+	// degrades rather than fails: a source that does not build, start, initialize or
+	// activate is reported by ListSources (state, error, stderr tail) and retried
+	// under its restart budget while the others serve; a manifest tool whose command
+	// cannot run is FAILED and never advertised. A directory that is already active is
+	// not activated again: its Location is returned with already_active set. The
+	// call's deadline bounds activation; a failed activation leaves nothing running.
+	// Needs no client handle.
 	// Errors: INVALID_ARGUMENT when directory is not absolute; FAILED_PRECONDITION
-	// when the Location cannot be activated, with the activation error (config
-	// problems at their JSON paths, build output, plugin stderr) as the message;
-	// CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	// when the Location cannot be activated at all (config problems at their JSON
+	// paths, no build cache) with the error as the message; CANCELLED or
+	// DEADLINE_EXCEEDED when the call ended first.
 	ActivateLocation(ctx context.Context, in *ActivateLocationRequest, opts ...grpc.CallOption) (*ActivateLocationResponse, error)
 	// DeactivateLocation closes a Location for every client: its calls in flight end as
 	// interruptions, its tools disappear, its pending permission asks are declined and
@@ -166,6 +174,32 @@ type ToolhostClient interface {
 	// an ALWAYS answer could not be saved (the approval was not given: the call fails
 	// with that error).
 	AnswerAsk(ctx context.Context, in *AnswerAskRequest, opts ...grpc.CallOption) (*AnswerAskResponse, error)
+	// ListSources lists the health of every source of an active Location: the
+	// built-ins, then its plugins, MCP servers and manifest tools in config order.
+	// Sources are shared like Locations: it needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active.
+	ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error)
+	// WatchSources streams a Location's source health: first one event with every
+	// source (as ListSources), then one event with every source whose status changed
+	// (state, generation, pid, restarts, error) each time some did. Changes that come
+	// faster than the watcher reads them are coalesced: an event always carries each
+	// changed source's latest status. The stream ends with OK when the Location is
+	// deactivated (after a last event with the sources STOPPED) or the server shuts
+	// down. Needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active.
+	WatchSources(ctx context.Context, in *WatchSourcesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SourcesEvent], error)
+	// RestartSource restarts one source by name without touching the rest of its
+	// Location, with a fresh restart budget: a plugin given as Go source is built
+	// again, a plugin or MCP server starts a new generation (a running one is
+	// replaced once the new one has registered its tools), a manifest tool's command
+	// is checked again and its tool registered if it can run now. It returns once the
+	// new generation serves, with the source's status. Needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active or no source has that name;
+	// INVALID_ARGUMENT when the name is ambiguous (give "kind:name") or names the
+	// built-ins; FAILED_PRECONDITION when the source did not come back (the message
+	// is its error, its stderr tail in the status from ListSources) or the Location is
+	// closing; CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	RestartSource(ctx context.Context, in *RestartSourceRequest, opts ...grpc.CallOption) (*RestartSourceResponse, error)
 }
 
 type toolhostClient struct {
@@ -314,6 +348,45 @@ func (c *toolhostClient) AnswerAsk(ctx context.Context, in *AnswerAskRequest, op
 	return out, nil
 }
 
+func (c *toolhostClient) ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSourcesResponse)
+	err := c.cc.Invoke(ctx, Toolhost_ListSources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolhostClient) WatchSources(ctx context.Context, in *WatchSourcesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SourcesEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Toolhost_ServiceDesc.Streams[2], Toolhost_WatchSources_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSourcesRequest, SourcesEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Toolhost_WatchSourcesClient = grpc.ServerStreamingClient[SourcesEvent]
+
+func (c *toolhostClient) RestartSource(ctx context.Context, in *RestartSourceRequest, opts ...grpc.CallOption) (*RestartSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestartSourceResponse)
+	err := c.cc.Invoke(ctx, Toolhost_RestartSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolhostServer is the server API for Toolhost service.
 // All implementations must embed UnimplementedToolhostServer
 // for forward compatibility.
@@ -331,15 +404,20 @@ type ToolhostServer interface {
 	// another connection).
 	CloseClient(context.Context, *CloseClientRequest) (*CloseClientResponse, error)
 	// ActivateLocation activates the workspace at an absolute directory: its config is
-	// loaded, its plugins built (Go sources, into the content-addressed build cache) and
-	// started, and their tools registered. It returns once all of that is done. A
-	// directory that is already active is not activated again: its Location is
-	// returned with already_active set. The call's deadline bounds activation; a failed
-	// activation leaves nothing running. Needs no client handle.
+	// loaded, its plugins built (Go sources, into the content-addressed build cache),
+	// every source started, and their tools registered. It returns once every source
+	// has made its first attempt (each bounded by its start timeout). A Location
+	// degrades rather than fails: a source that does not build, start, initialize or
+	// activate is reported by ListSources (state, error, stderr tail) and retried
+	// under its restart budget while the others serve; a manifest tool whose command
+	// cannot run is FAILED and never advertised. A directory that is already active is
+	// not activated again: its Location is returned with already_active set. The
+	// call's deadline bounds activation; a failed activation leaves nothing running.
+	// Needs no client handle.
 	// Errors: INVALID_ARGUMENT when directory is not absolute; FAILED_PRECONDITION
-	// when the Location cannot be activated, with the activation error (config
-	// problems at their JSON paths, build output, plugin stderr) as the message;
-	// CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	// when the Location cannot be activated at all (config problems at their JSON
+	// paths, no build cache) with the error as the message; CANCELLED or
+	// DEADLINE_EXCEEDED when the call ended first.
 	ActivateLocation(context.Context, *ActivateLocationRequest) (*ActivateLocationResponse, error)
 	// DeactivateLocation closes a Location for every client: its calls in flight end as
 	// interruptions, its tools disappear, its pending permission asks are declined and
@@ -412,6 +490,32 @@ type ToolhostServer interface {
 	// an ALWAYS answer could not be saved (the approval was not given: the call fails
 	// with that error).
 	AnswerAsk(context.Context, *AnswerAskRequest) (*AnswerAskResponse, error)
+	// ListSources lists the health of every source of an active Location: the
+	// built-ins, then its plugins, MCP servers and manifest tools in config order.
+	// Sources are shared like Locations: it needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active.
+	ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error)
+	// WatchSources streams a Location's source health: first one event with every
+	// source (as ListSources), then one event with every source whose status changed
+	// (state, generation, pid, restarts, error) each time some did. Changes that come
+	// faster than the watcher reads them are coalesced: an event always carries each
+	// changed source's latest status. The stream ends with OK when the Location is
+	// deactivated (after a last event with the sources STOPPED) or the server shuts
+	// down. Needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active.
+	WatchSources(*WatchSourcesRequest, grpc.ServerStreamingServer[SourcesEvent]) error
+	// RestartSource restarts one source by name without touching the rest of its
+	// Location, with a fresh restart budget: a plugin given as Go source is built
+	// again, a plugin or MCP server starts a new generation (a running one is
+	// replaced once the new one has registered its tools), a manifest tool's command
+	// is checked again and its tool registered if it can run now. It returns once the
+	// new generation serves, with the source's status. Needs no client handle.
+	// Errors: NOT_FOUND when location_id is not active or no source has that name;
+	// INVALID_ARGUMENT when the name is ambiguous (give "kind:name") or names the
+	// built-ins; FAILED_PRECONDITION when the source did not come back (the message
+	// is its error, its stderr tail in the status from ListSources) or the Location is
+	// closing; CANCELLED or DEADLINE_EXCEEDED when the call ended first.
+	RestartSource(context.Context, *RestartSourceRequest) (*RestartSourceResponse, error)
 	mustEmbedUnimplementedToolhostServer()
 }
 
@@ -457,6 +561,15 @@ func (UnimplementedToolhostServer) WatchAsks(*WatchAsksRequest, grpc.ServerStrea
 }
 func (UnimplementedToolhostServer) AnswerAsk(context.Context, *AnswerAskRequest) (*AnswerAskResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AnswerAsk not implemented")
+}
+func (UnimplementedToolhostServer) ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSources not implemented")
+}
+func (UnimplementedToolhostServer) WatchSources(*WatchSourcesRequest, grpc.ServerStreamingServer[SourcesEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchSources not implemented")
+}
+func (UnimplementedToolhostServer) RestartSource(context.Context, *RestartSourceRequest) (*RestartSourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RestartSource not implemented")
 }
 func (UnimplementedToolhostServer) mustEmbedUnimplementedToolhostServer() {}
 func (UnimplementedToolhostServer) testEmbeddedByValue()                  {}
@@ -681,6 +794,53 @@ func _Toolhost_AnswerAsk_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Toolhost_ListSources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolhostServer).ListSources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Toolhost_ListSources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolhostServer).ListSources(ctx, req.(*ListSourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Toolhost_WatchSources_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSourcesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolhostServer).WatchSources(m, &grpc.GenericServerStream[WatchSourcesRequest, SourcesEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Toolhost_WatchSourcesServer = grpc.ServerStreamingServer[SourcesEvent]
+
+func _Toolhost_RestartSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestartSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolhostServer).RestartSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Toolhost_RestartSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolhostServer).RestartSource(ctx, req.(*RestartSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Toolhost_ServiceDesc is the grpc.ServiceDesc for Toolhost service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -728,6 +888,14 @@ var Toolhost_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "AnswerAsk",
 			Handler:    _Toolhost_AnswerAsk_Handler,
 		},
+		{
+			MethodName: "ListSources",
+			Handler:    _Toolhost_ListSources_Handler,
+		},
+		{
+			MethodName: "RestartSource",
+			Handler:    _Toolhost_RestartSource_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -738,6 +906,11 @@ var Toolhost_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchAsks",
 			Handler:       _Toolhost_WatchAsks_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSources",
+			Handler:       _Toolhost_WatchSources_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -36,6 +37,18 @@ func main() {
 			}),
 			"guarded": sdk.NewTool("Needs permission.", func(context.Context, sdk.Invocation, struct{}) (string, error) {
 				return "granted", nil
+			}),
+			"crash": sdk.NewTool("Exits the plugin process, as a crash.", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+				os.Exit(3)
+				return "", nil
+			}),
+			"nap": sdk.NewTool("Sleeps ms milliseconds, then says so.", func(ctx context.Context, _ sdk.Invocation, in countIn) (string, error) {
+				select {
+				case <-time.After(time.Duration(in.N) * time.Millisecond):
+					return "rested", nil
+				case <-ctx.Done():
+					return "", context.Cause(ctx)
+				}
 			}),
 			"whoami": sdk.NewTool("Returns the pid.", func(context.Context, sdk.Invocation, struct{}) (int, error) {
 				return os.Getpid(), nil
