@@ -197,6 +197,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 	lookup := envLookup(env)
 	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
+	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
 	for i, mc := range cfg.MCPServers {
 		src := &source{kind: KindMCP, name: mc.Name, state: Starting}
 		servers[i] = src
@@ -236,21 +237,18 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			src.server = sup
 			if sup == nil { // only when the Location scope closed meanwhile
 				src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+				lost[i] = src.err
 			}
 		})
 	}
 	wg.Wait()
-	for _, src := range servers {
-		if src.server == nil && src.err != nil {
-			errs = append(errs, src.err)
-		}
-	}
+	errs = append(errs, lost...)
 	l.sources = append(l.sources, plugs...)
 	l.sources = append(l.sources, servers...)
 	if ctx.Err() != nil {
 		errs = append(errs, context.Cause(ctx))
 	}
-	if len(errs) == 0 {
+	if errors.Join(errs...) == nil {
 		errs = append(errs, l.registerManifestTools(ctx, logger))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -180,17 +180,38 @@ func TestActivateRemoteServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The wrong token: activation fails, naming the server and URL, not the token.
-	e.opts.Env = []string{"REMOTE_TOKEN=wrong-secret", "XDG_DATA_HOME=" + t.TempDir()}
-	_, err = location.Activate(t.Context(), e.root, dir, e.opts)
-	if err == nil || !strings.Contains(err.Error(), `"remote" at `+url) || !strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "wrong-secret") {
-		t.Errorf("wrong token: %v", err)
-	}
-
-	// An unset variable: activation fails naming it.
-	e.opts.Env = []string{}
-	_, err = location.Activate(t.Context(), e.root, dir, e.opts)
-	if err == nil || !strings.Contains(err.Error(), "REMOTE_TOKEN is not set") {
-		t.Errorf("unset variable: %v", err)
+	// The wrong token, then an unset variable: the Location activates degraded, and
+	// the remote source is reported with an error naming the server and URL (or the
+	// variable), never the token.
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"WrongToken", []string{"REMOTE_TOKEN=wrong-secret"}, []string{`"remote" at ` + url, "HTTP 401"}},
+		{"UnsetVariable", nil, []string{"REMOTE_TOKEN is not set"}},
+	} {
+		e.opts.Env = append(tc.env, "XDG_DATA_HOME="+t.TempDir())
+		l, err := location.Activate(t.Context(), e.root, dir, e.opts)
+		if err != nil {
+			t.Fatalf("%s: activation failed: %v", tc.name, err)
+		}
+		var remote *location.SourceStatus
+		for _, s := range l.Sources() {
+			if s.ID == "mcp:remote" {
+				remote = &s
+			}
+		}
+		if remote == nil || remote.State == location.Running || remote.Err == nil {
+			t.Fatalf("%s: remote source %+v, want it not serving with an error", tc.name, remote)
+		}
+		for _, want := range tc.want {
+			if msg := remote.Err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "wrong-secret") {
+				t.Errorf("%s: source error %q, want it to say %q and not the token", tc.name, msg, want)
+			}
+		}
+		if err := l.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

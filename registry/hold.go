@@ -11,9 +11,10 @@ import (
 // prepared meanwhile nor fails the calls that captured them at once. Make one with
 // [Registry.Hold]. Its methods are safe for concurrent use.
 //
-// While a Hold is armed, releasing a registration of its source when no later
-// generation of the source holds anything in the placement (the source went down,
-// rather than being replaced by a reload) keeps the released entries advertised:
+// While a Hold is armed, releasing a registration of its source (Release, not
+// Withdraw) when no later generation of the source holds anything in the placement
+// (the source went down, rather than being replaced by a reload) keeps the released
+// entries advertised:
 // Requests prepared meanwhile still offer them, and a call that resolves to one
 // waits, up to the Hold's wait, for a later generation of the source to register.
 // Then the capture rule applies as usual: the successor runs the call when its
@@ -122,6 +123,7 @@ func (p *placement) retainLocked(g *Registration) {
 	if h == nil || h.ctx.Err() != nil {
 		return
 	}
+
 	for src := range p.usage {
 		if src.same(g.source) && src.Generation > g.source.Generation {
 			return // replaced by a reload, not down

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -21,7 +22,7 @@ func TestHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(h.Release)
-		release := register(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
 		q, err := r.Prepare("/l")
 		if err != nil {
 			t.Fatal(err)
@@ -87,11 +88,42 @@ func TestHold(t *testing.T) {
 		openLocation(t, r, "/l")
 		h, _ := r.Hold(t.Context(), "/l", src(0), 30*time.Millisecond)
 		defer h.Release()
-		release := register(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
 		q, _ := r.Prepare("/l")
 		release()
 		if s := settle(t, q, "echo", `{}`); s.Outcome != registry.Unavailable || !strings.Contains(s.Text(), "restarting") {
 			t.Fatalf("settlement %s %q", s.Outcome, s.Text())
 		}
 	})
+	t.Run("ABatchClosedAtRunTimeIsGone", func(t *testing.T) {
+		r := newRegistry(t)
+		openLocation(t, r, "/l")
+		h, _ := r.Hold(t.Context(), "/l", src(0), time.Minute)
+		defer h.Release()
+		g, err := r.Add(registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"beta": constTool("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Withdraw() // the running plugin closed its batch
+		q, _ := r.Prepare("/l")
+		if d := q.Definitions(); len(d) != 0 {
+			t.Fatalf("advertised %v after the source closed the batch itself, want nothing", d)
+		}
+		if s := settle(t, q, "beta", `{}`); s.Outcome != registry.Unknown {
+			t.Fatalf("settlement %s, want unknown", s.Outcome)
+		}
+	})
+}
+
+// crashable registers b owned by a scope of its own and returns what a crash of that
+// generation does: its scope closes, then its registrations are released.
+func crashable(t *testing.T, r *registry.Registry, b registry.Batch) (crash func()) {
+	t.Helper()
+	owner := scope.New(context.Background())
+	b.Owner = owner
+	release := register(t, r, b)
+	return func() {
+		owner.Close(context.Background())
+		release()
+	}
 }

@@ -354,8 +354,16 @@ type Registration struct {
 }
 
 // Release removes exactly this batch's entries, revealing earlier ones. It is
-// idempotent; a Registration that Replace superseded is already released.
-func (g *Registration) Release() {
+// idempotent; a Registration that Replace superseded is already released. A source
+// going down releases its batches: while its Hold is armed, the entries stay
+// advertised until a successor registers (see Hold).
+func (g *Registration) Release() { g.release(true) }
+
+// Withdraw is Release for a batch its running source closes on purpose (a runtime
+// registration closed): its tools are gone at once, whatever Hold is armed.
+func (g *Registration) Withdraw() { g.release(false) }
+
+func (g *Registration) release(retain bool) {
 	g.r.mu.Lock()
 	defer g.r.mu.Unlock()
 	if g.released {
@@ -368,7 +376,9 @@ func (g *Registration) Release() {
 	for _, e := range g.entries {
 		g.p.drop(e)
 	}
-	g.p.retainLocked(g)
+	if retain {
+		g.p.retainLocked(g)
+	}
 }
 
 // Replace swaps g for the batch b of the same source and placement in one atomic
