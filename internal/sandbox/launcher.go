@@ -114,12 +114,20 @@ func launch() int {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	if p.Confine != nil && !p.Confine.Network {
-		// Its own network namespace (loopback only, down): Landlock's TCP rules do
-		// not cover every protocol (MPTCP sockets pass them on Linux 6.18), and the
-		// host's abstract unix sockets live in the host's namespace. Pathname unix
-		// sockets (the plugin's broker) work across network namespaces. Where the
-		// kernel refuses (no privilege for it), Landlock's TCP rules remain.
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+		// Landlock's TCP rules do not cover every protocol (UDP; MPTCP sockets pass
+		// them on Linux 6.18): a seccomp filter allows only AF_UNIX sockets. Where
+		// it cannot be installed, or Landlock cannot scope abstract unix sockets
+		// (ABI < 6, and those live in the network namespace), the program gets its
+		// own network namespace instead (loopback only, down; pathname unix sockets,
+		// the plugin's broker, work across it), which costs milliseconds per start.
+		// Where the kernel refuses that too, Landlock's TCP rules remain.
+		filtered, err := denyNetwork()
+		if err != nil {
+			return fail("%v", err)
+		}
+		if !filtered || LandlockABI() < 6 {
+			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+		}
 	}
 	err := cmd.Start()
 	if err != nil && cmd.SysProcAttr.Cloneflags != 0 {

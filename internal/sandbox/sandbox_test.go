@@ -228,7 +228,8 @@ func TestConfinement(t *testing.T) {
 	}
 	t.Run("Default", func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{})
-		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "tcp": false, "write-tmp": true, "read-self": true}
+		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "write-tmp": true, "read-self": true,
+			"tcp": false, "mptcp": false, "udp": false, "unix": true}
 		if sandbox.LandlockABI() >= 6 {
 			want["signal"] = false
 		}
@@ -240,7 +241,7 @@ func TestConfinement(t *testing.T) {
 	})
 	t.Run("Widened", func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{Read: []string{ws}, Write: []string{outside}, Network: true})
-		for _, what := range []string{"read-workspace", "write-outside", "tcp"} {
+		for _, what := range []string{"read-workspace", "write-outside", "tcp", "mptcp", "udp"} {
 			if !strings.HasPrefix(res[what], "ok") {
 				t.Errorf("%s: %s", what, res[what])
 			}

@@ -76,6 +76,13 @@ func attackOS(in attackInput) map[string]string {
 			}
 		}
 	}
+	// UDP, which Landlock's network rules (ABI 7) do not cover.
+	if c, err := net.Dial("udp", "127.0.0.1:53"); err != nil {
+		r["udp dial 127.0.0.1:53"] = "denied: " + err.Error()
+	} else {
+		c.Close()
+		r["udp dial 127.0.0.1:53"] = "ok: SOCKET OPEN"
+	}
 	// Go listens with MPTCP by default, which Landlock's TCP rules do not cover.
 	if l, err := net.Listen("tcp", "127.0.0.1:47123"); err != nil {
 		r["tcp listen 127.0.0.1:47123"] = "denied: " + err.Error()
