@@ -68,6 +68,8 @@ type Location struct {
 	reg     *registry.Registry
 	perm    *permission.Service
 	fs      *fsys.FS
+	env     []string
+	modules map[string]LockedModule // module plugins' lock entries (module.go)
 }
 
 // Activate activates the Location at dir in a fresh child scope of parent.
@@ -126,6 +128,12 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			return nil, err
 		}
 	}
+	var lock *Lock
+	if hasModules(cfg) { // resolves and locks module plugins not locked yet
+		if lock, _, err = LockModules(ctx, id, cfg, LockOptions{Env: env, TmpDir: cacheDir, Logger: logger}); err != nil {
+			return nil, err
+		}
+	}
 
 	release, err := opts.Registry.OpenLocation(id, registry.Limits{
 		MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes, MaxRetainedBytes: cfg.ToolOutput.QuotaBytes,
@@ -146,7 +154,10 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		return nil, fmt.Errorf("location: activate %s: %w", id, err) // parent closed meanwhile
 	}
 
-	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
+	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry, env: env}
+	if lock != nil {
+		l.modules = lock.Plugins
+	}
 	if err := l.startServices(ctx, opts, env, logger); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
@@ -343,6 +354,15 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 			logger.Info("built plugin", "plugin", pc.Name, "source", pc.Source, "binary", path)
 		}
 		cfg.Path = path
+	} else if pc.Module != "" {
+		path, built, err := BuildModule(ctx, l.env, cacheDir, pc.Name, l.modules[pc.Name])
+		if err != nil {
+			return nil, err
+		}
+		if built {
+			logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", l.modules[pc.Name].Version, "binary", path)
+		}
+		cfg.Path = path
 	}
 	sup, err := plugins.Supervise(ctx, sc, cfg, target, plugins.Budget{})
 	if serr := (*plugins.StartError)(nil); err != nil && !errors.As(err, &serr) {
@@ -433,7 +453,7 @@ func parseReattach(env []string) (map[string]pluginpb.Reattach, error) {
 
 func needsBuild(cfg *Config, reattach map[string]pluginpb.Reattach) bool {
 	for _, p := range cfg.Plugins {
-		if _, ok := reattach[p.Name]; p.Source != "" && !ok {
+		if _, ok := reattach[p.Name]; (p.Source != "" || p.Module != "") && !ok {
 			return true
 		}
 	}
