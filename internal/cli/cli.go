@@ -45,6 +45,7 @@ commands:
   serve    serve the API for session runners (gRPC on a unix socket or loopback TCP)
   dev      serve, watching plugins and hot-reloading them when they change
   mcp      serve the tools of Locations as an MCP server (stdio or loopback HTTP)
+  plugins  lock, upgrade, verify and list plugins taken from Go modules
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -89,6 +90,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.dev(ctx, rest)
 	case "mcp":
 		return a.mcp(ctx, rest)
+	case "plugins":
+		return a.plugins(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -133,6 +136,9 @@ func (a *app) help(args []string) int {
 		fs, _ = a.devFlags()
 	case "mcp":
 		fs, _ = a.mcpFlags()
+	case "plugins":
+		fmt.Fprint(a.stdout, pluginsUsage)
+		return ExitOK
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK
