@@ -80,7 +80,10 @@ type Location struct {
 // with the config's rules and opts.Asker) and registers the built-in tools. Then it
 // starts every plugin and MCP server in parallel, each supervised in its own child
 // scope of the Location scope, and registers the manifest tools. Plugins given as Go
-// source are built first (see BuildPlugin); a plugin named in TOOLHOST_REATTACH is
+// source are built first (see BuildPlugin); plugins given as Go modules are locked
+// first if the lock file has no entry for them as configured (see LockModules, which
+// writes the lock file), then fetched, checked against the lock and built (see
+// BuildModule: a hash that differs is a *ModuleHashError); a plugin named in TOOLHOST_REATTACH is
 // attached to instead of launched. Trusted plugins receive the services; untrusted
 // plugins, MCP servers and manifest tools are checked by permission before each call.
 // Activate returns once every source has started, so its tools are registered.

@@ -210,16 +210,10 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
-	version, err := goVersion(ctx, goCmd, env, cacheDir)
+	out, err := moduleBinary(ctx, goCmd, env, cacheDir, name, lm)
 	if err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: %w", name, err)
 	}
-	h := sha256.New()
-	for _, f := range []string{"module build", lm.Package, lm.Module, lm.Version, lm.Hash, strings.TrimSpace(string(version)),
-		runtime.GOOS + "/" + runtime.GOARCH, lookupEnv(env, "GOFLAGS"), lookupEnv(env, "GOEXPERIMENT"), lookupEnv(env, "CGO_ENABLED")} {
-		fmt.Fprintf(h, "%d\x00%s\x00", len(f), f)
-	}
-	out := filepath.Join(cacheDir, hex.EncodeToString(h.Sum(nil)), name)
 	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
 		return out, false, nil
 	}
@@ -259,6 +253,40 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	return out, true, nil
+}
+
+// moduleBinary is where BuildModule puts the binary of lm in cacheDir (absolute).
+func moduleBinary(ctx context.Context, goCmd string, env []string, cacheDir, name string, lm LockedModule) (string, error) {
+	version, err := goVersion(ctx, goCmd, env, cacheDir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range []string{"module build", lm.Package, lm.Module, lm.Version, lm.Hash, strings.TrimSpace(string(version)),
+		runtime.GOOS + "/" + runtime.GOARCH, lookupEnv(env, "GOFLAGS"), lookupEnv(env, "GOEXPERIMENT"), lookupEnv(env, "CGO_ENABLED")} {
+		fmt.Fprintf(h, "%d\x00%s\x00", len(f), f)
+	}
+	return filepath.Join(cacheDir, hex.EncodeToString(h.Sum(nil)), name), nil
+}
+
+// ModuleBuilt reports whether the build cache under cacheDir holds the binary of the
+// locked module lm for plugin name, as BuildModule with env would build it: then an
+// activation starts it without fetching or building anything. It runs `go version`
+// at most (remembered), never fetches.
+func ModuleBuilt(ctx context.Context, env []string, cacheDir, name string, lm LockedModule) bool {
+	goCmd, err := goCommand()
+	if err != nil || cacheDir == "" {
+		return false
+	}
+	if cacheDir, err = filepath.Abs(cacheDir); err != nil {
+		return false
+	}
+	out, err := moduleBinary(ctx, goCmd, goEnv(env), cacheDir, name, lm)
+	if err != nil {
+		return false
+	}
+	fi, err := os.Stat(out)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // LockOptions configure LockModules.

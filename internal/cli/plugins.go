@@ -24,7 +24,9 @@ commands:
   upgrade  [--location DIR] [NAME...] resolve NAME's version query again (all without NAME)
   verify   [--location DIR]          fetch every locked module and check its hash (exit 1
                                      if one differs or a module plugin is not locked)
-  list     [--location DIR] [--json] each plugin's kind, source, version, hash and lock state
+  list     [--location DIR] [--json] each plugin's kind, source, version, hash and state:
+                                     for a module, locked, unlocked or stale (the config
+                                     changed since), and built when its binary is cached
 
 The go command fetches modules, so GOPROXY, GOSUMDB, GOPRIVATE, GONOSUMDB and GOFLAGS
 apply as for go install. --location defaults to the current directory.
@@ -70,7 +72,7 @@ func (a *app) plugins(ctx context.Context, args []string) int {
 	case "verify":
 		return a.pluginsVerify(ctx, id, cfg)
 	case "list":
-		return a.pluginsList(id, cfg, *asJSON)
+		return a.pluginsList(ctx, id, cfg, *asJSON)
 	default:
 		a.errorf("toolhost plugins: unknown command %q\n\n%s", sub, pluginsUsage)
 		return ExitUsage
@@ -148,14 +150,18 @@ type pluginListing struct {
 	Hash    string `json:"hash,omitempty"`
 	// Lock is "locked", "unlocked" or "stale" (the config changed since) for modules.
 	Lock string `json:"lock,omitempty"`
+	// Built says whether the locked module's binary is in the build cache, so an
+	// activation starts it without fetching or building.
+	Built *bool `json:"built,omitempty"`
 }
 
-func (a *app) pluginsList(id string, cfg *location.Config, asJSON bool) int {
+func (a *app) pluginsList(ctx context.Context, id string, cfg *location.Config, asJSON bool) int {
 	lock, err := location.ReadLock(id)
 	if err != nil {
 		a.errorf("toolhost plugins list: %v", err)
 		return ExitFailure
 	}
+	cache, _ := location.BuildCacheDir("", os.Environ())
 	list := []pluginListing{}
 	for _, pc := range cfg.Plugins {
 		p := pluginListing{Name: pc.Name}
@@ -167,6 +173,8 @@ func (a *app) pluginsList(id string, cfg *location.Config, asJSON bool) int {
 				if m.Package != pc.Module || m.Query != pc.Version {
 					p.Lock = "stale"
 				}
+				built := location.ModuleBuilt(ctx, os.Environ(), cache, pc.Name, m)
+				p.Built = &built
 			}
 		case pc.Source != "":
 			p.Kind, p.Source = "source", pc.Source
@@ -182,13 +190,17 @@ func (a *app) pluginsList(id string, cfg *location.Config, asJSON bool) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSOURCE\tVERSION\tHASH\tLOCK")
+	fmt.Fprintln(tw, "NAME\tKIND\tSOURCE\tVERSION\tHASH\tSTATE")
 	for _, p := range list {
 		version := p.Version
 		if p.Query != "" && p.Query != p.Version {
 			version = fmt.Sprintf("%s (%s)", orDash(p.Version), p.Query)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, p.Source, orDash(version), orDash(p.Hash), orDash(p.Lock))
+		state := p.Lock
+		if p.Built != nil && *p.Built {
+			state += ", built"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, p.Source, orDash(version), orDash(p.Hash), orDash(state))
 	}
 	_ = tw.Flush()
 	return ExitOK

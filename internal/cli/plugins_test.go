@@ -52,13 +52,16 @@ func TestPluginsCommands(t *testing.T) {
 	r = run(t, "", "plugins", "list", "--location", dir, "--json")
 	r.want(t, cli.ExitOK)
 	var listed struct {
-		Plugins []struct{ Name, Kind, Source, Query, Version, Hash, Lock string }
+		Plugins []struct {
+			Name, Kind, Source, Query, Version, Hash, Lock string
+			Built                                          *bool
+		}
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil {
 		t.Fatalf("list --json: %v\n%s", err, r.stdout)
 	}
 	if p := listed.Plugins; len(p) != 1 || p[0].Kind != "module" || p[0].Source != pkg || p[0].Query != "latest" ||
-		p[0].Version != "v1.0.0" || !strings.HasPrefix(p[0].Hash, "h1:") || p[0].Lock != "locked" {
+		p[0].Version != "v1.0.0" || !strings.HasPrefix(p[0].Hash, "h1:") || p[0].Lock != "locked" || p[0].Built == nil || *p[0].Built {
 		t.Fatalf("list: %+v", p)
 	}
 
@@ -67,6 +70,11 @@ func TestPluginsCommands(t *testing.T) {
 	r.want(t, cli.ExitOK)
 	if !strings.Contains(r.stdout, "hello ada from v1.0.0") {
 		t.Fatalf("call printed %q", r.stdout)
+	}
+	r = run(t, "", "plugins", "list", "--location", dir)
+	r.want(t, cli.ExitOK)
+	if !strings.Contains(r.stdout, "locked, built") {
+		t.Fatalf("list after a call printed %q, want the module built", r.stdout)
 	}
 
 	publish("v1.1.0", "v1.1.0")
