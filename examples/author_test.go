@@ -51,6 +51,25 @@ func TestAuthorPath(t *testing.T) {
 	run(t, env, root, "go", "build", "-o", toolhost, "./cmd/host")
 	workspace := filepath.Join(mod, "workspace")
 
+	t.Run("FromScratch", func(t *testing.T) {
+		// Steps 1 to 3 of the README in an empty directory. The checksum database is
+		// off only because this test has no network.
+		dir := filepath.Join(tmp, "scratch")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env := append(env, "GOFLAGS=-mod=mod", "GOSUMDB=off")
+		run(t, env, dir, "go", "mod", "init", "example.com/greeter")
+		run(t, env, dir, "go", "mod", "edit", "-require=github.com/toolhost/toolhost@v0.0.0-00010101000000-000000000000",
+			"-replace=github.com/toolhost/toolhost="+root)
+		copyFile(t, filepath.Join(mod, "main.go"), filepath.Join(dir, "main.go"))
+		run(t, env, dir, "go", "mod", "tidy")
+		run(t, env, dir, "go", "build", "./...")
+		copyFile(t, filepath.Join(mod, "main_test.go"), filepath.Join(dir, "main_test.go"))
+		run(t, env, dir, "go", "mod", "tidy")
+		run(t, env, dir, "go", "test", "./...")
+	})
+
 	t.Run("GoTest", func(t *testing.T) {
 		run(t, env, mod, "go", "test", "./...")
 	})
@@ -172,6 +191,17 @@ func edit(t *testing.T, file, old, new string) {
 		t.Fatalf("%s has no %s", file, old)
 	}
 	if err := os.WriteFile(file, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
