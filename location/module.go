@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -223,16 +224,8 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	defer os.RemoveAll(tmp)
-	target := lm.Module + "@" + lm.Version
-	got, _, err := downloadModule(ctx, goCmd, env, tmp, lm.Module, lm.Version)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", false, fmt.Errorf("location: build plugin %q: %w", name, context.Cause(ctx))
-		}
-		return "", false, &ModuleError{Plugin: name, Module: target, Op: "download", Err: err}
-	}
-	if got != lm.Hash {
-		return "", false, &ModuleHashError{Plugin: name, Module: lm.Module, Version: lm.Version, Locked: lm.Hash, Got: got}
+	if err := fetchLocked(ctx, goCmd, env, tmp, name, lm); err != nil {
+		return "", false, err
 	}
 	bin := filepath.Join(tmp, "bin")
 	output, err := runGo(ctx, goCmd, append(env, "GOBIN="+bin), tmp, "install", "-trimpath", lm.Package+"@"+lm.Version)
@@ -376,15 +369,42 @@ func VerifyModule(ctx context.Context, env []string, tmpDir, name string, lm Loc
 		return fmt.Errorf("location: plugin %q: %w", name, err)
 	}
 	defer os.RemoveAll(dir)
-	got, _, err := downloadModule(ctx, goCmd, goEnv(env), dir, lm.Module, lm.Version)
+	return fetchLocked(ctx, goCmd, goEnv(env), dir, name, lm)
+}
+
+// fetchLocked fetches the locked module into the module cache, or finds it there, in
+// the scratch module dir, and checks it against the lock: nil, a *ModuleHashError or
+// a *ModuleError. The lock's hashes go into the scratch module's go.sum first, so the
+// go command itself refuses different content before it enters the module cache
+// (its own error names the hash it downloaded); the comparison after covers content
+// already in the cache.
+func fetchLocked(ctx context.Context, goCmd string, env []string, dir, name string, lm LockedModule) error {
+	sum := fmt.Sprintf("%s %s %s\n", lm.Module, lm.Version, lm.Hash)
+	if lm.GoModHash != "" {
+		sum += fmt.Sprintf("%s %s/go.mod %s\n", lm.Module, lm.Version, lm.GoModHash)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte(sum), 0o600); err != nil {
+		return fmt.Errorf("location: plugin %q: %w", name, err)
+	}
+	got, _, err := downloadModule(ctx, goCmd, env, dir, lm.Module, lm.Version)
 	if err != nil {
-		return &ModuleError{Plugin: name, Module: lm.Module + "@" + lm.Version, Op: "download", Err: err}
+		if ctx.Err() != nil {
+			return fmt.Errorf("location: plugin %q: %w", name, context.Cause(ctx))
+		}
+		if m := downloadedHash.FindStringSubmatch(err.Error()); m != nil && strings.Contains(err.Error(), "checksum mismatch") {
+			got = m[1]
+		} else {
+			return &ModuleError{Plugin: name, Module: lm.Module + "@" + lm.Version, Op: "download", Err: err}
+		}
 	}
 	if got != lm.Hash {
 		return &ModuleHashError{Plugin: name, Module: lm.Module, Version: lm.Version, Locked: lm.Hash, Got: got}
 	}
 	return nil
 }
+
+// downloadedHash finds the hash in the go command's "checksum mismatch" report.
+var downloadedHash = regexp.MustCompile(`downloaded: (h1:[A-Za-z0-9+/=]+)`)
 
 func hasModules(cfg *Config) bool {
 	return slices.ContainsFunc(cfg.Plugins, func(p PluginConfig) bool { return p.Module != "" })

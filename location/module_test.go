@@ -143,6 +143,7 @@ func TestModulePlugin(t *testing.T) {
 		if !errors.As(err, &herr) || !errors.Is(err, location.ErrModuleHash) {
 			t.Fatalf("activate = %v, want a *ModuleHashError", err)
 		}
+		t.Log(err)
 		if herr.Locked != locked.Hash || herr.Got == locked.Hash || !strings.HasPrefix(herr.Got, "h1:") {
 			t.Fatalf("hash error %+v, locked %s", herr, locked.Hash)
 		}
@@ -153,6 +154,12 @@ func TestModulePlugin(t *testing.T) {
 		}
 		if err := location.VerifyModule(t.Context(), fresh, "", "greet", locked); !errors.Is(err, location.ErrModuleHash) {
 			t.Errorf("verify = %v, want ErrModuleHash", err)
+		}
+		// The go command refused the download against the lock's hash: the
+		// re-published content never entered the module cache.
+		modCache := fresh[len(fresh)-1][len("GOMODCACHE="):]
+		if _, err := os.Stat(filepath.Join(modCache, greetModule+"@v1.1.0")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("tampered module extracted into the module cache: %v", err)
 		}
 	})
 }
