@@ -717,6 +717,9 @@ func (d *decoder) config(raw *rawConfig) *Config {
 	for i, p := range raw.Plugins {
 		at := fmt.Sprintf("/plugins/%d", i)
 		d.unique(sources, p.Name, at)
+		if p.Allow && p.Trusted {
+			d.problem(at+"/allow", "%s", allowTrustedProblem)
+		}
 		pc := PluginConfig{
 			Name:           p.Name,
 			Module:         p.Module,

@@ -83,6 +83,10 @@ func allowRules(plugins []PluginConfig) []PermissionRule {
 	return rules
 }
 
+// allowTrustedProblem refuses "allow" on a trusted plugin: its rule would also allow
+// every permission request the plugin makes itself through the Location's services.
+const allowTrustedProblem = `"allow" is for untrusted plugins, whose calls the host checks; a trusted plugin asks permission for what it touches itself, so write rules for those requests instead`
+
 // moduleProblem explains an invalid "module" or "version" value.
 func moduleProblem(def string, got string) string {
 	if def == "module_path" {

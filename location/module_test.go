@@ -179,6 +179,7 @@ func TestModuleConfig(t *testing.T) {
 		{"VersionWithoutModule", `{"plugins":[{"name":"a","path":"x","version":"v1"}]}`, `/plugins/0/version: "version" requires "module"`},
 		{"ModuleAndSource", `{"plugins":[{"name":"a","source":"x","module":"example.com/a","version":"v1"}]}`, `mutually exclusive`},
 		{"BadVersion", `{"plugins":[{"name":"a","module":"example.com/a","version":"1.2"}]}`, `/plugins/0/version: invalid version "1.2"`},
+		{"AllowOnATrustedPlugin", `{"plugins":[{"name":"a","path":"x","trusted":true,"allow":true}]}`, `/plugins/0/allow: "allow" is for untrusted plugins`},
 		{"BadModule", `{"plugins":[{"name":"a","module":"example.com/a b","version":"v1"}]}`, `/plugins/0/module: invalid module`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
