@@ -54,7 +54,7 @@ type Config struct {
 	ToolOutput OutputLimits
 }
 
-// PluginConfig declares one Go plugin. Exactly one of Path and Source is set.
+// PluginConfig declares one Go plugin. Exactly one of Path, Source and Module is set.
 type PluginConfig struct {
 	// Name identifies the plugin; it is unique across plugins and MCP servers.
 	Name string
@@ -62,6 +62,13 @@ type PluginConfig struct {
 	Path string
 	// Source is the absolute path of a Go package directory the host builds, or "".
 	Source string
+	// Module is a Go main package path in a published module, fetched through the
+	// Go toolchain and built (see module.go), or ""; Version is then its version or
+	// version query, resolved once and locked in .toolhost/plugins.lock.json.
+	Module, Version string
+	// Allow is the entry's "allow": true. ParseConfig has already turned it into a
+	// rule allowing every tool of the plugin, first in Config.Permission.
+	Allow bool
 	// Trusted plugins also receive the Location's FileSystem and Permission
 	// services; untrusted ones get only the Tools capability.
 	Trusted bool
@@ -498,9 +505,9 @@ func leafProblems(e *jsonschema.ValidationError) []ConfigProblem {
 	case *kind.OneOf:
 		if def == "plugin" {
 			if len(k.Subschemas) > 0 {
-				return one(`"path" and "source" are mutually exclusive: set exactly one`)
+				return one(`"path", "source" and "module" are mutually exclusive: set exactly one`)
 			}
-			return one(`missing "path" (a plugin binary) or "source" (a Go package directory): set exactly one`)
+			return one(`missing "path" (a plugin binary), "source" (a Go package directory) or "module" (a Go package in a published module): set exactly one`)
 		}
 		if len(e.Causes) > 0 {
 			return schemaProblems(&jsonschema.ValidationError{Causes: e.Causes})
@@ -523,6 +530,8 @@ func leafProblems(e *jsonschema.ValidationError) []ConfigProblem {
 			return one(fmt.Sprintf("invalid duration %s: want a positive Go duration such as \"10s\" or \"1m30s\"", quote(k.Got)))
 		case "sha256":
 			return one(fmt.Sprintf("invalid sha256 %s: want 64 lowercase hex digits", quote(k.Got)))
+		case "module_path", "module_version":
+			return one(moduleProblem(def, k.Got))
 		}
 		return one(fmt.Sprintf("%s does not match pattern %s", quote(k.Got), quote(k.Want)))
 	case *kind.Enum:
@@ -644,6 +653,9 @@ type rawPlugin struct {
 	Name           string            `json:"name"`
 	Path           string            `json:"path"`
 	Source         string            `json:"source"`
+	Module         string            `json:"module"`
+	Version        string            `json:"version"`
+	Allow          bool              `json:"allow"`
 	Trusted        bool              `json:"trusted"`
 	Grants         []string          `json:"grants"`
 	SHA256         string            `json:"sha256"`
@@ -726,8 +738,14 @@ func (d *decoder) config(raw *rawConfig) *Config {
 	for i, p := range raw.Plugins {
 		at := fmt.Sprintf("/plugins/%d", i)
 		d.unique(sources, p.Name, at)
+		if p.Allow && p.Trusted {
+			d.problem(at+"/allow", "%s", allowTrustedProblem)
+		}
 		pc := PluginConfig{
 			Name:           p.Name,
+			Module:         p.Module,
+			Version:        p.Version,
+			Allow:          p.Allow,
 			Trusted:        p.Trusted,
 			Grants:         p.Grants,
 			SHA256:         p.SHA256,
@@ -796,6 +814,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			}
 		}
 	}
+	cfg.Permission = allowRules(cfg.Plugins) // module.go: the "allow" shorthand, first
 	for _, r := range raw.Permission {
 		cfg.Permission = append(cfg.Permission, PermissionRule{
 			Action:   r.Action,

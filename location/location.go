@@ -75,6 +75,8 @@ type Location struct {
 	logger   hclog.Logger
 	cacheDir string
 	reattach map[string]pluginpb.Reattach
+	env      []string
+	modules  map[string]LockedModule // module plugins' lock entries (module.go)
 
 	changedMu sync.Mutex
 	changedCh chan struct{} // closed and replaced at every change of a source's status
@@ -88,7 +90,10 @@ type Location struct {
 // with the config's rules and opts.Asker) and registers the built-in tools. Then it
 // starts every plugin and MCP server in parallel, each supervised in its own child
 // scope of the Location scope, and registers the manifest tools. Plugins given as Go
-// source are built first (see BuildPlugin); a plugin named in TOOLHOST_REATTACH is
+// source are built first (see BuildPlugin); plugins given as Go modules are locked
+// first if the lock file has no entry for them as configured (see LockModules, which
+// writes the lock file), then fetched, checked against the lock and built (see
+// BuildModule: a hash that differs is a *ModuleHashError); a plugin named in TOOLHOST_REATTACH is
 // attached to instead of launched. Trusted plugins receive the services; untrusted
 // plugins, MCP servers and manifest tools are checked by permission before each call.
 // Activate returns once every source has made its first attempt to start (each
@@ -142,6 +147,12 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			return nil, err
 		}
 	}
+	var lock *Lock
+	if hasModules(cfg) { // resolves and locks module plugins not locked yet
+		if lock, _, err = LockModules(ctx, id, cfg, LockOptions{Env: env, TmpDir: cacheDir, Logger: logger}); err != nil {
+			return nil, err
+		}
+	}
 
 	release, err := opts.Registry.OpenLocation(id, registry.Limits{
 		MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes, MaxRetainedBytes: cfg.ToolOutput.QuotaBytes,
@@ -163,7 +174,10 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 
 	l := &Location{id: id, cfg: cfg, opts: opts, scope: sc, reg: opts.Registry, logger: logger, cacheDir: cacheDir,
-		reattach: reattach, changedCh: make(chan struct{})}
+		reattach: reattach, env: env, changedCh: make(chan struct{})}
+	if lock != nil {
+		l.modules = lock.Plugins
+	}
 	if err := l.startServices(ctx, opts, env, logger); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
@@ -461,7 +475,7 @@ func parseReattach(env []string) (map[string]pluginpb.Reattach, error) {
 
 func needsBuild(cfg *Config, reattach map[string]pluginpb.Reattach) bool {
 	for _, p := range cfg.Plugins {
-		if _, ok := reattach[p.Name]; p.Source != "" && !ok {
+		if _, ok := reattach[p.Name]; (p.Source != "" || p.Module != "") && !ok {
 			return true
 		}
 	}

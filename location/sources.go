@@ -293,7 +293,7 @@ func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 		return err
 	}
 	cfg := sup.Config()
-	if s.pc.Source != "" && cfg.Reattach == nil {
+	if (s.pc.Source != "" || s.pc.Module != "") && cfg.Reattach == nil {
 		path, err := l.build(ctx, *s.pc)
 		if err != nil {
 			return err
@@ -397,7 +397,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 	if r, ok := l.reattach[pc.Name]; ok {
 		cfg.Reattach = &r
 		l.logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
-	} else if pc.Source != "" {
+	} else if pc.Source != "" || pc.Module != "" {
 		path, err := l.build(ctx, pc)
 		if err != nil {
 			return nil, err
@@ -412,8 +412,16 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 	return sup, err
 }
 
-// build builds a plugin given as Go source into the Location's build cache.
+// build builds a plugin given as Go source, or as a Go module at its locked version,
+// into the Location's build cache.
 func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
+	if pc.Module != "" {
+		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, l.modules[pc.Name])
+		if err == nil && built {
+			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", l.modules[pc.Name].Version, "binary", path)
+		}
+		return path, err
+	}
 	path, built, err := BuildPlugin(ctx, l.cacheDir, pc.Name, pc.Source)
 	for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {
 		path, built, err = BuildPlugin(ctx, l.cacheDir, pc.Name, pc.Source) // being edited: build what is there now

@@ -51,6 +51,7 @@ commands:
   mcp-login  authorize toolhost with a Location's remote MCP server (OAuth)
   status   print the source health of a running serve or dev
   restart  restart one source of a Location on a running serve or dev
+  plugins  lock, upgrade, verify and list plugins taken from Go modules
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -102,6 +103,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.status(ctx, rest)
 	case "restart":
 		return a.restart(ctx, rest)
+	case "plugins":
+		return a.plugins(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -152,6 +155,9 @@ func (a *app) help(args []string) int {
 		fs, _ = a.statusFlags()
 	case "restart":
 		fs, _ = a.restartFlags()
+	case "plugins":
+		fmt.Fprint(a.stdout, pluginsUsage)
+		return ExitOK
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK
