@@ -138,10 +138,23 @@ func TestModulePlugin(t *testing.T) {
 		e2 := newEnv(t)
 		e2.opts.Env = fresh
 		e2.opts.BuildCache = t.TempDir()
-		_, err = location.Activate(t.Context(), e2.root, dir, e2.opts)
+		// The Location activates without the plugin: a failed source whose error is
+		// the hash mismatch.
+		l2, err := location.Activate(t.Context(), e2.root, dir, e2.opts)
+		if err != nil {
+			t.Fatalf("activate: %v", err)
+		}
+		for _, st := range l2.Sources() {
+			if st.ID == "plugin:greet" {
+				if st.State != location.Failed {
+					t.Fatalf("plugin:greet is %s, want failed", st.State)
+				}
+				err = st.Err
+			}
+		}
 		var herr *location.ModuleHashError
 		if !errors.As(err, &herr) || !errors.Is(err, location.ErrModuleHash) {
-			t.Fatalf("activate = %v, want a *ModuleHashError", err)
+			t.Fatalf("source error = %v, want a *ModuleHashError", err)
 		}
 		t.Log(err)
 		if herr.Locked != locked.Hash || herr.Got == locked.Hash || !strings.HasPrefix(herr.Got, "h1:") {
