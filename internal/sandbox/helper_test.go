@@ -105,8 +105,7 @@ func helper() bool {
 	case "exit":
 		code, _ := strconv.Atoi(os.Getenv("SANDBOX_CODE"))
 		if code < 0 {
-			syscall.Kill(os.Getpid(), syscall.Signal(-code))
-			time.Sleep(time.Second)
+			time.Sleep(time.Minute) // the test kills it (an init ignores its own signals)
 		}
 		fmt.Fprintln(os.Stderr, "bye")
 		os.Exit(code)

@@ -296,3 +296,25 @@ func setLimits(l Limits) error {
 	// host's soft limit in the program.
 	return set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, l.OpenFiles)
 }
+
+// prlimit applies the resource limits to a started process, as setLimits does to the
+// launcher (for a program started without one).
+func prlimit(pid int, l Limits) error {
+	set := func(name string, res int, v int64) error {
+		var cur unix.Rlimit
+		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
+			return nil
+		}
+		if uint64(v) > cur.Max {
+			v = int64(cur.Max) // only root may raise a hard limit
+		}
+		if err := unix.Prlimit(pid, res, &unix.Rlimit{Cur: uint64(v), Max: uint64(v)}, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sandbox: set %s of pid %d to %d: %w", name, pid, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
+		return err
+	}
+	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)
+}

@@ -163,6 +163,9 @@ func TestExitStatusPassesThrough(t *testing.T) {
 		if err := b.Start(); err != nil {
 			t.Fatal(err)
 		}
+		if tc.code < 0 {
+			syscall.Kill(b.ProgramPID(), syscall.Signal(-tc.code))
+		}
 		err = b.Wait()
 		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
 			t.Errorf("code %d: wait = %v, want %q", tc.code, err, tc.want)
