@@ -272,6 +272,9 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
 	}
+	if a.asker != nil { // a person at a terminal: remote servers can log in now
+		a.loginOnFirstUse(ctx, loc)
+	}
 	return fn(&session{loc: loc, reg: reg, logger: logger})
 }
 

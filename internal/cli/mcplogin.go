@@ -115,3 +115,42 @@ func orNone(names []string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// loginOnFirstUse logs in, with the person at the terminal, to each remote MCP server
+// of loc that did not start for want of an OAuth token (a *mcp.AuthRequiredError
+// that names a login), then restarts it. A login that fails is reported and the
+// Location goes on without that server.
+func (a *app) loginOnFirstUse(ctx context.Context, loc *location.Location) {
+	tokenDir, err := mcp.DefaultTokenDir(os.Getenv)
+	if err != nil {
+		return
+	}
+	for _, st := range loc.Sources() {
+		var auth *mcp.AuthRequiredError
+		if st.Kind != location.KindMCP || st.State == location.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
+			continue
+		}
+		var m *location.MCPServerConfig
+		for i, c := range loc.Config().MCPServers {
+			if c.Name == st.Name && c.URL != "" {
+				m = &loc.Config().MCPServers[i]
+			}
+		}
+		if m == nil {
+			continue
+		}
+		expanded, err := m.Expand(os.LookupEnv)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(a.stderr, "MCP server %q needs authorization (%s); logging in:\n", st.Name, auth.Reason)
+		err = mcp.Login(ctx, mcp.Config{Name: expanded.Name, Remote: mcp.Remote{URL: expanded.URL, Headers: expanded.Headers, TokenDir: tokenDir}},
+			mcp.LoginOptions{Out: a.stderr, ListenAddr: "127.0.0.1:0"})
+		if err == nil {
+			err = loc.RestartSource(ctx, st.ID)
+		}
+		if err != nil {
+			a.errorf("toolhost: log in to MCP server %q: %v (run %s to try again)", st.Name, err, auth.Hint)
+		}
+	}
+}
