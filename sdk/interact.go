@@ -142,14 +142,33 @@ func Ask(ctx context.Context, q Question) (Answer, error) {
 	if a.Action != Accepted {
 		return Answer{Action: a.Action}, nil
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(a.Content))
-	if err != nil {
-		return Answer{}, fmt.Errorf("sdk: ask: the answer is not JSON: %w", err)
-	}
-	if err := schema.Validate(v); err != nil {
-		return Answer{}, fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+	if err := checkContent(schema, a.Content); err != nil {
+		return Answer{}, err
 	}
 	return a, nil
+}
+
+// CheckAnswer reports whether content is an acceptable answer to q: JSON valid
+// against q.Schema (which must itself be a valid object schema). Ask checks every
+// accepted answer so; a runner that collects answers uses it to refuse a bad one
+// before it reaches the tool. Safe for concurrent use.
+func CheckAnswer(q Question, content json.RawMessage) error {
+	schema, err := compileQuestion(q.Schema)
+	if err != nil {
+		return err
+	}
+	return checkContent(schema, content)
+}
+
+func checkContent(schema *jsonschema.Schema, content json.RawMessage) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(content))
+	if err != nil {
+		return fmt.Errorf("sdk: ask: the answer is not JSON: %w", err)
+	}
+	if err := schema.Validate(v); err != nil {
+		return fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+	}
+	return nil
 }
 
 // compileQuestion checks that schema is an object schema and compiles it.
