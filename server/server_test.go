@@ -59,7 +59,7 @@ func workspace(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "stop_grace": "2s"}], "permission": %s}`, pluginBin, rules)
+	cfg := fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "stop_grace": "2s", "grants": ["ask", "sample"]}], "permission": %s}`, pluginBin, rules)
 	if err := os.MkdirAll(filepath.Join(dir, ".toolhost"), 0o755); err != nil {
 		t.Fatal(err)
 	}
