@@ -124,7 +124,7 @@ func testStartServesThePlugin(t *testing.T, h *plugintest.Host) {
 	for _, d := range defs {
 		names = append(names, d.Name)
 	}
-	if want := []string{"find", "upper", "word_count"}; !slices.Equal(names, want) {
+	if want := []string{"find", "title", "upper", "word_count"}; !slices.Equal(names, want) {
 		t.Fatalf("definitions %v, want %v", names, want)
 	}
 	defs[0].Name = "changed" // the caller's copy
@@ -468,7 +468,7 @@ func TestExampleWorkspaceActivates(t *testing.T) {
 	for _, d := range q.Definitions() {
 		names = append(names, d.Name)
 	}
-	want := []string{"clock_now", "countdown", "feature_toggle", "find", "glob", "grep", "list", "read", "todo_scan", "upper", "word_count"}
+	want := []string{"clock_now", "countdown", "feature_toggle", "find", "glob", "grep", "list", "read", "title", "todo_scan", "upper", "word_count"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}
