@@ -10,6 +10,10 @@
 //     mid-way (CancelCall): it ends as an interruption;
 //   - settles `feature_toggle`, whose rule is "ask": the runner watches asks
 //     (WatchAsks) and answers "once" (AnswerAsk), and the call completes;
+//   - settles `title`, which asks the model for a title (sdk.Sample) and the person
+//     to confirm it (sdk.Ask): the runner watches them (WatchInteractions), answers
+//     the sampling request with a completion (AnswerSample) and the question with a
+//     JSON value valid against its schema (AnswerQuestion), and the call completes;
 //   - settles `find` with a bad pattern: a tool failure the model would see;
 //   - shows that a second client on the same HTTP/2 connection (grpc-js shares one
 //     per address by default) cannot settle the first one's Request;
@@ -157,6 +161,35 @@ async function run(client, address, workspace) {
   const toggle = await call(client, "Settle", { client_id, request_id, name: "feature_toggle", input_json: '{"enabled": true}', invocation: invocation("call_3") });
   say(`call_3 feature_toggle: ${toggle.settlement.outcome}: ${text(toggle.settlement)}`);
   watch.cancel();
+
+  // A question and a sampling request: watch first (with nobody watching, the
+  // tool's Ask and Sample fail at once with "no one to answer"), then settle.
+  const interactions = client.WatchInteractions({ client_id, location_id: location.id });
+  await new Promise((resolve, reject) => {
+    interactions.on("data", (ev) => {
+      if (ev.event === "synced") resolve();
+      if (ev.event === "sample") {
+        const smp = ev.sample;
+        const prompt = smp.messages.map((m) => `${m.role}: ${m.content.text}`).join(" | ");
+        say(`${smp.call.tool_call_id} ${smp.call.tool}: the model is asked (max ${smp.max_tokens} tokens): ${JSON.stringify(prompt)}; answering with a completion`);
+        // A real runner asks its model here.
+        const completion = { message: { role: "assistant", content: { text: "Greetings from Node" } }, model: "example-model", stop_reason: "endTurn" };
+        call(client, "AnswerSample", { client_id, id: smp.id, completion }).catch((err) => say(`answering failed: ${err.message}`));
+      }
+      if (ev.event === "question") {
+        const q = ev.question;
+        const fields = Object.keys(JSON.parse(q.schema_json).properties).join(", ");
+        say(`${q.call.tool_call_id} ${q.call.tool}: the person is asked ${JSON.stringify(q.message)} (fields: ${fields}); accepting`);
+        // A real runner shows the person a form built from the schema here.
+        const content_json = JSON.stringify({ title: "Greetings from Node, confirmed" });
+        call(client, "AnswerQuestion", { client_id, id: q.id, action: "ACCEPT", content_json }).catch((err) => say(`answering failed: ${err.message}`));
+      }
+    });
+    interactions.on("error", (err) => (err.code === grpc.status.CANCELLED ? undefined : reject(err)));
+  });
+  const titled = await call(client, "Settle", { client_id, request_id, name: "title", input_json: '{"text": "hello from node\\nand more"}', invocation: invocation("call_6") });
+  say(`call_6 title: ${titled.settlement.outcome}: ${text(titled.settlement)}`);
+  interactions.cancel();
 
   const find = await call(client, "Settle", { client_id, request_id, name: "find", input_json: '{"text": "x", "pattern": "("}', invocation: invocation("call_4") });
   say(`call_4 find: ${find.settlement.outcome}: ${text(find.settlement)}`);
