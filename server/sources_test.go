@@ -171,7 +171,7 @@ func TestDegradedLocation(t *testing.T) {
 				t.Fatal("mcp:boom never reported failed through WatchSources")
 			}
 		}
-		if boom := first[0]; !strings.Contains(boom.Error, "not restarting") || boom.Restarts == 0 {
+		if boom := sourceByID(first, "mcp:boom"); !strings.Contains(boom.Error, "not restarting") || boom.Restarts == 0 {
 			t.Errorf("failed boom: %+v", boom)
 		}
 		var stdout, stderr bytes.Buffer
@@ -230,12 +230,20 @@ func TestDegradedLocation(t *testing.T) {
 		if s.Text() != "again" {
 			t.Fatalf("echo during the restart: %s %q", s.Outcome, s.Text())
 		}
-		srcs, err := c.ListSources(t.Context(), loc.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := sourceByID(srcs, "plugin:test"); p.Generation < 2 || p.Restarts < 1 {
-			t.Errorf("plugin:test after the crash: %+v", p)
+		// The call ran as soon as generation 2 registered its tools, which is
+		// before its supervisor reports it: wait for the report.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			srcs, err := c.ListSources(t.Context(), loc.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := sourceByID(srcs, "plugin:test")
+			if p.Generation >= 2 && p.Restarts >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("plugin:test after the crash: %+v", p)
+			}
 		}
 	})
 
