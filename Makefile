@@ -45,16 +45,20 @@ demo: build
 
 test: test-deps
 	$(GO) vet ./...
+	cd examples/author && $(GO) vet ./...  # a module of its own; examples/author_test.go tests it
 	$(GO) test -race -count=1 ./...
 
 test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
 
 # conformance runs the official MCP conformance suite's server scenarios against
-# toolhost mcp --http (mcpserve's TestConformance, which make test runs too) and
+# toolhost mcp --http (mcpserve's TestConformance, which make test runs too), and
+# its client scenarios against toolhost's MCP client (mcp's TestConformanceClient,
+# expected failures in mcp/testdata/conformance-client/expected-failures.yml), and
 # prints the suite's summary; it fails on a failure not listed in
 # $(CONFORMANCE_NODE)/expected-failures.yml, and on a listed one that passes.
 conformance: test-deps
 	$(GO) test -count=1 -run '^TestConformance$$' -v ./mcpserve/
+	$(GO) test -count=1 -run '^TestConformanceClient$$' -v ./mcp/
 
 $(CONFORMANCE_NODE)/node_modules/.package-lock.json: $(CONFORMANCE_NODE)/package-lock.json
 	npm ci --prefix $(CONFORMANCE_NODE) --no-audit --no-fund --engine-strict=false

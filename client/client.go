@@ -43,8 +43,8 @@ const maxMessageBytes = 64 << 20
 // Errors that calls return (match them with errors.Is). The server's message is kept
 // in the error's text.
 var (
-	// ErrNotFound: no such Location, Request, call or ask — or it belongs to another
-	// connection.
+	// ErrNotFound: no such Location, Request, call, ask, question or sampling
+	// request — or it belongs to another connection or client handle.
 	ErrNotFound = errors.New("client: not found")
 	// ErrUnauthenticated: the token is missing or wrong.
 	ErrUnauthenticated = errors.New("client: unauthenticated")

@@ -218,6 +218,8 @@ func Watch(ctx context.Context, loc *location.Location, opts Options) (*Watcher,
 		}
 		p := &watchedPlugin{w: w, sup: sup, name: pc.Name, kick: make(chan struct{}, 1), changed: map[string]bool{}}
 		switch {
+		case pc.Module != "":
+			continue // a locked module version: nothing to watch
 		case pc.Source != "":
 			if opts.BuildCache == "" {
 				w.abort()

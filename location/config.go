@@ -39,8 +39,12 @@ type Config struct {
 	WorkspaceID string
 	// Plugins are the Go plugins to start for each activation, in file order.
 	Plugins []PluginConfig
-	// MCPServers are the stdio MCP servers to start for each activation, in file order.
+	// MCPServers are the MCP servers to start for each activation: this file's, in
+	// file order, then those of the ImportMCPConfig files (see mcpconfig.go).
 	MCPServers []MCPServerConfig
+	// ImportMCPConfig lists the other tools' MCP config files (".mcp.json",
+	// ".cursor/mcp.json", ".vscode/mcp.json") LoadConfig reads servers from.
+	ImportMCPConfig []string
 	// Tools are the manifest tools, in file order.
 	Tools []ManifestToolConfig
 	// Permission is the ordered rule list; the last matching rule wins.
@@ -50,7 +54,7 @@ type Config struct {
 	ToolOutput OutputLimits
 }
 
-// PluginConfig declares one Go plugin. Exactly one of Path and Source is set.
+// PluginConfig declares one Go plugin. Exactly one of Path, Source and Module is set.
 type PluginConfig struct {
 	// Name identifies the plugin; it is unique across plugins and MCP servers.
 	Name string
@@ -58,6 +62,13 @@ type PluginConfig struct {
 	Path string
 	// Source is the absolute path of a Go package directory the host builds, or "".
 	Source string
+	// Module is a Go main package path in a published module, fetched through the
+	// Go toolchain and built (see module.go), or ""; Version is then its version or
+	// version query, resolved once and locked in .toolhost/plugins.lock.json.
+	Module, Version string
+	// Allow is the entry's "allow": true. ParseConfig has already turned it into a
+	// rule allowing every tool of the plugin, first in Config.Permission.
+	Allow bool
 	// Trusted plugins also receive the Location's FileSystem and Permission
 	// services; untrusted ones get only the Tools capability.
 	Trusted bool
@@ -100,10 +111,13 @@ type Sharing struct {
 	MaxSchemaBytes int64
 }
 
-// MCPServerConfig declares one stdio MCP server.
+// MCPServerConfig declares one MCP server: a stdio server (Command) or a remote
+// one (URL); exactly one of them is set.
 type MCPServerConfig struct {
 	// Name identifies the server; it is unique across plugins and MCP servers.
 	Name string
+	// Remote holds URL, Transport and Headers, and where the entry comes from.
+	Remote
 	// Command is the program: an absolute path when the file gave a path
 	// (relative ones are resolved against the Location directory), or a bare
 	// name looked up on PATH when the server starts.
@@ -117,6 +131,9 @@ type MCPServerConfig struct {
 	Dir string
 	// Timeout bounds each request to the server; zero means the default.
 	Timeout time.Duration
+	// StartTimeout bounds launching, initialization and the first tool listing
+	// (and how long a call waits for a restarting server); zero means 30s.
+	StartTimeout time.Duration
 	// Sharing holds the server's overrides (registered names, "<server>_<tool>")
 	// and limits.
 	Sharing
@@ -307,7 +324,14 @@ func LoadConfig(dir string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("location: read config: %w", err)
 	}
-	return ParseConfig(dir, file, data)
+	cfg, err := ParseConfig(dir, file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := importMCPConfigs(dir, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // ParseConfig validates data against the config schema and decodes it as the
@@ -350,7 +374,7 @@ func ParseConfig(dir, file string, data []byte) (*Config, error) {
 		// mismatch between the schema and rawConfig.
 		return nil, newConfigError(file, []ConfigProblem{{Message: fmt.Sprintf("cannot decode: %v", err)}})
 	}
-	d := decoder{dir: dir}
+	d := decoder{dir: dir, file: file}
 	cfg := d.config(&raw)
 	if len(d.problems) > 0 {
 		return nil, newConfigError(file, d.problems)
@@ -481,9 +505,9 @@ func leafProblems(e *jsonschema.ValidationError) []ConfigProblem {
 	case *kind.OneOf:
 		if def == "plugin" {
 			if len(k.Subschemas) > 0 {
-				return one(`"path" and "source" are mutually exclusive: set exactly one`)
+				return one(`"path", "source" and "module" are mutually exclusive: set exactly one`)
 			}
-			return one(`missing "path" (a plugin binary) or "source" (a Go package directory): set exactly one`)
+			return one(`missing "path" (a plugin binary), "source" (a Go package directory) or "module" (a Go package in a published module): set exactly one`)
 		}
 		if len(e.Causes) > 0 {
 			return schemaProblems(&jsonschema.ValidationError{Causes: e.Causes})
@@ -506,6 +530,8 @@ func leafProblems(e *jsonschema.ValidationError) []ConfigProblem {
 			return one(fmt.Sprintf("invalid duration %s: want a positive Go duration such as \"10s\" or \"1m30s\"", quote(k.Got)))
 		case "sha256":
 			return one(fmt.Sprintf("invalid sha256 %s: want 64 lowercase hex digits", quote(k.Got)))
+		case "module_path", "module_version":
+			return one(moduleProblem(def, k.Got))
 		}
 		return one(fmt.Sprintf("%s does not match pattern %s", quote(k.Got), quote(k.Want)))
 	case *kind.Enum:
@@ -617,6 +643,7 @@ type rawConfig struct {
 	WorkspaceID string          `json:"workspace_id"`
 	Plugins     []rawPlugin     `json:"plugins"`
 	MCPServers  []rawMCPServer  `json:"mcp_servers"`
+	ImportMCP   []string        `json:"import_mcp_config"`
 	Tools       []rawTool       `json:"tools"`
 	Permission  []rawRule       `json:"permission"`
 	ToolOutput  rawOutputLimits `json:"tool_output"`
@@ -626,6 +653,9 @@ type rawPlugin struct {
 	Name           string            `json:"name"`
 	Path           string            `json:"path"`
 	Source         string            `json:"source"`
+	Module         string            `json:"module"`
+	Version        string            `json:"version"`
+	Allow          bool              `json:"allow"`
 	Trusted        bool              `json:"trusted"`
 	Grants         []string          `json:"grants"`
 	SHA256         string            `json:"sha256"`
@@ -652,8 +682,10 @@ type rawMCPServer struct {
 	Env            map[string]string `json:"env"`
 	Dir            string            `json:"dir"`
 	Timeout        string            `json:"timeout"`
+	StartTimeout   string            `json:"start_timeout"`
 	Sandbox        *rawSandbox       `json:"sandbox"`
 	RequireSandbox bool              `json:"require_sandbox"`
+	rawRemote
 	rawSharing
 }
 
@@ -691,6 +723,7 @@ type rawOutputLimits struct {
 // the schema cannot express.
 type decoder struct {
 	dir      string
+	file     string
 	problems []ConfigProblem
 }
 
@@ -705,8 +738,14 @@ func (d *decoder) config(raw *rawConfig) *Config {
 	for i, p := range raw.Plugins {
 		at := fmt.Sprintf("/plugins/%d", i)
 		d.unique(sources, p.Name, at)
+		if p.Allow && p.Trusted {
+			d.problem(at+"/allow", "%s", allowTrustedProblem)
+		}
 		pc := PluginConfig{
 			Name:           p.Name,
+			Module:         p.Module,
+			Version:        p.Version,
+			Allow:          p.Allow,
 			Trusted:        p.Trusted,
 			Grants:         p.Grants,
 			SHA256:         p.SHA256,
@@ -730,18 +769,25 @@ func (d *decoder) config(raw *rawConfig) *Config {
 	for i, m := range raw.MCPServers {
 		at := fmt.Sprintf("/mcp_servers/%d", i)
 		d.unique(sources, m.Name, at)
+		command := m.Command
+		if command != "" {
+			command = d.program(command)
+		}
 		cfg.MCPServers = append(cfg.MCPServers, MCPServerConfig{
 			Name:           m.Name,
-			Command:        d.program(m.Command),
+			Remote:         d.remote(at, m),
+			Command:        command,
 			Args:           m.Args,
 			Env:            m.Env,
 			Dir:            d.workDir(at+"/dir", m.Dir),
 			Timeout:        d.duration(at+"/timeout", m.Timeout),
+			StartTimeout:   d.duration(at+"/start_timeout", m.StartTimeout),
 			Sharing:        d.sharing(at, m.rawSharing),
 			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
 			RequireSandbox: m.RequireSandbox,
 		})
 	}
+	cfg.ImportMCPConfig = slices.Clone(raw.ImportMCP)
 	tools := map[string]string{}
 	for i, t := range raw.Tools {
 		at := fmt.Sprintf("/tools/%d", i)
@@ -768,6 +814,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			}
 		}
 	}
+	cfg.Permission = allowRules(cfg.Plugins) // module.go: the "allow" shorthand, first
 	for _, r := range raw.Permission {
 		cfg.Permission = append(cfg.Permission, PermissionRule{
 			Action:   r.Action,

@@ -68,6 +68,7 @@ func TestLoadConfigDecodesFullExample(t *testing.T) {
 		MCPServers: []location.MCPServerConfig{
 			{
 				Name:    "everything",
+				Remote:  location.Remote{Origin: filepath.Join(dir, location.ConfigPath) + " at /mcp_servers/0"},
 				Command: "node",
 				Args:    []string{"server.js", "--stdio"},
 				Env:     map[string]string{"NODE_ENV": "production"},
@@ -76,6 +77,7 @@ func TestLoadConfigDecodesFullExample(t *testing.T) {
 			},
 			{
 				Name:    "local-mcp",
+				Remote:  location.Remote{Origin: filepath.Join(dir, location.ConfigPath) + " at /mcp_servers/1"},
 				Command: filepath.Join(dir, "scripts", "mcp.sh"),
 				Dir:     dir,
 			},
@@ -394,9 +396,9 @@ func TestParseConfigRejects(t *testing.T) {
 
 		// plugin binary
 		{"PathAndSourceBoth", `{"plugins": [{"name": "p", "path": "p", "source": "s"}]}`,
-			[]problem{{"/plugins/0", []string{`"path" and "source" are mutually exclusive`}}}},
+			[]problem{{"/plugins/0", []string{`"path", "source" and "module" are mutually exclusive`}}}},
 		{"PathAndSourceNeither", `{"plugins": [{"name": "p"}]}`,
-			[]problem{{"/plugins/0", []string{`missing "path"`, `or "source"`}}}},
+			[]problem{{"/plugins/0", []string{`missing "path"`, `"source"`, `or "module"`}}}},
 		{"SHA256NotHex", `{"plugins": [{"name": "p", "path": "p", "sha256": "` + strings.Repeat("z", 64) + `"}]}`,
 			[]problem{{"/plugins/0/sha256", []string{"invalid sha256", "64 lowercase hex digits"}}}},
 		{"SHA256Uppercase", `{"plugins": [{"name": "p", "path": "p", "sha256": "` + strings.Repeat("A", 64) + `"}]}`,

@@ -5,9 +5,16 @@
 // registry placement, the Location's services (a FileSystem confined to the directory
 // and a Permission service with the config's rules), the built-in tools, and every
 // configured source started in parallel in its own child scope: plugins (given as Go
-// source they are built first, see [BuildPlugin]) and MCP servers, each supervised and
-// restarted under a crash budget, and manifest tools. A failed activation leaves
-// nothing behind. [Location.Close] deactivates: every tool of the Location
+// source they are built first, see [BuildPlugin]; given as a Go module, the version
+// locked in .toolhost/plugins.lock.json is fetched, checked and built, see
+// [LockModules] and [BuildModule]) and MCP servers, each supervised and restarted
+// under a crash budget, and manifest tools. A Location degrades rather than fails: a
+// source that cannot start is reported ([Location.Sources], with state, error and
+// stderr tail, and [Location.SourcesChanged]) and retried while the others serve,
+// and can be restarted by name ([Location.RestartSource]); while a plugin or MCP
+// server restarts its tools stay advertised and calls wait for its successor
+// (registry.Hold). Only a config error refuses the Location, leaving nothing behind.
+// [Location.Close] deactivates: every tool of the Location
 // disappears, in-flight executions end as interruptions, and every process it started
 // is gone.
 //

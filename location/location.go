@@ -18,7 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
-	"github.com/toolhost/toolhost/manifest"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
@@ -55,19 +55,31 @@ type Options struct {
 	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
 	// Never inside the workspace: a cloned repository must not carry approvals.
 	StateDir string
+	// SandboxMode forces every source's containment mechanism ("namespace",
+	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
+	// allows. A forced mode the kernel refuses fails the source's start.
+	SandboxMode sandbox.Mode
 }
 
 // Location is one activated workspace: a Location scope holding the registry placement
 // and the supervised plugins. Its methods are safe for concurrent use.
 type Location struct {
-	id      string
-	cfg     *Config
-	scope   *scope.Scope
-	plugins []*plugins.Supervisor
-	servers []*mcp.Supervisor
-	reg     *registry.Registry
-	perm    *permission.Service
-	fs      *fsys.FS
+	id       string
+	cfg      *Config
+	opts     Options
+	scope    *scope.Scope
+	sources  []*source // built-ins, plugins, MCP servers, manifest tools; set by Activate
+	reg      *registry.Registry
+	perm     *permission.Service
+	fs       *fsys.FS
+	logger   hclog.Logger
+	cacheDir string
+	reattach map[string]pluginpb.Reattach
+	env      []string
+	modules  map[string]LockedModule // module plugins' lock entries (module.go)
+
+	changedMu sync.Mutex
+	changedCh chan struct{} // closed and replaced at every change of a source's status
 }
 
 // Activate activates the Location at dir in a fresh child scope of parent.
@@ -78,15 +90,24 @@ type Location struct {
 // with the config's rules and opts.Asker) and registers the built-in tools. Then it
 // starts every plugin and MCP server in parallel, each supervised in its own child
 // scope of the Location scope, and registers the manifest tools. Plugins given as Go
-// source are built first (see BuildPlugin); a plugin named in TOOLHOST_REATTACH is
+// source are built first (see BuildPlugin); plugins given as Go modules are locked
+// first if the lock file has no entry for them as configured (see LockModules, which
+// writes the lock file), then fetched, checked against the lock and built (see
+// BuildModule: a hash that differs is a *ModuleHashError); a plugin named in TOOLHOST_REATTACH is
 // attached to instead of launched. Trusted plugins receive the services; untrusted
 // plugins, MCP servers and manifest tools are checked by permission before each call.
-// Activate returns once every source has started, so its tools are registered.
+// Activate returns once every source has made its first attempt to start (each
+// bounded by its start timeout), so the tools of those that started are registered.
 //
-// On any failure everything started is closed before Activate returns, the placement
-// included, and the error names every failed source: it joins the *plugins.StartError,
-// *mcp.StartError and *BuildError values (find them with errors.As). A config error
-// is a *ConfigError.
+// A Location degrades rather than fails: a source that does not build, start,
+// initialize or activate is reported by Sources (its state, error and stderr tail)
+// and, for plugins and MCP servers, retried under its restart budget, while the
+// others serve; a manifest tool whose command cannot be executed is Failed and never
+// advertised. RestartSource tries a source again by hand. What still refuses the
+// whole Location, with everything started closed before Activate returns (the
+// placement included): a config error (a *ConfigError), no build cache directory
+// for plugins given as source, an invalid TOOLHOST_REATTACH, ctx ending during
+// activation, or parent closing.
 // Activating a directory that is already active fails with registry.ErrLocationOpen.
 //
 // The Location lives until Close, or until parent closes. The placement is released
@@ -126,6 +147,12 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			return nil, err
 		}
 	}
+	var lock *Lock
+	if hasModules(cfg) { // resolves and locks module plugins not locked yet
+		if lock, _, err = LockModules(ctx, id, cfg, LockOptions{Env: env, TmpDir: cacheDir, Logger: logger}); err != nil {
+			return nil, err
+		}
+	}
 
 	release, err := opts.Registry.OpenLocation(id, registry.Limits{
 		MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes, MaxRetainedBytes: cfg.ToolOutput.QuotaBytes,
@@ -146,95 +173,112 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		return nil, fmt.Errorf("location: activate %s: %w", id, err) // parent closed meanwhile
 	}
 
-	l := &Location{id: id, cfg: cfg, scope: sc, reg: opts.Registry}
+	l := &Location{id: id, cfg: cfg, opts: opts, scope: sc, reg: opts.Registry, logger: logger, cacheDir: cacheDir,
+		reattach: reattach, env: env, changedCh: make(chan struct{})}
+	if lock != nil {
+		l.modules = lock.Plugins
+	}
 	if err := l.startServices(ctx, opts, env, logger); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
+	l.sources = append(l.sources, &source{kind: KindBuiltin, state: Running})
 
-	target := plugins.Target{Registry: opts.Registry, Location: id, Directory: id, WorkspaceID: cfg.WorkspaceID}
-	sups := make([]*plugins.Supervisor, len(cfg.Plugins))
-	servers := make([]*mcp.Supervisor, len(cfg.MCPServers))
-	errs := make([]error, len(cfg.Plugins)+len(cfg.MCPServers))
+	plugs := make([]*source, len(cfg.Plugins))
+	servers := make([]*source, len(cfg.MCPServers))
+	var errs []error // what refuses the whole Location
 	var wg sync.WaitGroup
 	// Each source gets its own scope, made here, one at a time; the sources then
 	// start in parallel.
 	for i, pc := range cfg.Plugins {
+		src := &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
+		plugs[i] = src
 		psc, err := sc.Child()
 		if err != nil {
-			errs[i] = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+			errs = append(errs, fmt.Errorf("location: plugin %q: %w", pc.Name, err))
 			continue
 		}
 		wg.Go(func() {
-			sups[i], errs[i] = l.startPlugin(ctx, psc, pc, target, opts, logger, cacheDir, reattach)
+			sup, err := l.startPlugin(ctx, psc, pc)
+			src.mu.Lock()
+			defer src.mu.Unlock()
+			src.plugin = sup
+			if sup == nil {
+				_ = psc.Close(context.WithoutCancel(ctx))
+				src.state, src.err = Failed, err
+			}
 		})
 	}
+	lookup := envLookup(env)
+	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
+	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
 	for i, mc := range cfg.MCPServers {
-		k := len(cfg.Plugins) + i
+		src := &source{kind: KindMCP, name: mc.Name, state: Starting}
+		servers[i] = src
 		msc, err := sc.Child()
 		if err != nil {
-			errs[k] = fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+			errs = append(errs, fmt.Errorf("location: mcp server %q: %w", mc.Name, err))
+			continue
+		}
+		mc, err = mc.Expand(lookup)
+		if err != nil {
+			// Like a server that cannot start: the source fails, the Location serves.
+			_ = msc.Close(ctx)
+			src.state, src.err = Failed, err
 			continue
 		}
 		wg.Go(func() {
-			servers[i], errs[k] = mcp.Supervise(ctx, msc, mcp.Config{
-				Name:      mc.Name,
-				Command:   mc.Command,
-				Args:      mc.Args,
-				Env:       mc.Env,
-				Dir:       mc.Dir,
-				Timeout:   mc.Timeout,
-				Authorize: l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
-				Overrides: mc.Overrides,
-				Limits:    mc.Sharing.limits(),
-				Sandbox:   sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false),
-				Logger:    logger.Named(mc.Name),
+			sup, err := mcp.Keep(ctx, msc, mcp.Config{
+				Name: mc.Name,
+				Remote: mcp.Remote{
+					URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
+					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + id,
+				},
+				Command:      mc.Command,
+				Args:         mc.Args,
+				Env:          mc.Env,
+				Dir:          mc.Dir,
+				Timeout:      mc.Timeout,
+				StartTimeout: mc.StartTimeout,
+				Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
+				Overrides:    mc.Overrides,
+				Limits:       mc.Sharing.limits(),
+				Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, opts.SandboxMode),
+				Logger:       logger.Named(mc.Name),
 			}, mcp.Target{Registry: opts.Registry, Location: id})
+			src.mu.Lock()
+			defer src.mu.Unlock()
+			src.server = sup
+			if sup == nil { // only when the Location scope closed meanwhile
+				src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+				lost[i] = src.err
+			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err == nil {
-		err = l.registerManifestTools(ctx, logger)
-		errs = append(errs, err)
+	errs = append(errs, lost...)
+	l.sources = append(l.sources, plugs...)
+	l.sources = append(l.sources, servers...)
+	if ctx.Err() != nil {
+		errs = append(errs, context.Cause(ctx))
 	}
-
+	if errors.Join(errs...) == nil {
+		errs = append(errs, l.registerManifestTools(ctx, logger))
+	}
 	if err := errors.Join(errs...); err != nil {
-		// Rollback: every plugin that started stops within its own grace.
+		// Rollback: every source that started stops within its own grace.
 		if cerr := sc.Close(context.WithoutCancel(ctx)); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("location: roll back %s: %w", id, cerr))
 		}
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.plugins, l.servers = sups, servers
+	for _, s := range l.sources {
+		l.follow(s)
+	}
+	if bad := describe(l.Sources()); bad != "" {
+		logger.Warn("Location activated without some of its sources" + bad)
+	}
 	return l, nil
-}
-
-// registerManifestTools registers the config's manifest tools and those of
-// .toolhost/tools/*.json in the Location scope. A bad tool or file is skipped with a
-// warning; the others register.
-func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
-	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
-	for _, t := range l.cfg.Tools {
-		tools = append(tools, manifest.Tool{
-			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
-			Overrides: t.Overrides,
-			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false),
-		})
-	}
-	loaded, problems := manifest.Load(l.id)
-	for _, p := range problems {
-		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
-	}
-	tools = append(tools, loaded...)
-	if len(tools) == 0 {
-		return nil
-	}
-	authorize := func(ctx context.Context, tool string, inv sdk.Invocation) error {
-		return l.perm.AssertToolFrom(ctx, "manifest:"+tool, tool, inv)
-	}
-	release, _ := manifest.Register(l.reg, l.id, l.scope, tools, authorize, logger) // warnings are logged there
-	return l.scope.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
 // startServices builds the Location's services — the FileSystem rooted at the
@@ -299,8 +343,9 @@ func defaultStateDir(env []string) string {
 	return ""
 }
 
-func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, target plugins.Target, opts Options,
-	logger hclog.Logger, cacheDir string, reattach map[string]pluginpb.Reattach) (*plugins.Supervisor, error) {
+// pluginConfig is the plugins.Config of pc in this Location (Path unset for a
+// plugin given as source).
+func (l *Location) pluginConfig(pc PluginConfig) plugins.Config {
 	cfg := plugins.Config{
 		Name:         pc.Name,
 		Path:         pc.Path,
@@ -312,10 +357,10 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		CallTimeout:  pc.CallTimeout,
 		Overrides:    pc.Overrides,
 		Limits:       pc.Sharing.limits(),
-		SocketDir:    opts.SocketDir,
-		Logger:       logger.Named(pc.Name),
+		SocketDir:    l.opts.SocketDir,
+		Logger:       l.logger.Named(pc.Name),
 		// Untrusted plugins are confined; the sandbox block widens that.
-		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted),
+		Sandbox: sandboxSpec(pc.Name, pc.Sandbox, pc.RequireSandbox, !pc.Trusted, l.opts.SandboxMode),
 	}
 	// Sharing the tool type does not mean sharing authority: only a trusted plugin
 	// gets the Location's services; an untrusted one is checked by the host instead.
@@ -328,27 +373,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 			cfg.Grants = append(cfg.Grants, plugins.Grant(g))
 		}
 	}
-	if r, ok := reattach[pc.Name]; ok {
-		cfg.Reattach = &r
-		logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
-	} else if pc.Source != "" {
-		path, built, err := BuildPlugin(ctx, cacheDir, pc.Name, pc.Source)
-		for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {
-			path, built, err = BuildPlugin(ctx, cacheDir, pc.Name, pc.Source) // being edited: build what is there now
-		}
-		if err != nil {
-			return nil, err
-		}
-		if built {
-			logger.Info("built plugin", "plugin", pc.Name, "source", pc.Source, "binary", path)
-		}
-		cfg.Path = path
-	}
-	sup, err := plugins.Supervise(ctx, sc, cfg, target, plugins.Budget{})
-	if serr := (*plugins.StartError)(nil); err != nil && !errors.As(err, &serr) {
-		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
-	}
-	return sup, err
+	return cfg
 }
 
 // authorizer is the host's permission check before a call reaches the untrusted
@@ -372,13 +397,30 @@ func (l *Location) ID() string { return l.id }
 // Config returns the config the Location was activated with. Do not modify it.
 func (l *Location) Config() *Config { return l.cfg }
 
-// Plugins returns the supervisors of the Location's plugins, in config order. The
-// slice is a copy.
-func (l *Location) Plugins() []*plugins.Supervisor { return slices.Clone(l.plugins) }
+// Plugins returns the supervisors of the Location's plugins, in config order,
+// leaving out those that never got as far as starting (a failed build; see Sources).
+func (l *Location) Plugins() []*plugins.Supervisor {
+	var out []*plugins.Supervisor
+	for _, s := range l.sources {
+		s.mu.Lock()
+		if s.plugin != nil {
+			out = append(out, s.plugin)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
 
 // MCPServers returns the supervisors of the Location's MCP servers, in config order.
-// The slice is a copy.
-func (l *Location) MCPServers() []*mcp.Supervisor { return slices.Clone(l.servers) }
+func (l *Location) MCPServers() []*mcp.Supervisor {
+	var out []*mcp.Supervisor
+	for _, s := range l.sources {
+		if s.server != nil {
+			out = append(out, s.server)
+		}
+	}
+	return out
+}
 
 // Prepare captures a registry Request for the Location's placement: its tools and the
 // application's, sorted by name, narrowed by opts (for example registry.Offer with
@@ -433,7 +475,7 @@ func parseReattach(env []string) (map[string]pluginpb.Reattach, error) {
 
 func needsBuild(cfg *Config, reattach map[string]pluginpb.Reattach) bool {
 	for _, p := range cfg.Plugins {
-		if _, ok := reattach[p.Name]; p.Source != "" && !ok {
+		if _, ok := reattach[p.Name]; (p.Source != "" || p.Module != "") && !ok {
 			return true
 		}
 	}

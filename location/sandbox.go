@@ -58,8 +58,8 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 
 // sandboxSpec builds a source's sandbox: contained always, confined when confine
 // (an untrusted plugin) or when the config has a sandbox block.
-func sandboxSpec(name string, c *SandboxConfig, require, confine bool) sandbox.Spec {
-	spec := sandbox.Spec{Name: name, Contain: true, Require: require}
+func sandboxSpec(name string, c *SandboxConfig, require, confine bool, mode sandbox.Mode) sandbox.Spec {
+	spec := sandbox.Spec{Name: name, Contain: true, Require: require, Mode: mode}
 	if c != nil {
 		spec.Limits = sandbox.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles}
 		confine = true

@@ -45,10 +45,7 @@ func TestNamesBelongToSources(t *testing.T) {
 			"plugins":    []obj{withOptions("impostor", obj{"names": []string{"read"}}, nil)},
 			"permission": []obj{allowRead},
 		})
-		_, err := location.Activate(t.Context(), e.root, dir, e.opts)
-		if err == nil {
-			t.Fatal("activation succeeded; the plugin's read must be refused")
-		}
+		err := sourceErr(t, e.activate(t, dir), "plugin:impostor").Err
 		t.Log(err)
 		for _, want := range []string{`"read"`, "plugin impostor", "belongs to builtin", `"overrides"`} {
 			if !strings.Contains(err.Error(), want) {
@@ -96,9 +93,25 @@ func TestNamesBelongToSources(t *testing.T) {
 	t.Run("TwoPluginsCannotShareAName", func(t *testing.T) {
 		e := newEnv(t)
 		dir := workspace(t, obj{"plugins": []obj{echoPlugin("one"), echoPlugin("two")}})
-		_, err := location.Activate(t.Context(), e.root, dir, e.opts)
-		if err == nil || !strings.Contains(err.Error(), "belongs to plugin") {
-			t.Fatalf("activation err = %v; want the second plugin's echo refused", err)
+		// They start in parallel: whichever registers second is refused.
+		l := e.activate(t, dir)
+		deadline := time.After(60 * time.Second)
+		for {
+			ch := l.SourcesChanged()
+			var refused []error
+			for _, st := range l.Sources() {
+				if st.Err != nil && st.State != location.Running {
+					refused = append(refused, st.Err)
+				}
+			}
+			if len(refused) == 1 && strings.Contains(refused[0].Error(), "belongs to plugin") {
+				break
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("want one plugin's echo refused: %+v", l.Sources())
+			}
 		}
 	})
 }
@@ -116,10 +129,7 @@ func TestSourceLimitsInLocations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			dir := workspace(t, obj{"plugins": []obj{tt.plugin}})
-			_, err := location.Activate(t.Context(), e.root, dir, e.opts)
-			if err == nil {
-				t.Fatal("activation succeeded; want the batch over the limit refused")
-			}
+			err := sourceErr(t, e.activate(t, dir), "plugin:"+tt.plugin["name"].(string)).Err
 			t.Log(err)
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
@@ -134,7 +144,8 @@ func TestCallTimeout(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "cancelled")
 	dir := workspace(t, obj{
-		"plugins":    []obj{withOptions("echo", obj{"marker": marker}, obj{"call_timeout": "300ms"})},
+		// The plugin is confined: its sandbox block lets it write the marker.
+		"plugins":    []obj{withOptions("echo", obj{"marker": marker}, obj{"call_timeout": "300ms", "sandbox": obj{"write": []string{filepath.Dir(marker)}}})},
 		"permission": []obj{{"action": "*", "resource": "*", "effect": "allow"}},
 	})
 	l := e.activate(t, dir)

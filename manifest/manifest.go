@@ -63,6 +63,14 @@ type Tool struct {
 	File string
 }
 
+// Containment reports how each run of the tool's command is held together, and
+// whether Landlock confines it, on this machine (see sandbox.Expected).
+func (t Tool) Containment() (mode sandbox.Mode, confined bool) {
+	spec := t.Sandbox
+	spec.Contain = true
+	return sandbox.Expected(spec)
+}
+
 // Load reads the manifests in <locationDir>/.toolhost/tools/*.json, in name order:
 // one tool per file, with the fields of the config's "tools" entries (name,
 // description, input_schema, output_schema, command, dir, env, timeout,

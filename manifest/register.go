@@ -67,6 +67,8 @@ func Register(reg *registry.Registry, location string, owner registry.Owner, too
 		}
 		used[name] = t
 		releases = append(releases, rel)
+		mode, confined := t.Containment()
+		logger.Info("manifest tool sandbox", "tool", name, "containment", mode, "confined", confined, "limits", t.Sandbox.Limits.String())
 	}
 	for _, w := range warnings {
 		logger.Warn("manifest tool not registered", "warning", w)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -232,4 +234,35 @@ func marshalString(b []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+}
+
+// Check reports, as a *CommandError, a tool whose command cannot be executed: a bare
+// name not found on the PATH its env gives (none: the host's is not inherited), or a
+// path that is not an executable regular file (relative paths are taken from
+// t.Dir), or a working directory that does not exist. A Location checks its manifest
+// tools once, at activation, and never advertises one that fails.
+func Check(t Tool) error {
+	if len(t.Command) == 0 || t.Command[0] == "" {
+		return &CommandError{Tool: t.Name, Err: errors.New("no command")}
+	}
+	path, err := proc.LookPath(t.Command[0], t.Env)
+	if err != nil {
+		return &CommandError{Tool: t.Name, Err: err}
+	}
+	if !filepath.IsAbs(path) && t.Dir != "" {
+		path = filepath.Join(t.Dir, path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return &CommandError{Tool: t.Name, Err: fmt.Errorf("command %q: %w", t.Command[0], err)}
+	case !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+		return &CommandError{Tool: t.Name, Err: fmt.Errorf("command %q (%s) is not an executable file", t.Command[0], path)}
+	}
+	if t.Dir != "" {
+		if fi, err := os.Stat(t.Dir); err != nil || !fi.IsDir() {
+			return &CommandError{Tool: t.Name, Err: fmt.Errorf("working directory %q does not exist", t.Dir)}
+		}
+	}
+	return nil
 }

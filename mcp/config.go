@@ -22,6 +22,9 @@ type Config struct {
 	// Name is the server's name in the Location config. It prefixes its tools' names
 	// ("<server>_<tool>") and names the source of its registrations.
 	Name string
+	// Remote holds how to reach a remote server (see remote.go); when its URL is
+	// set, Command, Args, Env, Dir and StopGrace's process part do not apply.
+	Remote
 	// Command is the program: an absolute path, or a bare name looked up on the PATH
 	// that Env gives (never the host's PATH).
 	Command string
@@ -97,14 +100,19 @@ type Target struct {
 
 // StartError reports a server that could not be started, initialized or listed.
 // Stderr holds the tail of what the server wrote to stderr, which usually says why.
+// URL is a remote server's URL, with userinfo and query values redacted.
 type StartError struct {
 	Server string
+	URL    string
 	Err    error
 	Stderr string
 }
 
 func (e *StartError) Error() string {
 	msg := fmt.Sprintf("mcp: start server %q: %v", e.Server, e.Err)
+	if e.URL != "" {
+		msg = fmt.Sprintf("mcp: start server %q at %s: %v", e.Server, e.URL, e.Err)
+	}
 	if tail := strings.TrimSpace(e.Stderr); tail != "" {
 		msg += "\nserver stderr (last lines):\n" + indent(tail)
 	}

@@ -74,4 +74,33 @@
 // with nobody to answer, the server gets an error). MCP does not tie a server's
 // request to a call, so with several calls in flight it goes to the one that
 // started last. Its notifications/message go to the host log at their level.
+//
+// # Remote servers
+//
+// A Config with Remote.URL set names a remote server: no process; the go-sdk's
+// streamable HTTP client transport, or its HTTP+SSE one (Remote.Transport; by
+// default streamable HTTP, falling back to HTTP+SSE when the initialize POST gets a
+// 4xx other than 401/403, as the specification's backwards-compatibility section
+// says). Remote.Headers go with every request; their values never reach logs or
+// errors, and URLs in errors have their query values and password redacted. The SDK
+// resumes a dropped stream itself (the server's SSE retry field, Last-Event-ID);
+// when the session is lost for good (404 for the session, reconnection attempts
+// spent) the generation is dead and the Supervisor starts the next one under the
+// crash budget, as for an exited stdio server. Failures to connect say what the
+// server did: *AuthRequiredError (401/403: no token, token refused, refresh
+// failed, with the login command to run), *RemoteError (an HTML page, another
+// content type, an error status), or the network error; each inside a *StartError
+// naming the server and URL. The SDK bounds one event at Config.MaxMessageBytes;
+// past it the session ends (no per-message recovery as on stdio).
+//
+// # Authorization
+//
+// [Login] runs the MCP authorization flow through the go-sdk's auth package:
+// protected-resource and authorization-server metadata discovery, dynamic client
+// registration (or a client registered beforehand), PKCE, the resource indicator,
+// and the authorization code delivered by the person's browser to a loopback
+// redirect. The grant is kept in a [TokenStore] (one file per server URL, mode 0600,
+// written atomically, in DefaultTokenDir: outside any workspace). A remote
+// server's sessions send the stored token and refresh it when it has expired,
+// storing the new one; a session never starts the interactive flow itself.
 package mcp

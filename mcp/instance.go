@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -32,8 +33,11 @@ type Instance struct {
 	target     Target
 	generation uint64
 	scope      *scope.Scope
-	proc       *process
-	conn       *conn
+	proc       *process  // nil for a remote server
+	conn       *conn     // nil for a remote server
+	link       *httpLink // nil for a stdio server
+	transport  string    // a remote server's transport in use
+	waitErr    error     // why the session ended, once dead is closed
 	session    *gomcp.ClientSession
 	dead       chan struct{} // closed when the process exited or the session ended
 	relist     chan struct{} // a tools/list_changed is pending
@@ -79,7 +83,14 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		if inst.proc != nil {
 			serr.Stderr = inst.proc.stderrTail.String()
 		}
+		if cfg.URL != "" {
+			serr.URL = RedactURL(cfg.URL)
+		}
 		return nil, serr
+	}
+	if gen <= 1 && inst.proc != nil { // a remote server has no process here
+		mode, confined := inst.Containment()
+		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String())
 	}
 	return inst, nil
 }
@@ -92,12 +103,14 @@ func (inst *Instance) start(ctx context.Context) error {
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
 
-	proc, err := startProcess(cfg)
-	if err != nil {
-		return err
+	if cfg.URL == "" {
+		proc, err := startProcess(cfg)
+		if err != nil {
+			return err
+		}
+		inst.proc = proc
+		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
 	}
-	inst.proc = proc
-	inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
@@ -113,19 +126,25 @@ func (inst *Instance) start(ctx context.Context) error {
 		LoggingMessageHandler:       inst.onLog,
 		Logger:                      newSlog(cfg.Logger),
 	})
-	session, err := client.Connect(sctx, transport{inst.conn}, nil)
+	var session *gomcp.ClientSession
+	var err error
+	if cfg.URL != "" {
+		session, err = inst.connectRemote(sctx, client)
+	} else {
+		session, err = client.Connect(sctx, transport{inst.conn}, nil)
+	}
 	if err != nil {
 		return inst.startErr(ctx, sctx, "initialize", err)
 	}
 	inst.session = session
 	sessionDone := make(chan struct{})
 	go func() {
-		_ = session.Wait()
+		inst.waitErr = session.Wait()
 		close(sessionDone)
 	}()
 	go func() {
 		select {
-		case <-proc.Exited():
+		case <-inst.exited():
 		case <-sessionDone:
 		}
 		close(inst.dead)
@@ -140,6 +159,12 @@ func (inst *Instance) start(ctx context.Context) error {
 
 // startErr explains a failed start step: the timeout, the process's exit, or err.
 func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error) error {
+	if inst.proc == nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", step, context.Cause(sctx))
+		}
+		return fmt.Errorf("%s: %w", step, inst.explainRemote(err))
+	}
 	select {
 	case <-inst.conn.ended:
 		// Its stdout ended: the server is exiting; let its status explain. (ended,
@@ -177,8 +202,51 @@ func (inst *Instance) Generation() uint64 { return inst.generation }
 // Scope returns the instance's scope.
 func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
-// PID returns the server process's id (its process group's id too).
-func (inst *Instance) PID() int { return inst.proc.Cmd.Process.Pid }
+// PID returns the server process's id (its process group's id too); 0 for a
+// remote server.
+func (inst *Instance) PID() int {
+	if inst.proc == nil {
+		return 0
+	}
+	return inst.proc.Cmd.Process.Pid
+}
+
+// Transport returns the transport in use: "stdio", TransportStreamable or
+// TransportSSE.
+func (inst *Instance) Transport() string {
+	if inst.proc != nil {
+		return "stdio"
+	}
+	return inst.transport
+}
+
+// exited returns a channel closed when the server's process exited; never
+// closed for a remote server.
+func (inst *Instance) exited() <-chan struct{} {
+	if inst.proc == nil {
+		return nil
+	}
+	return inst.proc.Exited()
+}
+
+// Containment reports how the server's process tree is held together, and whether
+// Landlock confines it (see sandbox.Mode); a remote server has no process here
+// (ModeNone, not confined).
+func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+	if inst.proc == nil {
+		return sandbox.ModeNone, false
+	}
+	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+}
+
+// Stderr returns the tail of what the server wrote to stderr (about 8 KiB); "" for
+// a remote server.
+func (inst *Instance) Stderr() string {
+	if inst.proc == nil {
+		return ""
+	}
+	return inst.proc.stderrTail.String()
+}
 
 // Dead returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
@@ -224,6 +292,13 @@ func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(
 // own, so in-flight calls fail with the crash rather than as interruptions.
 func (inst *Instance) crashed(ctx context.Context) *CrashError {
 	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
+	if inst.proc == nil {
+		if inst.waitErr != nil {
+			cerr.Status = "session closed: " + inst.waitErr.Error()
+		}
+		_ = inst.scope.CloseWithCause(ctx, cerr)
+		return cerr
+	}
 	select {
 	case <-inst.proc.Exited():
 		cerr.Status = inst.proc.Status()
@@ -239,6 +314,15 @@ func (inst *Instance) stop(ctx context.Context) error {
 	grace := inst.cfg.StopGrace
 	if d, ok := ctx.Deadline(); ok {
 		grace = max(0, min(grace, time.Until(d)))
+	}
+	if inst.proc == nil {
+		if inst.session != nil {
+			stopRemote(ctx, inst.session, grace)
+		}
+		if inst.link != nil {
+			inst.link.close()
+		}
+		return nil
 	}
 	closed := make(chan struct{})
 	go func() {

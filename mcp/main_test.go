@@ -77,7 +77,14 @@ type host struct {
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	path := requireNode(t)
+	h := newBareHost(t)
+	h.path = requireNode(t)
+	return h
+}
+
+// newBareHost is newHost for servers that need no node (remote servers in Go).
+func newBareHost(t *testing.T) *host {
+	t.Helper()
 	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +93,7 @@ func newHost(t *testing.T) *host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), path: path, logs: &syncBuffer{}}
+	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), logs: &syncBuffer{}}
 	release, err := reg.OpenLocation(h.loc, registry.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +140,9 @@ func (h *host) supervise(cfg mcp.Config) *mcp.Supervisor {
 }
 
 func (h *host) track(inst *mcp.Instance) {
+	if inst.PID() == 0 {
+		return // remote: no process
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pids = append(h.pids, inst.PID())

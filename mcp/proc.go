@@ -34,6 +34,9 @@ func startProcess(cfg Config) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w := pp.Box.Warning(); w != "" {
+		cfg.Logger.Warn("mcp server runs unconfined", "server", cfg.Name, "reason", w)
+	}
 	p := &process{Process: pp, stderrTail: proc.NewRing(8 << 10), stderrDone: make(chan struct{})}
 	go p.copyStderr(cfg.Logger.Named("stderr"))
 	return p, nil

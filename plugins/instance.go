@@ -285,7 +285,7 @@ type Instance struct {
 	nextCall atomic.Uint64
 
 	mu   sync.Mutex
-	regs map[uint64]func() // plugin-chosen registration id → release
+	regs map[uint64]*registry.Registration // by the plugin-chosen registration id
 	// announced has a channel per capability served, closed once the broker has
 	// announced it to the plugin (acceptAndServe).
 	announced []chan struct{}
@@ -306,7 +306,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	if err != nil {
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
-	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]func(){}}
+	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{}}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
@@ -606,25 +606,26 @@ func (inst *Instance) register(id uint64, b registry.Batch) error {
 	if _, dup := inst.regs[id]; dup {
 		return fmt.Errorf("registration id %d already in use", id)
 	}
-	release, err := inst.target.Registry.Register(b)
+	g, err := inst.target.Registry.Add(b)
 	if err != nil {
 		return err
 	}
-	inst.regs[id] = release
+	inst.regs[id] = g
 	return nil
 }
 
-// closeRegistration removes one batch; unknown ids are an error (a plugin can only
-// close its own).
+// closeRegistration removes one batch the running plugin closed (withdrawn: gone at
+// once, even while the supervisor holds the plugin's tools); unknown ids are an error
+// (a plugin can only close its own).
 func (inst *Instance) closeRegistration(id uint64) error {
 	inst.mu.Lock()
-	release, ok := inst.regs[id]
+	g, ok := inst.regs[id]
 	delete(inst.regs, id)
 	inst.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("no registration %d in this plugin's scope", id)
 	}
-	release()
+	g.Withdraw()
 	return nil
 }
 
@@ -636,11 +637,11 @@ func (inst *Instance) releaseAll() {
 		ids = append(ids, id)
 	}
 	regs := inst.regs
-	inst.regs = map[uint64]func(){}
+	inst.regs = map[uint64]*registry.Registration{}
 	inst.mu.Unlock()
 	slices.Sort(ids)
 	for _, id := range slices.Backward(ids) {
-		regs[id]()
+		regs[id].Release()
 	}
 }
 
@@ -655,6 +656,9 @@ func (inst *Instance) PID() int {
 	}
 	return inst.proc.box.ProgramPID()
 }
+
+// Stderr returns the tail of what the plugin wrote to stderr (about 8 KiB).
+func (inst *Instance) Stderr() string { return inst.stderr.String() }
 
 // Containment reports how the plugin's process tree is held together, and whether
 // Landlock confines it. A reattached plugin (-debug), which the host did not launch,

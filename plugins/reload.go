@@ -41,7 +41,8 @@ type Reload struct {
 // stopped. Reload returns once N's process is gone.
 //
 // If the new generation fails to start, the old one keeps serving untouched and the
-// error (a *StartError with the plugin's stderr) is returned. A successful reload
+// error (a *StartError with the plugin's stderr) is returned; it is also the
+// supervisor's last error (State), while the state stays Running. A successful reload
 // resets the crash budget, brings a Failed plugin back, and from then on the new
 // generation is the one restarted after a crash. Reloads and crash restarts are
 // serialized. Reload fails with ErrStopped once the supervisor is closing.
@@ -68,6 +69,12 @@ func (s *Supervisor) Reload(ctx context.Context, cfg Config) (Reload, error) {
 		if s.scope.Context().Err() != nil {
 			return r, errors.Join(ErrStopped, err)
 		}
+		// Visible as the last error; the old generation (if any) keeps serving, and
+		// the state stays what it was.
+		s.mu.Lock()
+		s.err = err
+		s.changedLocked()
+		s.mu.Unlock()
 		return r, err
 	}
 	r.To, r.NewPID = inst.generation, inst.PID()

@@ -322,6 +322,10 @@ func (inst *Instance) callError(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	if cerr := inst.exitedDuring(err); cerr != nil {
+		// Its tools go now, not when the supervisor gets to the crash: a call made
+		// after this one failed must find them closed (and wait for the successor),
+		// not run on a dead process.
+		inst.releaseAll()
 		return cerr
 	}
 	return fmt.Errorf("plugins: plugin %q: %w", inst.cfg.Name, statusError(err))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 )
 
@@ -18,6 +19,7 @@ type State = restart.State
 
 // The states a Supervisor reports.
 const (
+	Starting   = restart.Starting
 	Running    = restart.Running
 	Restarting = restart.Restarting
 	Failed     = restart.Failed
@@ -36,14 +38,17 @@ type Supervisor struct {
 	// op serializes what starts generations: crash restarts and reloads.
 	op sync.Mutex
 
-	mu      sync.Mutex
-	cfg     Config
-	cur     *Instance
-	gen     uint64
-	state   State
-	err     error
-	crashes restart.Tracker
-	swapped chan struct{} // closed (and replaced) when cur changes
+	mu       sync.Mutex
+	cfg      Config
+	cur      *Instance
+	gen      uint64
+	state    State
+	err      error
+	crashes  restart.Tracker
+	restarts int
+	swapped  chan struct{} // closed (and replaced) when cur changes
+	changed  chan struct{} // closed (and replaced) at every change of cur, state or err
+	hold     *registry.Hold
 }
 
 // Supervise starts the plugin's first generation in a child scope of parent and
@@ -51,20 +56,71 @@ type Supervisor struct {
 // failures are restarts' business and show in State and Err. Closing parent (or the
 // supervisor's own scope) stops everything.
 func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Target, budget Budget) (*Supervisor, error) {
+	return supervise(ctx, parent, cfg, target, budget, false)
+}
+
+// Keep is Supervise for a Location that degrades rather than fails: a failed first
+// start is not returned but kept. The supervisor then reports Restarting with the
+// start's error (a *StartError with the plugin's stderr) and retries under the
+// budget, like after a crash, until a generation runs or the budget is spent
+// (Failed). Keep fails only when parent is closed. It returns after the first
+// attempt, so a plugin that starts has registered its tools.
+func Keep(ctx context.Context, parent *scope.Scope, cfg Config, target Target, budget Budget) (*Supervisor, error) {
+	return supervise(ctx, parent, cfg, target, budget, true)
+}
+
+func supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Target, budget Budget, keep bool) (*Supervisor, error) {
 	sc, err := parent.Child()
 	if err != nil {
 		return nil, err
 	}
 	s := &Supervisor{cfg: cfg.withDefaults(), target: target, budget: budget.WithDefaults(), scope: sc,
-		swapped: make(chan struct{})}
+		state: Starting, swapped: make(chan struct{}), changed: make(chan struct{})}
+	if target.Registry != nil {
+		// While the plugin restarts its tools stay advertised, and calls wait for the
+		// successor up to its start timeout (plus the backoff before it).
+		wait := s.cfg.StartTimeout + s.budget.MaxBackoff
+		if h, err := target.Registry.Hold(sc.Context(), target.Location, registry.Source{Kind: "plugin", Name: s.cfg.Name}, wait); err == nil {
+			s.hold = h
+			_ = sc.Defer(ctx, func(context.Context) error { h.Release(); return nil })
+		}
+	}
 	inst, err := s.startNext(ctx, s.cfg)
-	if err != nil {
+	if err != nil && (!keep || sc.Context().Err() != nil) {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if err != nil {
+		s.mu.Lock()
+		s.state, s.err = Restarting, err // reported from now on; the retries follow
+		s.mu.Unlock()
+		s.cfg.Logger.Error("plugin did not start; retrying under the crash budget", "plugin", s.cfg.Name, "error", err)
+		_ = sc.Go(func(ctx context.Context) {
+			if !s.restart(ctx, err, nil) {
+				s.down(ctx)
+			}
+			s.watch(ctx)
+		})
+		return s, nil
 	}
 	s.setRunning(inst, s.cfg)
 	_ = sc.Go(s.watch)
 	return s, nil
+}
+
+// down waits, with the plugin down (failed or stopped), for a reload or the end.
+func (s *Supervisor) down(ctx context.Context) {
+	s.mu.Lock()
+	swapped := s.swapped
+	cur := s.cur
+	s.mu.Unlock()
+	if cur != nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-swapped:
+	}
 }
 
 // startNext starts the next generation with cfg. A start that fails does not use up
@@ -91,6 +147,13 @@ func (s *Supervisor) setRunning(inst *Instance, cfg Config) {
 	s.cfg, s.cur, s.state, s.err = cfg, inst, Running, nil
 	close(s.swapped)
 	s.swapped = make(chan struct{})
+	s.changedLocked()
+}
+
+// changedLocked wakes Changed's waiters; s.mu is held.
+func (s *Supervisor) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // watch waits for the current generation to exit and restarts it. It runs until the
@@ -102,13 +165,17 @@ func (s *Supervisor) watch(ctx context.Context) {
 		s.mu.Lock()
 		inst, swapped := s.cur, s.swapped
 		s.mu.Unlock()
+		var exited <-chan struct{}
+		if inst != nil {
+			exited = inst.Exited()
+		}
 		select {
 		case <-ctx.Done():
 			s.setState(nil, Stopped, nil)
 			return
 		case <-swapped:
 			continue
-		case <-inst.Exited():
+		case <-exited:
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -154,6 +221,10 @@ func (s *Supervisor) restart(ctx context.Context, cause error, crashed *Instance
 			s.op.Unlock()
 			return true // a reload started a generation meanwhile
 		}
+		s.mu.Lock()
+		s.restarts++
+		s.changedLocked()
+		s.mu.Unlock()
 		cfg := s.Config()
 		inst, err := s.startNext(ctx, cfg)
 		if err == nil {
@@ -179,11 +250,15 @@ func (s *Supervisor) spend(cause error, crashed *Instance) (time.Duration, bool)
 	if s.cur != crashed {
 		return 0, false
 	}
+	defer s.changedLocked()
 	backoff, n, ok := s.crashes.Crash(s.budget, time.Now())
 	if !ok {
 		s.state = Failed
 		s.err = fmt.Errorf("plugins: plugin %q failed: %d crashes within %s, not restarting; last: %w", s.cfg.Name, n, s.budget.Window, cause)
 		s.cfg.Logger.Error("plugin failed", "plugin", s.cfg.Name, "error", s.err)
+		if s.hold != nil {
+			s.hold.Fail(s.err)
+		}
 		return 0, false
 	}
 	s.state, s.err = Restarting, cause
@@ -199,6 +274,7 @@ func (s *Supervisor) setState(inst *Instance, st State, err error) {
 		return
 	}
 	s.state, s.err = st, err
+	s.changedLocked()
 }
 
 // Name returns the plugin's name.
@@ -212,7 +288,9 @@ func (s *Supervisor) Config() Config {
 	return s.cfg
 }
 
-// State returns the plugin's condition and, unless Running, why.
+// State returns the plugin's condition and its last error: why it is not Running,
+// or, while Running, why the last Reload (or Restart) failed — the old generation
+// keeps serving then, and the error stays until a generation starts.
 func (s *Supervisor) State() (State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -224,6 +302,32 @@ func (s *Supervisor) Current() *Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
+}
+
+// Restarts returns how many times a generation was started again after a crash or
+// a failed start (reloads and Restart are not counted).
+func (s *Supervisor) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
+// Changed returns a channel closed at the next change of State, Current or Restarts,
+// so a caller can follow the plugin's health without polling. Call it again after
+// it is closed.
+func (s *Supervisor) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Restart starts a new generation by hand with the current config: a Failed (or
+// Restarting) plugin comes back with a fresh crash budget, a Running one is replaced
+// as by Reload. It returns the new generation's start error, if any (the source
+// then keeps its state, and the error is its last error).
+func (s *Supervisor) Restart(ctx context.Context) error {
+	_, err := s.Reload(ctx, s.Config())
+	return err
 }
 
 // Close stops the watch and the current generation. Idempotent.

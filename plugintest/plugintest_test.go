@@ -61,7 +61,7 @@ func activateProbe(ctx context.Context, loc sdk.Location, tools sdk.Tools) error
 	probe := sdk.NewTool("Reports the plugin's process and activation.",
 		func(ctx context.Context, _ sdk.Invocation, _ struct{}) (ProbeOutput, error) {
 			cwd, err := os.Getwd()
-			return ProbeOutput{PID: os.Getpid(), Cwd: cwd, Directory: loc.Directory, Options: loc.Options, Env: os.Environ()}, err
+			return ProbeOutput{PID: hostPID(), Cwd: cwd, Directory: loc.Directory, Options: loc.Options, Env: os.Environ()}, err
 		})
 	probe.OutputSchema = nil // options may be anything
 	crash := sdk.NewTool("Exits the plugin process.",
@@ -71,6 +71,15 @@ func activateProbe(ctx context.Context, loc sdk.Location, tools sdk.Tools) error
 		})
 	_, err := tools.Register(ctx, map[string]sdk.Tool{"probe": probe, "crash": crash})
 	return err
+}
+
+// hostPID is this process's pid as the host sees it: /proc is the host's, so
+// /proc/self names it even inside the sandbox's PID namespace, where os.Getpid is
+// the namespace's own number.
+func hostPID() int {
+	link, _ := os.Readlink("/proc/self")
+	pid, _ := strconv.Atoi(link)
+	return pid
 }
 
 func startProbe(t *testing.T, opts plugintest.Options) *plugintest.Host {
@@ -115,7 +124,7 @@ func testStartServesThePlugin(t *testing.T, h *plugintest.Host) {
 	for _, d := range defs {
 		names = append(names, d.Name)
 	}
-	if want := []string{"find", "upper", "word_count"}; !slices.Equal(names, want) {
+	if want := []string{"find", "title", "upper", "word_count"}; !slices.Equal(names, want) {
 		t.Fatalf("definitions %v, want %v", names, want)
 	}
 	defs[0].Name = "changed" // the caller's copy
@@ -465,7 +474,7 @@ func TestExampleWorkspaceActivates(t *testing.T) {
 	for _, d := range q.Definitions() {
 		names = append(names, d.Name)
 	}
-	want := []string{"clock_now", "countdown", "feature_toggle", "find", "glob", "grep", "list", "read", "todo_scan", "upper", "word_count"}
+	want := []string{"clock_now", "countdown", "feature_toggle", "find", "glob", "grep", "list", "read", "title", "todo_scan", "upper", "word_count"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}

@@ -111,6 +111,7 @@ type placement struct {
 	hooks   []*hookEntry        // in registration order
 	version uint64              // grows with every change to names
 	usage   map[Source]*usage   // what each source generation holds (Location placements)
+	holds   map[Source]*Hold    // by source, Generation 0 (see Hold)
 
 	// cached is the last Request prepared here, valid while both versions match.
 	cached                *Request
@@ -336,6 +337,7 @@ func (r *Registry) add(b Batch, old *Registration) (*Registration, error) {
 		}
 	}
 	p.account(b.Source, entries, +1)
+	p.registeredLocked(b.Source)
 	p.version++
 	r.changedLocked()
 	return g, nil
@@ -352,8 +354,16 @@ type Registration struct {
 }
 
 // Release removes exactly this batch's entries, revealing earlier ones. It is
-// idempotent; a Registration that Replace superseded is already released.
-func (g *Registration) Release() {
+// idempotent; a Registration that Replace superseded is already released. A source
+// going down releases its batches: while its Hold is armed, the entries stay
+// advertised until a successor registers (see Hold).
+func (g *Registration) Release() { g.release(true) }
+
+// Withdraw is Release for a batch its running source closes on purpose (a runtime
+// registration closed): its tools are gone at once, whatever Hold is armed.
+func (g *Registration) Withdraw() { g.release(false) }
+
+func (g *Registration) release(retain bool) {
 	g.r.mu.Lock()
 	defer g.r.mu.Unlock()
 	if g.released {
@@ -365,6 +375,9 @@ func (g *Registration) Release() {
 	g.p.account(g.source, g.entries, -1)
 	for _, e := range g.entries {
 		g.p.drop(e)
+	}
+	if retain {
+		g.p.retainLocked(g)
 	}
 }
 
@@ -523,6 +536,8 @@ func (r *Registry) prepare(location string) (*Request, error) {
 			q.entries[name] = winner(list) // the Location placement comes second and wins
 		}
 	}
+	p.retainedFor(func(name string, e *entry) { q.entries[name] = e }) // a source restarting
+
 	q.defs = make([]Definition, 0, len(q.entries))
 	for _, e := range q.entries {
 		q.defs = append(q.defs, e.def)

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -124,9 +125,16 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	if !ok {
 		return refusal(call, Unknown, fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name), nil), nil
 	}
-	e, done := q.resolve(e)
+	e, done, reason, err := q.resolve(ctx, e)
+	if err != nil {
+		return nil, err
+	}
 	if e == nil {
-		return refusal(call, Unavailable, fmt.Sprintf("tool %q is no longer available: its provider was closed or changed its contract since the request was prepared", call.Name), nil), nil
+		msg := fmt.Sprintf("tool %q is no longer available: its provider was closed or changed its contract since the request was prepared", call.Name)
+		if reason != "" {
+			msg = fmt.Sprintf("tool %q is no longer available: %s", call.Name, reason)
+		}
+		return refusal(call, Unavailable, msg, nil), nil
 	}
 	defer done()
 
@@ -224,29 +232,60 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 // resolve applies the capture rule. A captured entry that is still active runs. A
 // closed one is replaced by the name's current effective entry only when that is a
 // later registration of the same source with an identical fingerprint; otherwise the
-// call is unavailable (nil). done ends the owner's tracking of the execution.
-func (q *Request) resolve(e *entry) (_ *entry, done func()) {
-	for range 2 {
+// call is unavailable (nil, with why when its source said). While the entry's source
+// is held down (see Hold) the call first waits for its next generation, within the
+// hold's wait; an interrupted wait is returned as the error. done ends the owner's
+// tracking of the execution.
+func (q *Request) resolve(ctx context.Context, e *entry) (_ *entry, done func(), reason string, err error) {
+	var deadline <-chan time.Time
+	for range 64 { // each round follows one registration change
 		if !e.closed.Load() {
 			if e.owner == nil {
-				return e, func() {}
+				return e, func() {}, "", nil
 			}
 			if done, err := e.owner.Track(); err == nil {
-				return e, done
+				return e, done, "", nil
 			}
 			// The owner is closing; its entries are about to be removed.
 		}
 		q.reg.mu.RLock()
 		cur := q.reg.effective(q.location, e.name)
-		q.reg.mu.RUnlock()
-		if cur == nil || cur == e || cur.seq < e.seq || cur.location != e.location ||
-			cur.source.Kind != e.source.Kind || cur.source.Name != e.source.Name ||
-			cur.source.Generation < e.source.Generation || cur.fingerprint != e.fingerprint {
-			return nil, nil
+		var (
+			changed <-chan struct{}
+			wait    time.Duration
+			why     error
+			held    bool
+		)
+		if p := q.reg.placements[q.location]; p != nil && e.location == q.location {
+			changed, wait, why, held = p.waitFor(e)
 		}
-		e = cur
+		q.reg.mu.RUnlock()
+		if cur != nil && cur != e && cur.seq >= e.seq && cur.location == e.location &&
+			cur.source.Kind == e.source.Kind && cur.source.Name == e.source.Name &&
+			cur.source.Generation >= e.source.Generation && cur.fingerprint == e.fingerprint {
+			e = cur
+			continue
+		}
+		switch {
+		case why != nil:
+			return nil, nil, why.Error(), nil
+		case !held || changed == nil:
+			return nil, nil, "", nil
+		}
+		if deadline == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return nil, nil, fmt.Sprintf("its source %s is restarting and did not come back within %s", e.source, wait), nil
+		case <-ctx.Done():
+			return nil, nil, "", interruption(ctx)
+		}
 	}
-	return nil, nil
+	return nil, nil, "", nil
 }
 
 // execute runs the executor under the call's context joined with the owner's, with

@@ -145,12 +145,36 @@ func Ask(ctx context.Context, q Question) (Answer, error) {
 	if a.Action != Accepted {
 		return Answer{Action: a.Action}, nil
 	}
-	if validate != nil {
-		if err := validate(a.Content); err != nil {
-			return Answer{}, fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
-		}
+	if err := checkContent(validate, a.Content); err != nil {
+		return Answer{}, err
 	}
 	return a, nil
+}
+
+// CheckAnswer reports whether content is an acceptable answer to q: JSON valid
+// against q.Schema (which must itself be a valid object schema; the schema is checked
+// where the validator is linked, as in every host). Ask checks every accepted answer
+// so; a runner that collects answers uses it to refuse a bad one before it reaches the
+// tool. Safe for concurrent use.
+func CheckAnswer(q Question, content json.RawMessage) error {
+	validate, err := compileQuestion(q.Schema)
+	if err != nil {
+		return err
+	}
+	return checkContent(validate, content)
+}
+
+func checkContent(validate func(json.RawMessage) error, content json.RawMessage) error {
+	if !json.Valid(content) {
+		return errors.New("sdk: ask: the answer is not JSON")
+	}
+	if validate == nil {
+		return nil
+	}
+	if err := validate(content); err != nil {
+		return fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+	}
+	return nil
 }
 
 // compileQuestion checks that schema is an object schema and, where the validator

@@ -276,6 +276,11 @@ func (a *api) settle(ctx context.Context, req *servepb.SettleRequest, progress f
 		c.mu.Unlock()
 	}()
 
+	// The call's tools reach the handle's WatchInteractions streams with sdk.Ask and
+	// sdk.Sample.
+	callCtx = sdk.WithInteractor(callCtx, &callInteractor{s: a.s, h: h, call: &servepb.InteractionCall{
+		LocationId: r.loc, RequestId: r.id, SessionId: inv.SessionId, ToolCallId: inv.ToolCallId, Tool: req.Name,
+	}})
 	input := []byte(req.InputJson)
 	s, callErr = r.q.Settle(callCtx, registry.Call{
 		Name:  req.Name,

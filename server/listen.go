@@ -167,8 +167,14 @@ func (l *peerCheckListener) Accept() (net.Conn, error) {
 // ListenTCP listens on addr, which must be a loopback address ("127.0.0.1:PORT",
 // "[::1]:PORT" or "localhost:PORT"; port 0 picks one). Anything else fails with
 // ErrNotLoopback: the serve API has no transport security, so it never leaves the
-// machine, and the token (see NewToken) keeps other local users out.
-func ListenTCP(addr string) (net.Listener, error) {
+// machine, and the token (see NewToken) keeps other local users out. Every
+// connection from a process of a tool source's tree (sandbox.SourceOf, the client
+// socket found through /proc/net/tcp{,6}) is closed at once and logged to logger
+// (nil: discarded).
+func ListenTCP(addr string, logger hclog.Logger) (net.Listener, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: TCP address %q: %w", addr, err)
@@ -189,7 +195,7 @@ func ListenTCP(addr string) (net.Listener, error) {
 		l.Close()
 		return nil, fmt.Errorf("%w: %s", ErrNotLoopback, l.Addr())
 	}
-	return l, nil
+	return &sourceCheckListener{Listener: l, logger: logger}, nil
 }
 
 // NewToken returns 32 random bytes, hex encoded.

@@ -87,6 +87,10 @@ type Server struct {
 	calls      map[callKey]*handle // calls in flight, to attribute asks
 	asks       map[string]*ask
 	watchers   map[*watcher]struct{}
+	// interactions are the questions and sampling requests of served calls waiting
+	// for an answer, and iwatchers the WatchInteractions streams.
+	interactions map[string]*interaction
+	iwatchers    map[*interactionWatcher]struct{}
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -134,6 +138,9 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 		calls:      map[callKey]*handle{},
 		asks:       map[string]*ask{},
 		watchers:   map[*watcher]struct{}{},
+
+		interactions: map[string]*interaction{},
+		iwatchers:    map[*interactionWatcher]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.grpc = grpc.NewServer(

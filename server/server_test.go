@@ -59,7 +59,7 @@ func workspace(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "stop_grace": "2s"}], "permission": %s}`, pluginBin, rules)
+	cfg := fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "stop_grace": "2s", "grants": ["ask", "sample"]}], "permission": %s}`, pluginBin, rules)
 	if err := os.MkdirAll(filepath.Join(dir, ".toolhost"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +575,7 @@ func TestToken(t *testing.T) {
 		t.Fatalf("token %q, %v", token, err)
 	}
 	f := start(t, func(o *server.Options) { o.Token = token })
-	l, err := server.ListenTCP("127.0.0.1:0")
+	l, err := server.ListenTCP("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,7 +605,7 @@ func TestToken(t *testing.T) {
 
 func TestListenTCPIsLoopbackOnly(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "example.com:0"} {
-		if l, err := server.ListenTCP(addr); !errors.Is(err, server.ErrNotLoopback) {
+		if l, err := server.ListenTCP(addr, nil); !errors.Is(err, server.ErrNotLoopback) {
 			if l != nil {
 				l.Close()
 			}
@@ -613,7 +613,7 @@ func TestListenTCPIsLoopbackOnly(t *testing.T) {
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
-		l, err := server.ListenTCP(addr)
+		l, err := server.ListenTCP(addr, nil)
 		if err != nil {
 			t.Errorf("ListenTCP(%q): %v", addr, err)
 			continue
@@ -789,7 +789,7 @@ func dialAsHelper() {
 
 func TestTCPNeedsAToken(t *testing.T) {
 	f := start(t, nil)
-	l, err := server.ListenTCP("127.0.0.1:0")
+	l, err := server.ListenTCP("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,15 +10,23 @@
 //     mid-way (CancelCall): it ends as an interruption;
 //   - settles `feature_toggle`, whose rule is "ask": the runner watches asks
 //     (WatchAsks) and answers "once" (AnswerAsk), and the call completes;
+//   - settles `title`, which asks the model for a title (sdk.Sample) and the person
+//     to confirm it (sdk.Ask): the runner watches them (WatchInteractions), answers
+//     the sampling request with a completion (AnswerSample) and the question with a
+//     JSON value valid against its schema (AnswerQuestion), and the call completes;
 //   - settles `find` with a bad pattern: a tool failure the model would see;
 //   - shows that a second client on the same HTTP/2 connection (grpc-js shares one
-//     per address by default) cannot settle the first one's Request.
+//     per address by default) cannot settle the first one's Request;
+//   - activates a second workspace whose MCP server exits at start, lists its
+//     sources (ListSources), watches it spend its restart budget (WatchSources),
+//     fixes the script it runs and restarts it by name (RestartSource): its tools
+//     are then advertised.
 //
 // From the repository root, after `make build` and `npm ci --prefix examples/node-runner`:
 //
 //   node examples/node-runner/runner.mjs --toolhost bin/toolhost --workspace examples/workspace
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -90,6 +98,7 @@ async function main() {
   const client = new Toolhost(address, grpc.credentials.createInsecure());
   try {
     await run(client, address, path.resolve(values.workspace));
+    await failAndRestart(client, path.resolve(values.toolhost));
   } finally {
     client.close();
     if (serve) await serve.stop();
@@ -153,6 +162,35 @@ async function run(client, address, workspace) {
   say(`call_3 feature_toggle: ${toggle.settlement.outcome}: ${text(toggle.settlement)}`);
   watch.cancel();
 
+  // A question and a sampling request: watch first (with nobody watching, the
+  // tool's Ask and Sample fail at once with "no one to answer"), then settle.
+  const interactions = client.WatchInteractions({ client_id, location_id: location.id });
+  await new Promise((resolve, reject) => {
+    interactions.on("data", (ev) => {
+      if (ev.event === "synced") resolve();
+      if (ev.event === "sample") {
+        const smp = ev.sample;
+        const prompt = smp.messages.map((m) => `${m.role}: ${m.content.text}`).join(" | ");
+        say(`${smp.call.tool_call_id} ${smp.call.tool}: the model is asked (max ${smp.max_tokens} tokens): ${JSON.stringify(prompt)}; answering with a completion`);
+        // A real runner asks its model here.
+        const completion = { message: { role: "assistant", content: { text: "Greetings from Node" } }, model: "example-model", stop_reason: "endTurn" };
+        call(client, "AnswerSample", { client_id, id: smp.id, completion }).catch((err) => say(`answering failed: ${err.message}`));
+      }
+      if (ev.event === "question") {
+        const q = ev.question;
+        const fields = Object.keys(JSON.parse(q.schema_json).properties).join(", ");
+        say(`${q.call.tool_call_id} ${q.call.tool}: the person is asked ${JSON.stringify(q.message)} (fields: ${fields}); accepting`);
+        // A real runner shows the person a form built from the schema here.
+        const content_json = JSON.stringify({ title: "Greetings from Node, confirmed" });
+        call(client, "AnswerQuestion", { client_id, id: q.id, action: "ACCEPT", content_json }).catch((err) => say(`answering failed: ${err.message}`));
+      }
+    });
+    interactions.on("error", (err) => (err.code === grpc.status.CANCELLED ? undefined : reject(err)));
+  });
+  const titled = await call(client, "Settle", { client_id, request_id, name: "title", input_json: '{"text": "hello from node\\nand more"}', invocation: invocation("call_6") });
+  say(`call_6 title: ${titled.settlement.outcome}: ${text(titled.settlement)}`);
+  interactions.cancel();
+
   const find = await call(client, "Settle", { client_id, request_id, name: "find", input_json: '{"text": "x", "pattern": "("}', invocation: invocation("call_4") });
   say(`call_4 find: ${find.settlement.outcome}: ${text(find.settlement)}`);
 
@@ -175,6 +213,58 @@ async function run(client, address, workspace) {
   await call(client, "ReleaseRequest", { client_id, request_id });
   await call(client, "CloseClient", { client_id });
   say("closed client handle");
+}
+
+// failAndRestart activates a workspace whose MCP server "flaky" runs a script that
+// exits at start, watches the server fail for good, fixes the script (it then runs
+// `toolhost mcp` on an empty workspace, an MCP server with the built-in tools) and
+// restarts the server by name.
+async function failAndRestart(client, toolhost) {
+  const dir = mkdtempSync(path.join(tmpdir(), "node-runner-flaky-"));
+  const empty = path.join(dir, "empty");
+  mkdirSync(path.join(dir, ".toolhost"), { recursive: true });
+  mkdirSync(empty);
+  const script = path.join(dir, "flaky.sh");
+  writeFileSync(script, "echo 'boom: missing API key' >&2\nexit 1\n");
+  const env = { PATH: "/usr/bin:/bin", XDG_DATA_HOME: path.join(dir, "data"), XDG_CACHE_HOME: path.join(dir, "cache") };
+  writeFileSync(path.join(dir, ".toolhost", "config.json"), JSON.stringify({
+    mcp_servers: [{ name: "flaky", command: "/bin/sh", args: [script], env, start_timeout: "10s" }],
+  }));
+  const sourceLine = (s) => `${s.id}: ${s.state}, generation ${s.generation}, restarts ${s.restarts}` +
+    (s.error ? `, error: ${s.error.split("\n")[0]}` : "");
+  try {
+    const { location } = await call(client, "ActivateLocation", { directory: dir });
+    say(`activated ${location.id} (a source that fails does not fail the Location)`);
+    const { sources } = await call(client, "ListSources", { location_id: location.id });
+    for (const s of sources) say(`  source ${sourceLine(s)}`);
+
+    // Watch until the server has spent its restart budget.
+    const watch = client.WatchSources({ location_id: location.id });
+    const failed = await new Promise((resolve, reject) => {
+      watch.on("data", (ev) => {
+        for (const s of ev.sources) {
+          if (s.id !== "mcp:flaky") continue;
+          say(`  watch: ${sourceLine(s)}`);
+          if (s.state === "SOURCE_STATE_FAILED") resolve(s);
+        }
+      });
+      watch.on("error", (err) => (err.code === grpc.status.CANCELLED ? undefined : reject(err)));
+    });
+    watch.cancel();
+    say(`mcp:flaky failed; its stderr ends with: ${failed.stderr_tail.trim().split("\n").pop()}`);
+
+    writeFileSync(script, `exec '${toolhost}' mcp --location '${empty}'\n`);
+    const { source } = await call(client, "RestartSource", { location_id: location.id, name: "flaky" });
+    say(`restarted after fixing the script: ${sourceLine(source)}`);
+    const { client_id } = await call(client, "OpenClient", {});
+    const prepared = await call(client, "PrepareRequest", { client_id, location_id: location.id });
+    const names = prepared.definitions.map((d) => d.name).filter((n) => n.startsWith("flaky_"));
+    say(`flaky's tools are back: ${names.join(", ")}`);
+    await call(client, "CloseClient", { client_id });
+    await call(client, "DeactivateLocation", { location_id: location.id });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 main().catch((err) => {

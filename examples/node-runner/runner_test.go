@@ -72,9 +72,17 @@ func TestNodeRunner(t *testing.T) {
 		`call_2 countdown: INTERRUPTED: `,
 		`call_3 feature_toggle: permission asked for "feature_toggle"; answering once`,
 		`call_3 feature_toggle: OUTCOME_COMPLETED: Beta tools are on`,
+		`call_6 title: the model is asked (max 30 tokens): "user: A title for:\nhello from node\nand more"; answering with a completion`,
+		`call_6 title: the person is asked "Title this text \"Greetings from Node\"?" (fields: title); accepting`,
+		`call_6 title: OUTCOME_COMPLETED: Greetings from Node, confirmed`,
 		`call_4 find: OUTCOME_TOOL_FAILURE: pattern "("`,
 		`other client: NOT_FOUND: `,
 		`closed client handle`,
+		`source mcp:flaky: SOURCE_STATE_RESTARTING`,
+		`watch: mcp:flaky: SOURCE_STATE_FAILED`,
+		`its stderr ends with: boom: missing API key`,
+		`restarted after fixing the script: mcp:flaky: SOURCE_STATE_RUNNING`,
+		`flaky's tools are back: flaky_glob, flaky_grep, flaky_list, flaky_read`,
 		`toolhost serve stopped (exit 0)`,
 	} {
 		if !bytes.Contains(out, []byte(want)) {

@@ -30,6 +30,9 @@ const (
 	ExitFailure = 2
 	// ExitInterrupted: interrupted (the context was cancelled, e.g. by SIGINT).
 	ExitInterrupted = 3
+	// ExitPartial: tools and status: the Location is active, but some of its sources
+	// do not serve (starting, restarting or failed); they are reported after the tools.
+	ExitPartial = 4
 	// ExitUsage: the command line was wrong.
 	ExitUsage = 64
 )
@@ -45,6 +48,10 @@ commands:
   serve    serve the API for session runners (gRPC on a unix socket or loopback TCP)
   dev      serve, watching plugins and hot-reloading them when they change
   mcp      serve the tools of Locations as an MCP server (stdio or loopback HTTP)
+  mcp-login  authorize toolhost with a Location's remote MCP server (OAuth)
+  status   print the source health of a running serve or dev
+  restart  restart one source of a Location on a running serve or dev
+  plugins  lock, upgrade, verify and list plugins taken from Go modules
   version  print the version
   help     print this help, or a command's: toolhost help <command>
 
@@ -54,6 +61,7 @@ exit status:
       invalid input, invalid output or unavailable
   2   operational failure: activation failed, defect, plugin crash, storage failure
   3   interrupted
+  4   tools, status: some sources of the Location do not serve (reported on stdout)
   64  usage error
 
 environment:
@@ -89,6 +97,14 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return a.dev(ctx, rest)
 	case "mcp":
 		return a.mcp(ctx, rest)
+	case "mcp-login":
+		return a.mcpLogin(ctx, rest)
+	case "status":
+		return a.status(ctx, rest)
+	case "restart":
+		return a.restart(ctx, rest)
+	case "plugins":
+		return a.plugins(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help", "-h", "-help", "--help":
@@ -133,6 +149,15 @@ func (a *app) help(args []string) int {
 		fs, _ = a.devFlags()
 	case "mcp":
 		fs, _ = a.mcpFlags()
+	case "mcp-login":
+		fs, _ = a.mcpLoginFlags()
+	case "status":
+		fs, _ = a.statusFlags()
+	case "restart":
+		fs, _ = a.restartFlags()
+	case "plugins":
+		fmt.Fprint(a.stdout, pluginsUsage)
+		return ExitOK
 	case "version":
 		fmt.Fprintln(a.stdout, "usage: toolhost version\n\nprints the version of toolhost.")
 		return ExitOK
@@ -224,17 +249,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
 
-	storageDir, err := registry.DefaultStorageDir()
-	if err != nil {
-		a.errorf("toolhost %s: %v", cmd, err)
-		return ExitFailure
-	}
-	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
-	if err != nil {
-		a.errorf("toolhost %s: %v", cmd, err)
-		return ExitFailure
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
+	reg, err := openRegistry()
 	if err != nil {
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
@@ -256,6 +271,9 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 		}
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
+	}
+	if a.asker != nil { // a person at a terminal: remote servers can log in now
+		a.loginOnFirstUse(ctx, loc)
 	}
 	return fn(&session{loc: loc, reg: reg, logger: logger})
 }

@@ -420,9 +420,19 @@ func TestCallInterrupted(t *testing.T) {
 	}
 }
 
+func TestPluginThatDoesNotStartIsReported(t *testing.T) {
+	missing := workspace(t, `{"plugins": [{"name": "ghost", "path": "/nonexistent/toolhost-plugin"}]}`)
+	r := run(t, "", "tools", "--location", missing)
+	r.want(t, cli.ExitPartial)
+	for _, want := range []string{"read", "plugin:ghost: restarting", "/nonexistent/toolhost-plugin"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout does not contain %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
 func TestOperationalFailures(t *testing.T) {
 	invalid := workspace(t, `{"plugins": [{"name": "x"}]}`)
-	missing := workspace(t, `{"plugins": [{"name": "ghost", "path": "/nonexistent/toolhost-plugin"}]}`)
 	tests := []struct {
 		name   string
 		args   []string
@@ -430,7 +440,6 @@ func TestOperationalFailures(t *testing.T) {
 	}{
 		{"InvalidConfigTools", []string{"tools", "--location", invalid}, []string{filepath.Join(invalid, location.ConfigPath), "/plugins/0"}},
 		{"InvalidConfigCall", []string{"call", "--location", invalid, "echo"}, []string{filepath.Join(invalid, location.ConfigPath), "/plugins/0"}},
-		{"PluginDoesNotStart", []string{"call", "--location", missing, "echo"}, []string{`"ghost"`, "/nonexistent/toolhost-plugin"}},
 		{"NoSuchLocation", []string{"tools", "--location", filepath.Join(t.TempDir(), "missing")}, []string{"missing"}},
 	}
 	for _, tt := range tests {
@@ -511,7 +520,7 @@ func TestVersion(t *testing.T) {
 
 func TestToolsProvider(t *testing.T) {
 	dir := workspace(t, `{"tools": [{"name": "either", "description": "Takes one of two shapes.",
-		"input_schema": {"anyOf": [{"type": "object"}, {"type": "string"}]}, "command": ["true"]}]}`)
+		"input_schema": {"anyOf": [{"type": "object"}, {"type": "string"}]}, "command": ["/bin/true"]}]}`)
 	r := run(t, "", "tools", "--location", dir, "--provider", "anthropic")
 	r.want(t, cli.ExitToolError)
 	if !strings.Contains(r.stdout, "either: not compatible with anthropic") {

@@ -9,12 +9,16 @@
 //	              [--message ID] [--call-id ID] NAME [JSON|-]
 //	toolhost serve [--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]]
 //	toolhost dev [--location DIR]... [serve flags]
+//	toolhost mcp-login NAME --location DIR [--client-id ID [--client-secret-env VAR]] [--listen ADDR]
+//	toolhost plugins lock|upgrade [NAME...]|verify|list [--location DIR] [--json]
 //	toolhost version
 //	toolhost help [COMMAND]
 //
 // tools and call activate the Location at DIR for their own duration and deactivate
 // it before exiting (within 10s); on a terminal, call prompts for permission asks.
 // serve and dev run until SIGINT or SIGTERM (see the server and devwatch packages).
+// plugins manages the plugins a Location takes from Go modules and their lock file
+// (see location.LockModules); verify exits 1 when a module differs from its lock.
 // Logs go to stderr: warnings and errors only, everything with --verbose.
 //
 // # Exit status

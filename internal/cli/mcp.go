@@ -18,7 +18,6 @@ import (
 	"github.com/toolhost/toolhost/devwatch"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcpserve"
-	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/server"
 )
@@ -104,7 +103,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		err       error
 	)
 	if o.http != "" {
-		if lis, err = server.ListenTCP(o.http); err != nil {
+		if lis, err = server.ListenTCP(o.http, logger); err != nil {
 			if errors.Is(err, server.ErrNotLoopback) {
 				return a.usageError(fs, "%v", err)
 			}
@@ -117,26 +116,13 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		if tokenFile == "" {
 			tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
 		}
-		if tokenFile, err = filepath.Abs(tokenFile); err == nil {
-			if token, err = server.NewToken(); err == nil {
-				err = server.WriteTokenFile(tokenFile, token)
-			}
-		}
-		if err != nil {
+		if tokenFile, token, err = writeToken(tokenFile); err != nil {
 			return fail(err)
 		}
 		defer removeToken(tokenFile, token)
 	}
 
-	storageDir, err := registry.DefaultStorageDir()
-	if err != nil {
-		return fail(err)
-	}
-	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
-	if err != nil {
-		return fail(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
+	reg, err := openRegistry()
 	if err != nil {
 		return fail(err)
 	}

@@ -28,24 +28,35 @@ const remoteFlagHelp = "work against the running toolhost serve or dev at `addre
 // dir there (or takes the only active one when dir is empty), runs fn with a Client
 // whose handle is closed afterwards, and returns fn's exit code.
 func (a *app) withRemote(ctx context.Context, cmd string, o *remoteOptions, dir string, fn func(*client.Client, client.Location) int) int {
-	fail := func(format string, args ...any) int {
-		a.errorf("toolhost %s: %s", cmd, fmt.Sprintf(format, args...))
-		return ExitFailure
-	}
+	return a.dialRemote(ctx, cmd, o, func(c *client.Client) int { return a.onRemote(ctx, cmd, o, c, dir, fn) })
+}
+
+// dialRemote connects to the server at o.socket and runs fn with the Client, closed
+// afterwards.
+func (a *app) dialRemote(ctx context.Context, cmd string, o *remoteOptions, fn func(*client.Client) int) int {
 	token := ""
 	if o.tokenFile != "" {
 		data, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return fail("read the token: %v", err)
+			a.errorf("toolhost %s: read the token: %v", cmd, err)
+			return ExitFailure
 		}
 		token = strings.TrimSpace(string(data))
 	}
 	c, err := client.Dial(ctx, o.socket, token)
 	if err != nil {
-		return fail("%v", err)
+		a.errorf("toolhost %s: %v", cmd, err)
+		return ExitFailure
 	}
 	defer c.Close()
+	return fn(c)
+}
 
+func (a *app) onRemote(ctx context.Context, cmd string, o *remoteOptions, c *client.Client, dir string, fn func(*client.Client, client.Location) int) int {
+	fail := func(format string, args ...any) int {
+		a.errorf("toolhost %s: %s", cmd, fmt.Sprintf(format, args...))
+		return ExitFailure
+	}
 	var loc client.Location
 	if dir != "" {
 		abs, err := filepath.Abs(dir)

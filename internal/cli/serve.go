@@ -8,14 +8,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/location"
-	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/server"
 )
@@ -114,7 +112,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		err       error
 	)
 	if o.tcp != "" {
-		if lis, err = server.ListenTCP(o.tcp); err != nil {
+		if lis, err = server.ListenTCP(o.tcp, logger); err != nil {
 			if errors.Is(err, server.ErrNotLoopback) {
 				return a.usageError(fs, "%v", err)
 			}
@@ -124,12 +122,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		if tokenFile == "" {
 			tokenFile = server.DefaultTokenPath(os.Getenv)
 		}
-		if tokenFile, err = filepath.Abs(tokenFile); err == nil {
-			if token, err = server.NewToken(); err == nil {
-				err = server.WriteTokenFile(tokenFile, token)
-			}
-		}
-		if err != nil {
+		if tokenFile, token, err = writeToken(tokenFile); err != nil {
 			lis.Close()
 			return fail(err)
 		}
@@ -146,17 +139,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		where = "unix://" + lis.Addr().String()
 	}
 
-	storageDir, err := registry.DefaultStorageDir()
-	if err != nil {
-		lis.Close()
-		return fail(err)
-	}
-	st, err := registry.OpenStorage(storageDir, registry.StorageOptions{})
-	if err != nil {
-		lis.Close()
-		return fail(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
+	reg, err := openRegistry()
 	if err != nil {
 		lis.Close()
 		return fail(err)
@@ -227,12 +210,4 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		return fail(err)
 	}
 	return ExitOK
-}
-
-// removeToken removes the token file if it still holds token (a later server may
-// have replaced it).
-func removeToken(path, token string) {
-	if data, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(data)) == token {
-		os.Remove(path)
-	}
 }

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolhost/toolhost/client"
-	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -26,7 +26,9 @@ func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	o := &toolsOptions{}
 	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--json] [--provider NAME] [--verbose]",
 		"activates the Location at DIR, lists the definitions of its tools sorted by name,\n"+
-			"and deactivates it. Plugins that are not running are listed after the tools.\n"+
+			"and deactivates it. Sources that do not serve (a plugin or MCP server that\n"+
+			"failed to start and is retried, a manifest tool whose command cannot run) are\n"+
+			"listed after the tools, with why, and the exit status is then 4.\n"+
 			"With --socket it lists what a running toolhost serve or dev serves instead, and\n"+
 			"the Location stays active there.\n\n"+
 			"--json prints {\"location\": ID, \"tools\": [{\"name\", \"description\",\n"+
@@ -77,13 +79,17 @@ func (a *app) tools(ctx context.Context, args []string) int {
 				}
 				problems[p.Tool] = append(problems[p.Tool], provider.Problem{Pointer: p.Pointer, Message: p.Message})
 			}
-			var notRunning []string
-			for _, p := range loc.Plugins {
-				if p.State != string(plugins.Running) {
-					notRunning = append(notRunning, pluginLine(p.Name, p.State, p.Error))
+			srcs, err := c.ListSources(ctx, loc.ID)
+			if err != nil {
+				return a.remoteError(ctx, "tools", o.socket, err)
+			}
+			var notServing []sourceJSON
+			for _, s := range srcs {
+				if s.State != "running" {
+					notServing = append(notServing, sourceJSON{ID: s.ID, State: s.State, Error: s.Error})
 				}
 			}
-			return a.listTools(o, profile, loc.ID, req.Definitions, problems, notRunning)
+			return a.listTools(o, profile, loc.ID, req.Definitions, problems, notServing)
 		})
 	}
 	return a.withLocation(ctx, "tools", o.location, o.verbose, func(s *session) int {
@@ -93,44 +99,55 @@ func (a *app) tools(ctx context.Context, args []string) int {
 			return ExitFailure
 		}
 		defs, problems := checkProvider(profile, q.Definitions())
-		var notRunning []string
-		for _, sup := range s.loc.Plugins() {
-			if st, err := sup.State(); st != plugins.Running {
-				msg := ""
-				if err != nil {
-					msg = err.Error()
+		var notServing []sourceJSON
+		for _, st := range s.loc.Sources() {
+			if st.State != location.Running {
+				j := sourceJSON{ID: st.ID, State: string(st.State)}
+				if st.Err != nil {
+					j.Error = st.Err.Error()
 				}
-				notRunning = append(notRunning, pluginLine(sup.Name(), string(st), msg))
+				notServing = append(notServing, j)
 			}
 		}
-		return a.listTools(o, profile, s.loc.ID(), defs, problems, notRunning)
+		return a.listTools(o, profile, s.loc.ID(), defs, problems, notServing)
 	})
 }
 
-// pluginLine describes a plugin that is not running.
-func pluginLine(name, state, err string) string {
-	if err != "" {
-		return fmt.Sprintf("plugin %s: %s: %s", name, state, err)
-	}
-	return fmt.Sprintf("plugin %s: %s", name, state)
+// sourceJSON is a source that does not serve, as tools reports it.
+type sourceJSON struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 }
 
-// listTools prints the definitions (a table, or JSON) and returns the exit code.
-func (a *app) listTools(o *toolsOptions, profile provider.Profile, loc string, defs []registry.Definition, problems map[string][]provider.Problem, notRunning []string) int {
+// listTools prints the definitions (a table, or JSON) and the sources that do not
+// serve, and returns the exit code: ExitToolError for provider problems, else
+// ExitPartial when some source does not serve.
+func (a *app) listTools(o *toolsOptions, profile provider.Profile, loc string, defs []registry.Definition, problems map[string][]provider.Problem, notServing []sourceJSON) int {
 	code := ExitOK
-	if len(problems) > 0 {
+	switch {
+	case len(problems) > 0:
 		code = ExitToolError
+	case len(notServing) > 0:
+		code = ExitPartial
 	}
 	if o.json {
-		if c := a.printJSON("tools", toolsJSON{Location: loc, Tools: defs, Problems: problems}); c != ExitOK {
+		if c := a.printJSON("tools", toolsJSON{Location: loc, Tools: defs, Problems: problems, NotServing: notServing}); c != ExitOK {
 			return c
 		}
 		return code
 	}
-	a.printToolTable(defs, notRunning)
+	a.printToolTable(defs, nil)
 	for _, d := range defs {
 		for _, p := range problems[d.Name] {
 			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
+		}
+	}
+	for _, s := range notServing {
+		if s.Error != "" {
+			fmt.Fprintf(a.stdout, "%s: %s: %s\n", s.ID, s.State, indentLines(s.Error))
+		} else {
+			fmt.Fprintf(a.stdout, "%s: %s\n", s.ID, s.State)
 		}
 	}
 	return code
@@ -160,6 +177,8 @@ type toolsJSON struct {
 	Location string                        `json:"location"`
 	Tools    []registry.Definition         `json:"tools"`
 	Problems map[string][]provider.Problem `json:"problems,omitempty"`
+	// NotServing are the sources that do not serve (exit status 4).
+	NotServing []sourceJSON `json:"not_serving,omitempty"`
 }
 
 func (a *app) printToolTable(defs []registry.Definition, notRunning []string) {

@@ -62,11 +62,14 @@ func (t *Tracker) Reset() { t.crashes = nil }
 type State string
 
 const (
+	// Starting: a first generation, or one asked for by hand, is being started.
+	Starting State = "starting"
 	// Running: a generation is serving.
 	Running State = "running"
 	// Restarting: the last generation crashed; a new one is being started.
 	Restarting State = "restarting"
-	// Failed: the crash budget is spent; the source stays down until reloaded.
+	// Failed: the crash budget is spent; the source stays down until restarted by
+	// hand (or reloaded).
 	Failed State = "failed"
 	// Stopped: the supervisor's scope closed.
 	Stopped State = "stopped"

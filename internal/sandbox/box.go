@@ -33,6 +33,7 @@ type Box struct {
 	tmpDir  string
 	cgroup  string
 
+	direct     bool     // no launcher: the program itself is its namespace's init
 	status     *os.File // read end of the launcher's status pipe
 	statusW    *os.File
 	statusRd   *bufio.Reader
@@ -73,6 +74,23 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	}
 	b.mode = mode
 	b.plan = plan{Name: spec.Name, Path: path, Mode: mode, Limits: spec.Limits.withDefaults(), HostPID: spec.HostPID}
+	if mode == ModeNamespace && spec.Confine == nil {
+		// Contained, not confined: nothing has to run between fork and exec, so no
+		// launcher (it costs a process start, milliseconds). The program is the
+		// init of its own PID namespace: when it exits, or is killed (also by
+		// Pdeathsig when the host dies), the kernel kills the rest of its tree. As
+		// an init it gets only the signals it handles (Stop closes its input or
+		// asks, then kills), and it inherits its tree's orphans (their zombies go
+		// when it exits). Its limits are set right after the clone (prlimit).
+		cmd := exec.Command(path)
+		cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
+		if spec.HostPID {
+			cmd.Env = append(withoutVar(env, HostPIDEnv), HostPIDEnv+"=0") // outside its namespace
+		}
+		cmd.SysProcAttr = namespaceAttr()
+		b.Cmd, b.direct = cmd, true
+		return b, nil
+	}
 	if c := spec.Confine; c != nil {
 		if LandlockABI() == 0 {
 			if spec.Require {
@@ -115,18 +133,26 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	switch mode {
 	case ModeNamespace:
-		attr.Cloneflags = syscall.CLONE_NEWPID
-		if os.Geteuid() != 0 {
-			attr.Cloneflags |= syscall.CLONE_NEWUSER
-			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
-		}
+		attr = namespaceAttr()
 	case ModeSubreaper, ModeCgroup:
 		attr.Pdeathsig = syscall.SIGTERM // the launcher stops the tree, then exits
 	}
 	cmd.SysProcAttr = attr
 	b.Cmd = cmd
 	return b, nil
+}
+
+// namespaceAttr starts a process as the init of a new PID namespace (through a user
+// namespace when the host is not root), in its own process group, killed when the
+// host dies.
+func namespaceAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+	}
+	return attr
 }
 
 func withoutVar(env []string, name string) []string {
@@ -159,6 +185,9 @@ func (b *Box) Spec() Spec { return b.spec }
 func (b *Box) Start() (err error) {
 	if b.mode == ModeNone {
 		return b.Cmd.Start()
+	}
+	if b.direct {
+		return b.startDirect()
 	}
 	defer func() {
 		if err != nil {
@@ -210,16 +239,35 @@ func (b *Box) Start() (err error) {
 	return nil
 }
 
+// startDirect starts a program that is its namespace's own init (see Command).
+func (b *Box) startDirect() error {
+	if err := b.Cmd.Start(); err != nil {
+		return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
+	}
+	pid := b.Cmd.Process.Pid
+	if err := prlimit(pid, b.plan.Limits); err != nil {
+		b.Kill()
+		_ = b.Wait()
+		return err
+	}
+	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	b.programPID = pid
+	track(b)
+	return nil
+}
+
 // ProgramPID is the program's pid as the host sees it (the launcher's child), 0
-// before Start or if the program exited at once. In ModeNone it is PID.
+// before Start or if the program exited at once. In ModeNone, and for a program
+// that is its namespace's init, it is PID.
 func (b *Box) ProgramPID() int {
-	if b.mode == ModeNone {
+	if b.mode == ModeNone || b.direct {
 		return b.PID()
 	}
 	return b.programPID
 }
 
-// PID is the launcher's pid (the program's own in ModeNone), 0 before Start.
+// PID is the launcher's pid (the program's own in ModeNone or without a launcher),
+// 0 before Start.
 func (b *Box) PID() int {
 	if b.Cmd.Process == nil {
 		return 0
@@ -240,10 +288,12 @@ func (b *Box) Wait() error {
 	if b.Cmd.ProcessState != nil {
 		ee.Code = b.Cmd.ProcessState.ExitCode()
 		if ws, ok := b.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			ee.Signal = ws.Signal() // the launcher itself was killed
+			ee.Signal = ws.Signal() // the launcher (or the program without one) was killed
 		}
 	}
-	if line, _ := b.statusRd.ReadString('\n'); line != "" {
+	if b.statusRd == nil {
+		// No launcher: the program's own status is what Cmd.Wait saw.
+	} else if line, _ := b.statusRd.ReadString('\n'); line != "" {
 		var n int
 		if _, err := fmt.Sscanf(line, "exit %d", &n); err == nil {
 			ee.Code, ee.Signal = n, 0
@@ -268,8 +318,9 @@ func (b *Box) Signal(sig syscall.Signal) {
 		b.Kill()
 		return
 	}
-	if b.mode == ModeNone {
-		_ = syscall.Kill(-b.Cmd.Process.Pid, sig)
+	if b.mode == ModeNone || b.direct {
+		_ = syscall.Kill(-b.Cmd.Process.Pid, sig) // its group, as the launcher would
+		_ = syscall.Kill(b.Cmd.Process.Pid, sig)
 		return
 	}
 	_ = syscall.Kill(b.Cmd.Process.Pid, sig)
@@ -389,3 +440,34 @@ var (
 	detectOnce sync.Once
 	detected   Mode
 )
+
+// Supported returns nil when mode can be forced on this machine, else why not.
+func Supported(mode Mode) error {
+	switch mode {
+	case ModeNamespace:
+		if DetectMode() != ModeNamespace {
+			return errors.New("sandbox: the kernel refuses a new PID namespace here")
+		}
+	case ModeCgroup:
+		if !CgroupAvailable() {
+			return errors.New("sandbox: no usable cgroup v2 hierarchy (cgroup.kill, Linux 5.14) here")
+		}
+	case ModeSubreaper, ModeNone, "":
+	default:
+		return fmt.Errorf("sandbox: unknown containment mode %q", mode)
+	}
+	return nil
+}
+
+// Expected returns the containment a box made from spec gets on this machine, and
+// whether Landlock confines it: what Mode and Confined report once it runs.
+func Expected(spec Spec) (mode Mode, confined bool) {
+	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
+		return ModeNone, false
+	}
+	mode = spec.Mode
+	if mode == "" {
+		mode = DetectMode()
+	}
+	return mode, spec.Confine != nil && LandlockABI() > 0
+}

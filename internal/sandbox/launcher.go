@@ -113,7 +113,28 @@ func launch() int {
 	if p.Mode != ModeNamespace {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
+	if p.Confine != nil && !p.Confine.Network {
+		// Landlock's TCP rules do not cover every protocol (UDP; MPTCP sockets pass
+		// them on Linux 6.18): a seccomp filter allows only AF_UNIX sockets. Where
+		// it cannot be installed, or Landlock cannot scope abstract unix sockets
+		// (ABI < 6, and those live in the network namespace), the program gets its
+		// own network namespace instead (loopback only, down; pathname unix sockets,
+		// the plugin's broker, work across it), which costs milliseconds per start.
+		// Where the kernel refuses that too, Landlock's TCP rules remain.
+		filtered, err := denyNetwork()
+		if err != nil {
+			return fail("%v", err)
+		}
+		if !filtered || LandlockABI() < 6 {
+			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+		}
+	}
+	err := cmd.Start()
+	if err != nil && cmd.SysProcAttr.Cloneflags != 0 {
+		cmd.SysProcAttr.Cloneflags = 0
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fail("start %s: %v", p.Path, err)
 	}
 	pid := cmd.Process.Pid
@@ -148,7 +169,14 @@ func launch() int {
 			break
 		}
 	}
-	stopTree(p)
+	// Not on this thread: Landlock confines it, and the tree's end reads /proc and
+	// the cgroup's files.
+	stopped := make(chan struct{})
+	go func() {
+		stopTree(p)
+		close(stopped)
+	}()
+	<-stopped
 	if ws.Signaled() {
 		fmt.Fprintf(status, "signal %d\n", int(ws.Signal()))
 		return 128 + int(ws.Signal())
@@ -267,4 +295,26 @@ func setLimits(l Limits) error {
 	// syscall.Setrlimit, not unix's: it also stops the runtime from restoring the
 	// host's soft limit in the program.
 	return set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, l.OpenFiles)
+}
+
+// prlimit applies the resource limits to a started process, as setLimits does to the
+// launcher (for a program started without one).
+func prlimit(pid int, l Limits) error {
+	set := func(name string, res int, v int64) error {
+		var cur unix.Rlimit
+		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
+			return nil
+		}
+		if uint64(v) > cur.Max {
+			v = int64(cur.Max) // only root may raise a hard limit
+		}
+		if err := unix.Prlimit(pid, res, &unix.Rlimit{Cur: uint64(v), Max: uint64(v)}, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sandbox: set %s of pid %d to %d: %w", name, pid, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
+		return err
+	}
+	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)
 }

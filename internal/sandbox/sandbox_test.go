@@ -163,6 +163,9 @@ func TestExitStatusPassesThrough(t *testing.T) {
 		if err := b.Start(); err != nil {
 			t.Fatal(err)
 		}
+		if tc.code < 0 {
+			syscall.Kill(b.ProgramPID(), syscall.Signal(-tc.code))
+		}
 		err = b.Wait()
 		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
 			t.Errorf("code %d: wait = %v, want %q", tc.code, err, tc.want)
@@ -228,7 +231,8 @@ func TestConfinement(t *testing.T) {
 	}
 	t.Run("Default", func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{})
-		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "tcp": false, "write-tmp": true, "read-self": true}
+		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "write-tmp": true, "read-self": true,
+			"tcp": false, "mptcp": false, "udp": false, "unix": true}
 		if sandbox.LandlockABI() >= 6 {
 			want["signal"] = false
 		}
@@ -240,7 +244,7 @@ func TestConfinement(t *testing.T) {
 	})
 	t.Run("Widened", func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{Read: []string{ws}, Write: []string{outside}, Network: true})
-		for _, what := range []string{"read-workspace", "write-outside", "tcp"} {
+		for _, what := range []string{"read-workspace", "write-outside", "tcp", "mptcp", "udp"} {
 			if !strings.HasPrefix(res[what], "ok") {
 				t.Errorf("%s: %s", what, res[what])
 			}

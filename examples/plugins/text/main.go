@@ -7,13 +7,15 @@
 //   - word_count returns a struct and a Projection that summarises it in one line;
 //   - find returns a struct with no projection: the model gets the structured output.
 //
-// It also shows a model-visible failure (find with an invalid regular expression) and
-// activation options read from the Location config.
+// It also shows a model-visible failure (find with an invalid regular expression),
+// activation options read from the Location config, and a tool that asks the
+// runner's model (sdk.Sample) and the person (sdk.Ask): title.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -82,6 +84,7 @@ func Activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		"upper":      upper(),
 		"word_count": wordCount(),
 		"find":       find(opts.MaxMatches),
+		"title":      title(),
 	})
 	return err
 }
@@ -135,6 +138,57 @@ func find(maxMatches int) sdk.Tool {
 				out.Matches = append(out.Matches, Match{Line: i + 1, Text: line})
 			}
 			return out, nil
+		})
+}
+
+// TitleAnswer is the person's answer to title's question.
+type TitleAnswer struct {
+	Title string `json:"title"`
+}
+
+// titleSchema is the form of title's question: a TitleAnswer with a title.
+var titleSchema, _ = json.Marshal(map[string]any{
+	"type":       "object",
+	"properties": map[string]any{"title": map[string]any{"type": "string", "minLength": 1, "description": "The title"}},
+	"required":   []string{"title"},
+})
+
+// title asks the runner's model to propose a title, then asks the person to keep or
+// change it. Nobody to answer is not a failure: the plugin needs "grants": ["ask",
+// "sample"] in the Location config, and a runner may have no model or person at
+// hand, so title falls back to the first line and to the model's proposal.
+func title() sdk.Tool {
+	return sdk.NewTool("Proposes a title for a text, asking the model for one and the person to confirm it.",
+		func(ctx context.Context, inv sdk.Invocation, in TextInput) (string, error) {
+			proposal, _, _ := strings.Cut(strings.TrimSpace(in.Text), "\n")
+			res, err := sdk.Sample(ctx, sdk.SampleRequest{
+				SystemPrompt: "You write short titles. Answer with the title alone.",
+				Messages:     []sdk.SampleMessage{{Role: "user", Content: sdk.Text("A title for:\n" + in.Text)}},
+				MaxTokens:    30,
+			})
+			switch {
+			case err == nil:
+				proposal = strings.TrimSpace(res.Message.Content.Text)
+			case errors.Is(err, sdk.ErrUnanswered):
+			case ctx.Err() != nil:
+				return "", context.Cause(ctx)
+			default:
+				return "", sdk.Failf("the model could not propose a title: %w", err)
+			}
+			a, err := sdk.Ask(ctx, sdk.Question{Message: fmt.Sprintf("Title this text %q?", proposal), Schema: titleSchema})
+			switch {
+			case errors.Is(err, sdk.ErrUnanswered):
+				return proposal, nil
+			case err != nil:
+				return "", err
+			case a.Action != sdk.Accepted:
+				return "", sdk.Failf("the person did not want a title (%s)", a.Action)
+			}
+			var ans TitleAnswer
+			if err := json.Unmarshal(a.Content, &ans); err != nil {
+				return "", err
+			}
+			return ans.Title, nil
 		})
 }
 

@@ -26,8 +26,16 @@ func TestTools(t *testing.T) {
 		for _, d := range h.Definitions() {
 			names = append(names, d.Name)
 		}
-		if want := []string{"find", "upper", "word_count"}; !slices.Equal(names, want) {
+		if want := []string{"find", "title", "upper", "word_count"}; !slices.Equal(names, want) {
 			t.Errorf("tools = %v, want %v", names, want)
+		}
+	})
+
+	t.Run("TitleWithNobodyToAskIsTheFirstLine", func(t *testing.T) {
+		// plugintest grants neither "ask" nor "sample": both are unanswered.
+		s := settle(t, h, "title", TextInput{Text: "The Raven\nOnce upon a midnight dreary"})
+		if s.Outcome != registry.Completed || s.Text() != "The Raven" {
+			t.Errorf("got %s %q, want completed %q", s.Outcome, s.Text(), "The Raven")
 		}
 	})
 

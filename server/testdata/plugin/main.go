@@ -3,8 +3,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -12,6 +15,9 @@ import (
 type textIn struct {
 	Text string `json:"text"`
 }
+
+// nameSchema is the question tool's answer: a non-empty name.
+const nameSchema = `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}, "required": ["name"]}`
 
 type countIn struct {
 	N int `json:"n"`
@@ -36,6 +42,46 @@ func main() {
 			}),
 			"guarded": sdk.NewTool("Needs permission.", func(context.Context, sdk.Invocation, struct{}) (string, error) {
 				return "granted", nil
+			}),
+			"crash": sdk.NewTool("Exits the plugin process, as a crash.", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+				os.Exit(3)
+				return "", nil
+			}),
+			"nap": sdk.NewTool("Sleeps ms milliseconds, then says so.", func(ctx context.Context, _ sdk.Invocation, in countIn) (string, error) {
+				select {
+				case <-time.After(time.Duration(in.N) * time.Millisecond):
+					return "rested", nil
+				case <-ctx.Done():
+					return "", context.Cause(ctx)
+				}
+			}),
+			"question": sdk.NewTool("Asks the person for a name (sdk.Ask) and says how they answered.", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+				a, err := sdk.Ask(ctx, sdk.Question{Message: "What is your name?", Schema: json.RawMessage(nameSchema)})
+				var un *sdk.UnansweredError
+				if errors.As(err, &un) {
+					return "unanswered: " + un.Reason, nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("%s %s", a.Action, a.Content), nil
+			}),
+			"sample": sdk.NewTool("Asks the model (sdk.Sample) to complete the text.", func(ctx context.Context, _ sdk.Invocation, in textIn) (string, error) {
+				temp := 0.5
+				res, err := sdk.Sample(ctx, sdk.SampleRequest{
+					Messages:     []sdk.SampleMessage{{Role: "user", Content: sdk.Text(in.Text)}},
+					SystemPrompt: "Be brief.", MaxTokens: 50, Temperature: &temp, ModelHints: []string{"small"},
+				})
+				var un *sdk.UnansweredError
+				switch {
+				case errors.As(err, &un):
+					return "unanswered: " + un.Reason, nil
+				case ctx.Err() != nil:
+					return "", context.Cause(ctx)
+				case err != nil:
+					return "", sdk.Failf("sampling failed: %v", err)
+				}
+				return fmt.Sprintf("%s %s: %s (%s)", res.Model, res.Message.Role, res.Message.Content.Text, res.StopReason), nil
 			}),
 			"whoami": sdk.NewTool("Returns the pid.", func(context.Context, sdk.Invocation, struct{}) (int, error) {
 				return os.Getpid(), nil

@@ -1,6 +1,9 @@
 // Command hostile is a test plugin that does not use the sdk: it speaks the protocol
 // with raw go-plugin and tries to reach what it was not given. Its "probe" tool
-// reports what worked.
+// reports what worked at the host's RPC level; its "attack" tool tries the operating
+// system (files, sockets, signals), "spawn" leaves processes behind, "register"
+// takes names, "hang" never ends, "flood" returns a huge output and "alloc"
+// allocates without bound.
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +32,8 @@ import (
 type options struct {
 	// Foreign are socket paths of other plugins' broker connections to attack.
 	Foreign []string `json:"foreign"`
+	// Prefix is put before the names of its tools (to run two copies in a Location).
+	Prefix string `json:"prefix"`
 }
 
 // Report is what probe returns.
@@ -49,6 +55,7 @@ type server struct {
 	services *grpc.ClientConn
 	toolsID  uint32
 	opts     options
+	nextReg  uint64
 }
 
 func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*pluginpb.ActivateResponse, error) {
@@ -68,13 +75,48 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		}
 	}
 	_, err = s.tools.Register(ctx, &pluginpb.RegisterRequest{Registration: 1, Tools: []*pluginpb.ToolDefinition{
-		{Name: "probe", Description: "tries everything", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "probe", Description: "tries everything", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "attack", Description: "tries the operating system", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "hang", Description: "never ends", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "flood", Description: "a huge output", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "alloc", Description: "allocates without bound", InputSchema: []byte(`{"type":"object"}`)},
 	}})
+	s.nextReg = 1000
 	return &pluginpb.ActivateResponse{}, err
 }
 
 func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_ExecuteServer) error {
 	ctx := stream.Context()
+	switch strings.TrimPrefix(req.Tool, s.opts.Prefix) {
+	case "attack":
+		var in attackInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, attackOS(in))
+	case "spawn":
+		var in struct{ Marker string }
+		json.Unmarshal(req.Input, &in)
+		if err := spawn(in.Marker); err != nil {
+			return err
+		}
+		return reply(stream, "spawned")
+	case "register":
+		var in struct {
+			Names []string
+			Count int
+		}
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, s.register(ctx, in.Names, in.Count))
+	case "hang":
+		select {} // ignores cancellation too
+	case "flood":
+		var in struct{ MiB int }
+		json.Unmarshal(req.Input, &in)
+		return flood(stream, in.MiB)
+	case "alloc":
+		alloc()
+	}
 	r := Report{ServicesGiven: s.services != nil, GuessedIDs: map[string]string{}, Foreign: map[string]string{}}
 
 	// Guess broker ids the host never offered.
@@ -132,7 +174,7 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		}
 	}
 
-	if req.Tool == "probe" {
+	if req.Tool == s.opts.Prefix+"probe" {
 		// Keep registering from now on: after the scope closes, none may appear.
 		go func() {
 			for i := 0; ; i++ {
@@ -200,6 +242,9 @@ func (hostilePlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Clien
 }
 
 func main() {
+	if role() {
+		return
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
 		Plugins:         plugin.PluginSet{pluginpb.PluginName: hostilePlugin{}},

@@ -1,0 +1,199 @@
+// Package oauthtest is an OAuth 2.1 authorization server for tests of remote MCP
+// servers: metadata, dynamic client registration, authorization with PKCE (S256)
+// that approves at once, code exchange and refresh; a wrapper that puts an MCP
+// endpoint behind its tokens; and a "browser" that follows an authorization URL.
+package oauthtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Server is the authorization server. Access tokens expire in 5 seconds, which
+// golang.org/x/oauth2 already counts as expired, so every later use of a stored token
+// refreshes it first. Safe for concurrent use; the test's cleanup closes it.
+type Server struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	clients   map[string][]string // client id → redirect URIs
+	codes     map[string]authCode
+	access    map[string]bool
+	refresh   map[string]bool
+	n         int
+	refreshed int
+	resources []string // resource indicators seen
+}
+
+type authCode struct{ client, redirect, challenge string }
+
+// New starts a Server on loopback.
+func New(t testing.TB) *Server {
+	a := &Server{clients: map[string][]string{}, codes: map[string]authCode{}, access: map[string]bool{}, refresh: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"issuer":                           a.srv.URL,
+			"authorization_endpoint":           a.srv.URL + "/authorize",
+			"token_endpoint":                   a.srv.URL + "/token",
+			"registration_endpoint":            a.srv.URL + "/register",
+			"response_types_supported":         []string{"code"},
+			"grant_types_supported":            []string{"authorization_code", "refresh_token"},
+			"code_challenge_methods_supported": []string{"S256"},
+			"scopes_supported":                 []string{"tools", "offline_access"},
+		})
+	})
+	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
+		var md struct {
+			RedirectURIs []string `json:"redirect_uris"`
+		}
+		json.NewDecoder(r.Body).Decode(&md)
+		a.mu.Lock()
+		a.n++
+		id := fmt.Sprintf("client-%d", a.n)
+		a.clients[id] = md.RedirectURIs
+		a.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(w, map[string]any{"client_id": id, "redirect_uris": md.RedirectURIs, "token_endpoint_auth_method": "none"})
+	})
+	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		redirects, ok := a.clients[q.Get("client_id")]
+		if !ok || !slices.Contains(redirects, q.Get("redirect_uri")) || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("response_type") != "code" {
+			http.Error(w, "bad authorization request", http.StatusBadRequest)
+			return
+		}
+		a.resources = append(a.resources, q.Get("resource"))
+		a.n++
+		code := fmt.Sprintf("code-%d", a.n)
+		a.codes[code] = authCode{client: q.Get("client_id"), redirect: q.Get("redirect_uri"), challenge: q.Get("code_challenge")}
+		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		switch r.Form.Get("grant_type") {
+		case "authorization_code":
+			c, ok := a.codes[r.Form.Get("code")]
+			delete(a.codes, r.Form.Get("code"))
+			sum := sha256.Sum256([]byte(r.Form.Get("code_verifier")))
+			if !ok || c.client != r.Form.Get("client_id") || c.redirect != r.Form.Get("redirect_uri") || base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {
+				w.WriteHeader(http.StatusBadRequest)
+				writeJSON(w, map[string]string{"error": "invalid_grant"})
+				return
+			}
+		case "refresh_token":
+			if !a.refresh[r.Form.Get("refresh_token")] {
+				w.WriteHeader(http.StatusBadRequest)
+				writeJSON(w, map[string]string{"error": "invalid_grant"})
+				return
+			}
+			delete(a.refresh, r.Form.Get("refresh_token"))
+			a.refreshed++
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, map[string]string{"error": "unsupported_grant_type"})
+			return
+		}
+		a.n++
+		at, rt := fmt.Sprintf("access-%d", a.n), fmt.Sprintf("refresh-%d", a.n)
+		a.access[at], a.refresh[rt] = true, true
+		writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 5, "refresh_token": rt})
+	})
+	a.srv = httptest.NewServer(mux)
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+// URL is the authorization server's base URL (its issuer).
+func (a *Server) URL() string { return a.srv.URL }
+
+// Refreshed counts the refresh grants it honoured.
+func (a *Server) Refreshed() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refreshed
+}
+
+// Resources lists the resource indicators authorization requests carried.
+func (a *Server) Resources() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.resources)
+}
+
+// ForgetRefreshTokens makes every refresh token issued so far invalid.
+func (a *Server) ForgetRefreshTokens() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.refresh)
+}
+
+func (a *Server) valid(token string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.access[token]
+}
+
+// Protect puts next, the MCP endpoint at resource (its URL, path "/mcp"), behind the
+// server's tokens, and serves the protected-resource metadata at the endpoint's
+// well-known path.
+func (a *Server) Protect(resource string, next http.Handler) http.Handler {
+	u, _ := url.Parse(resource)
+	metadata := "/.well-known/oauth-protected-resource" + u.Path
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == metadata {
+			writeJSON(w, map[string]any{"resource": resource, "authorization_servers": []string{a.srv.URL}, "scopes_supported": []string{"tools"}})
+			return
+		}
+		if !a.valid(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+u.Host+metadata+`"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Browser plays the person's browser: it follows the authorization URL u to the
+// loopback redirect and checks that the page there says the login worked.
+func Browser(ctx context.Context, u string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("authorized")) {
+		return fmt.Errorf("redirect page: %d %s", resp.StatusCode, body)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	json.NewEncoder(w).Encode(v)
+}

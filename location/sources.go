@@ -1,0 +1,448 @@
+package location
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/manifest"
+	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// State is a source's condition (see SourceStatus).
+type State = restart.State
+
+// The states a source reports.
+const (
+	// Starting: its first generation (or one asked for with RestartSource) is starting.
+	Starting = restart.Starting
+	// Running: it serves. Its last error may still be set: a reload or restart by
+	// hand that failed while the running generation kept serving.
+	Running = restart.Running
+	// Restarting: it crashed or failed to start and is being retried under its
+	// restart budget. Its tools stay advertised; calls wait for the next generation.
+	Restarting = restart.Restarting
+	// Failed: it cannot serve — its budget is spent, its build failed, or its command
+	// cannot be executed. Its tools are not advertised. RestartSource tries again.
+	Failed = restart.Failed
+	// Stopped: the Location is closing.
+	Stopped = restart.Stopped
+)
+
+// The kinds of source a Location has.
+const (
+	KindBuiltin  = "builtin"
+	KindPlugin   = "plugin"
+	KindMCP      = "mcp"
+	KindManifest = "manifest"
+)
+
+// SourceStatus is the health of one source of a Location.
+type SourceStatus struct {
+	// Kind is KindBuiltin, KindPlugin, KindMCP or KindManifest; Name is the source's
+	// name in the config ("" for the built-ins). ID is "kind:name" ("builtin" alone),
+	// as permission rules name sources and as RestartSource takes them.
+	Kind, Name, ID string
+	// State is the source's condition.
+	State State
+	// Generation counts the source's generations that started (0: none yet). PID is
+	// the current generation's process (0: none, or not a process of its own).
+	Generation uint64
+	PID        int
+	// Containment is how the source's process tree is held together
+	// ("namespace", "cgroup", "subreaper", "none"; "" without a process of its own);
+	// Confined reports whether Landlock confines it.
+	Containment string
+	Confined    bool
+	// Restarts counts the generations started again after a crash or failed start.
+	Restarts int
+	// Err is the last error: why the source is not running, or the last failed
+	// reload or restart by hand while it kept running. nil when none.
+	Err error
+	// Stderr is the tail of what the current (or last failed) generation wrote to
+	// stderr, or a failed build's compiler output.
+	Stderr string
+}
+
+// Errors of RestartSource.
+var (
+	// ErrUnknownSource: no source has the name.
+	ErrUnknownSource = errors.New("location: no such source")
+	// ErrAmbiguousSource: several sources have the bare name; give "kind:name".
+	ErrAmbiguousSource = errors.New("location: the name is ambiguous: say which source, as kind:name")
+	// ErrNotRestartable: the built-ins run in the host and cannot be restarted.
+	ErrNotRestartable = errors.New("location: the built-ins cannot be restarted")
+)
+
+// source is one configured source and what is known of its health.
+type source struct {
+	kind, name string
+
+	mu     sync.Mutex
+	plugin *plugins.Supervisor // a plugin that got as far as starting
+	server *mcp.Supervisor
+	state  State // static sources (built-ins, manifest tools, unbuilt plugins)
+	err    error
+	stderr string
+
+	pc   *PluginConfig
+	tool *manifest.Tool
+	op   sync.Mutex // serializes RestartSource
+}
+
+func (s *source) id() string {
+	if s.name == "" {
+		return s.kind
+	}
+	return s.kind + ":" + s.name
+}
+
+func (s *source) status() SourceStatus {
+	s.mu.Lock()
+	plugin, server := s.plugin, s.server
+	st := SourceStatus{Kind: s.kind, Name: s.name, ID: s.id(), State: s.state, Err: s.err, Stderr: s.stderr}
+	s.mu.Unlock()
+	switch {
+	case plugin != nil:
+		st.State, st.Err = plugin.State()
+		st.Restarts = plugin.Restarts()
+		if inst := plugin.Current(); inst != nil {
+			st.Generation, st.PID = inst.Generation(), inst.PID()
+			mode, confined := inst.Containment()
+			st.Containment, st.Confined = string(mode), confined
+			st.Stderr = inst.Stderr()
+		}
+	case server != nil:
+		st.State, st.Err = server.State()
+		st.Restarts = server.Restarts()
+		if inst := server.Current(); inst != nil {
+			st.Generation, st.PID = inst.Generation(), inst.PID()
+			mode, confined := inst.Containment()
+			st.Containment, st.Confined = string(mode), confined
+			st.Stderr = inst.Stderr()
+		}
+	}
+	// A start that failed says why on its stderr; prefer that to a live tail.
+	var pse *plugins.StartError
+	var mse *mcp.StartError
+	var be *BuildError
+	switch {
+	case errors.As(st.Err, &pse):
+		st.Stderr = pse.Stderr
+	case errors.As(st.Err, &mse):
+		st.Stderr = mse.Stderr
+	case errors.As(st.Err, &be):
+		st.Stderr = be.Output
+	}
+	return st
+}
+
+func (s *source) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.plugin != nil:
+		return s.plugin.Changed()
+	case s.server != nil:
+		return s.server.Changed()
+	}
+	return nil
+}
+
+// Sources returns the health of every source of the Location: the built-ins, then
+// the plugins, MCP servers and manifest tools in config order (manifest tool files
+// after the config's tools). Safe for concurrent use.
+func (l *Location) Sources() []SourceStatus {
+	out := make([]SourceStatus, 0, len(l.sources))
+	for _, s := range l.sources {
+		st := s.status()
+		if l.scope.Context().Err() != nil {
+			st.State = Stopped
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// SourcesChanged returns a channel closed at the next change of any source's
+// status (state, generation, restarts, last error). Call Sources then, and
+// SourcesChanged again for the next change. It is closed when the Location closes.
+func (l *Location) SourcesChanged() <-chan struct{} {
+	l.changedMu.Lock()
+	defer l.changedMu.Unlock()
+	return l.changedCh
+}
+
+func (l *Location) bump() {
+	l.changedMu.Lock()
+	defer l.changedMu.Unlock()
+	close(l.changedCh)
+	l.changedCh = make(chan struct{})
+}
+
+// follow forwards the changes of s's supervisor to SourcesChanged until the
+// Location closes.
+func (l *Location) follow(s *source) {
+	_ = l.scope.Go(func(ctx context.Context) {
+		for {
+			ch := s.changed()
+			if ch == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				l.bump()
+				return
+			case <-ch:
+				l.bump()
+			}
+		}
+	})
+}
+
+// lookup finds a source by ID ("plugin:text") or by bare name when only one source
+// has it.
+func (l *Location) lookup(name string) (*source, error) {
+	var found []*source
+	for _, s := range l.sources {
+		if s.id() == name {
+			return s, nil
+		}
+		if s.name == name {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("%w: %q in %s", ErrUnknownSource, name, l.id)
+	case 1:
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("%w: %q in %s", ErrAmbiguousSource, name, l.id)
+}
+
+// RestartSource restarts one source by name ("kind:name", or the bare name when it
+// is unambiguous) without touching the rest of the Location, and with a fresh
+// restart budget: a plugin given as Go source is built again first, a plugin or MCP
+// server starts a new generation (a running one is replaced once the new one has
+// registered, so calls in flight on it finish, within its stop grace), and a manifest
+// tool's command is checked again and, if it can run now, its tool registered. The
+// built-ins cannot be restarted. It returns once the new generation serves, or with
+// the error that kept it from serving (also the source's last error). It fails with
+// ErrUnknownSource for an unknown name and with ErrClosing once the Location closes.
+// Safe for concurrent use; restarts of one source are serialized.
+func (l *Location) RestartSource(ctx context.Context, name string) error {
+	s, err := l.lookup(name)
+	if err != nil {
+		return err
+	}
+	if l.scope.Context().Err() != nil {
+		return fmt.Errorf("%w: %s", ErrClosing, l.id)
+	}
+	s.op.Lock()
+	defer s.op.Unlock()
+	defer l.bump()
+	switch s.kind {
+	case KindPlugin:
+		return l.restartPlugin(ctx, s)
+	case KindMCP:
+		return s.server.Restart(ctx)
+	case KindManifest:
+		return l.restartManifest(ctx, s)
+	}
+	return ErrNotRestartable
+}
+
+func (l *Location) restartPlugin(ctx context.Context, s *source) error {
+	s.mu.Lock()
+	sup := s.plugin
+	s.mu.Unlock()
+	if sup == nil { // its build failed: build and start it now
+		psc, err := l.scope.Child()
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.state, s.err = Starting, nil
+		s.mu.Unlock()
+		sup, err := l.startPlugin(ctx, psc, *s.pc)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			_ = psc.Close(context.WithoutCancel(ctx))
+			s.state, s.err = Failed, err
+			var be *BuildError
+			if errors.As(err, &be) {
+				s.stderr = be.Output
+			}
+			return err
+		}
+		s.plugin = sup
+		l.follow(s)
+		_, err = sup.State()
+		return err
+	}
+	cfg := sup.Config()
+	if (s.pc.Source != "" || s.pc.Module != "") && cfg.Reattach == nil {
+		path, err := l.build(ctx, *s.pc)
+		if err != nil {
+			return err
+		}
+		cfg.Path = path
+	}
+	_, err := sup.Reload(ctx, cfg)
+	return err
+}
+
+func (l *Location) restartManifest(ctx context.Context, s *source) error {
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == Running {
+		return nil // nothing runs between calls: a manifest tool has nothing to restart
+	}
+	if err := manifest.Check(*s.tool); err != nil {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		return err
+	}
+	release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
+	if len(warnings) > 0 {
+		err := errors.Join(warnings...)
+		release()
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		return err
+	}
+	if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.state, s.err, s.stderr = Running, nil, ""
+	s.mu.Unlock()
+	return nil
+}
+
+func (l *Location) manifestAuthorizer() func(context.Context, string, sdk.Invocation) error {
+	return func(ctx context.Context, tool string, inv sdk.Invocation) error {
+		return l.perm.AssertToolFrom(ctx, "manifest:"+tool, tool, inv)
+	}
+}
+
+// registerManifestTools checks and registers the config's manifest tools and those
+// of .toolhost/tools/*.json in the Location scope. A tool whose command cannot run
+// is a Failed source, never advertised; a tool that cannot be registered is Failed
+// too, with why. The others register and run.
+func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
+	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
+	for _, t := range l.cfg.Tools {
+		tools = append(tools, manifest.Tool{
+			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
+			Overrides: t.Overrides,
+			Sandbox:   sandboxSpec(t.Name, t.Sandbox, t.RequireSandbox, false, l.opts.SandboxMode),
+		})
+	}
+	loaded, problems := manifest.Load(l.id)
+	for _, p := range problems {
+		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
+	}
+	for _, t := range loaded {
+		t.Sandbox.Mode = l.opts.SandboxMode
+		tools = append(tools, t)
+	}
+	for _, t := range tools {
+		name, err := registry.NormalizeName(t.Name)
+		if err != nil {
+			name = t.Name
+		}
+		s := &source{kind: KindManifest, name: name, tool: &t, state: Running}
+		if slices.ContainsFunc(l.sources, func(o *source) bool { return o.id() == s.id() }) {
+			continue // a config tool wins over a file's of the same name
+		}
+		l.sources = append(l.sources, s)
+		if err := manifest.Check(t); err != nil {
+			s.state, s.err = Failed, err
+			logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
+			continue
+		}
+		release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{t}, l.manifestAuthorizer(), logger)
+		if len(warnings) > 0 {
+			s.state, s.err = Failed, errors.Join(warnings...)
+		}
+		if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startPlugin builds (when given as Go source) and supervises one plugin in sc.
+// A plugin that does not start is kept and retried (plugins.Keep); a failed build is
+// returned (a *BuildError).
+func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig) (*plugins.Supervisor, error) {
+	cfg := l.pluginConfig(pc)
+	if r, ok := l.reattach[pc.Name]; ok {
+		cfg.Reattach = &r
+		l.logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
+	} else if pc.Source != "" || pc.Module != "" {
+		path, err := l.build(ctx, pc)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Path = path
+	}
+	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.cfg.WorkspaceID}
+	sup, err := plugins.Keep(ctx, sc, cfg, target, plugins.Budget{})
+	if err != nil {
+		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+	}
+	return sup, err
+}
+
+// build builds a plugin given as Go source, or as a Go module at its locked version,
+// into the Location's build cache.
+func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
+	if pc.Module != "" {
+		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, l.modules[pc.Name])
+		if err == nil && built {
+			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", l.modules[pc.Name].Version, "binary", path)
+		}
+		return path, err
+	}
+	path, built, err := BuildPlugin(ctx, l.cacheDir, pc.Name, pc.Source)
+	for try := 1; errors.Is(err, ErrSourcesChanged) && try < 3; try++ {
+		path, built, err = BuildPlugin(ctx, l.cacheDir, pc.Name, pc.Source) // being edited: build what is there now
+	}
+	if err == nil && built {
+		l.logger.Info("built plugin", "plugin", pc.Name, "source", pc.Source, "binary", path)
+	}
+	return path, err
+}
+
+// describe summarizes the sources that do not serve, one line each, for logs.
+func describe(sts []SourceStatus) string {
+	var b strings.Builder
+	for _, st := range sts {
+		if st.State == Running {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: %s: %v", st.ID, st.State, st.Err)
+	}
+	return b.String()
+}
+
+// Done returns a channel closed once the Location's Close has begun.
+func (l *Location) Done() <-chan struct{} { return l.scope.Context().Done() }

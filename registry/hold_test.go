@@ -1,0 +1,129 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+func TestHold(t *testing.T) {
+	src := func(gen uint64) registry.Source { return registry.Source{Kind: "plugin", Name: "p", Generation: gen} }
+	setup := func(t *testing.T) (*registry.Registry, *registry.Hold, *registry.Request, func()) {
+		r := newRegistry(t)
+		openLocation(t, r, "/l")
+		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Release)
+		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+		q, err := r.Prepare("/l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, h, q, release
+	}
+
+	t.Run("ToolsStayAdvertisedAndACallWaitsForTheSuccessor", func(t *testing.T) {
+		r, _, q, release := setup(t)
+		release() // the generation crashed
+		q2, err := r.Prepare("/l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q2.Definitions()) != 1 {
+			t.Fatalf("while restarting, advertised %v, want echo", q2.Definitions())
+		}
+		got := make(chan *registry.Settlement, 2)
+		for _, q := range []*registry.Request{q, q2} {
+			go func() {
+				s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+				got <- s
+			}()
+		}
+		time.Sleep(50 * time.Millisecond) // let the calls wait (they would settle at once otherwise)
+		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+		for range 2 {
+			if s := <-got; s == nil || s.Outcome != registry.Completed {
+				t.Fatalf("settlement %+v, want completed on the successor", s)
+			}
+		}
+	})
+	t.Run("FailRemovesTheToolsAndSaysWhy", func(t *testing.T) {
+		r, h, q, release := setup(t)
+		release()
+		done := make(chan *registry.Settlement)
+		go func() {
+			s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+			done <- s
+		}()
+		time.Sleep(20 * time.Millisecond)
+		h.Fail(errors.New("6 crashes within 1m0s"))
+		s := <-done
+		if s.Outcome != registry.Unavailable || !strings.Contains(s.Text(), "6 crashes") {
+			t.Fatalf("settlement %s %q, want unavailable with the reason", s.Outcome, s.Text())
+		}
+		q2, _ := r.Prepare("/l")
+		if len(q2.Definitions()) != 0 {
+			t.Fatalf("after failing, advertised %v", q2.Definitions())
+		}
+	})
+	t.Run("AReloadIsNotRetained", func(t *testing.T) {
+		r, _, _, release := setup(t)
+		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"other": constTool("two")}})
+		release()
+		q, _ := r.Prepare("/l")
+		if d := q.Definitions(); len(d) != 1 || d[0].Name != "other" {
+			t.Fatalf("advertised %v, want only the new generation's", d)
+		}
+	})
+	t.Run("AWaitIsBounded", func(t *testing.T) {
+		r := newRegistry(t)
+		openLocation(t, r, "/l")
+		h, _ := r.Hold(t.Context(), "/l", src(0), 30*time.Millisecond)
+		defer h.Release()
+		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+		q, _ := r.Prepare("/l")
+		release()
+		if s := settle(t, q, "echo", `{}`); s.Outcome != registry.Unavailable || !strings.Contains(s.Text(), "restarting") {
+			t.Fatalf("settlement %s %q", s.Outcome, s.Text())
+		}
+	})
+	t.Run("ABatchClosedAtRunTimeIsGone", func(t *testing.T) {
+		r := newRegistry(t)
+		openLocation(t, r, "/l")
+		h, _ := r.Hold(t.Context(), "/l", src(0), time.Minute)
+		defer h.Release()
+		g, err := r.Add(registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"beta": constTool("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Withdraw() // the running plugin closed its batch
+		q, _ := r.Prepare("/l")
+		if d := q.Definitions(); len(d) != 0 {
+			t.Fatalf("advertised %v after the source closed the batch itself, want nothing", d)
+		}
+		if s := settle(t, q, "beta", `{}`); s.Outcome != registry.Unknown {
+			t.Fatalf("settlement %s, want unknown", s.Outcome)
+		}
+	})
+}
+
+// crashable registers b owned by a scope of its own and returns what a crash of that
+// generation does: its scope closes, then its registrations are released.
+func crashable(t *testing.T, r *registry.Registry, b registry.Batch) (crash func()) {
+	t.Helper()
+	owner := scope.New(context.Background())
+	b.Owner = owner
+	release := register(t, r, b)
+	return func() {
+		owner.Close(context.Background())
+		release()
+	}
+}
