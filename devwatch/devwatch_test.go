@@ -246,7 +246,7 @@ func (e *env) call(name string) string {
 func TestReloadsUnderConcurrentCalls(t *testing.T) {
 	const reloads, callers = 20, 4
 	e := newEnv(t, 20*time.Millisecond)
-	goroutines := runtime.NumGoroutine()
+	goroutines := settledGoroutines()
 
 	var (
 		stop        atomic.Bool
@@ -346,7 +346,10 @@ func TestReloadsUnderConcurrentCalls(t *testing.T) {
 		t.Errorf("generation %d after %d reloads", g, reloads)
 	}
 	// Every reload's goroutines are gone (the callers have returned).
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= goroutines+2 })
+	if n := settledGoroutines(); n > goroutines+2 {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, %d before the reloads:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
+	}
 }
 
 func onlyIf(cond bool, s string) string {
@@ -354,6 +357,22 @@ func onlyIf(cond bool, s string) string {
 		return s
 	}
 	return ""
+}
+
+// settledGoroutines returns the number of goroutines once it has held still for two
+// seconds: a plugin dials its Tools capability a second after an activation that
+// returned its registrations, which adds the connection's goroutines then.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for still := 0; still < 10; {
+		time.Sleep(200 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			still++
+		} else {
+			n, still = m, 0
+		}
+	}
+	return n
 }
 
 func waitFor(t *testing.T, cond func() bool) {
