@@ -304,7 +304,13 @@ func TestProgressCancelAndLogs(t *testing.T) {
 			_, err := cs.CallTool(ctx, params)
 			done <- err
 		}()
-		<-progress // under way
+		// Under way: a progress event of this call (the previous call's last one
+		// may still arrive late, and would say nothing about this one).
+		for p := range progress {
+			if p.ProgressToken == "long" {
+				break
+			}
+		}
 		cancel()
 		if err := <-done; err == nil {
 			t.Fatal("cancelled call returned no error")
