@@ -162,18 +162,25 @@ func (c *stdioConn) serveDirect(msg jsonrpc.Message) bool {
 			cancel()
 		}()
 		res, err := d.s.call(ctx, &gomcp.CallToolRequest{Session: d.ss, Params: params})
-		resp := &jsonrpc.Response{ID: req.ID, Error: err}
 		if err == nil {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
+			// The response line is written as is: jsonrpc.EncodeMessage would
+			// encode the result a second time.
+			id, _ := json.Marshal(req.ID.Raw())
+			buf := bytes.NewBuffer(make([]byte, 0, 256))
+			buf.WriteString(`{"jsonrpc":"2.0","id":`)
+			buf.Write(id)
+			buf.WriteString(`,"result":`)
+			enc := json.NewEncoder(buf)
 			enc.SetEscapeHTML(false) // as the go-sdk encodes results
-			if err := enc.Encode(res); err != nil {
-				resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-			} else {
-				resp.Result = bytes.TrimRight(buf.Bytes(), "\n")
+			if err = enc.Encode(res); err == nil {
+				buf.Truncate(buf.Len() - 1) // Encode's newline
+				buf.WriteString("}\n")
+				_ = c.writeLine(buf.Bytes())
+				return
 			}
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
-		_ = c.Write(ctx, resp)
+		_ = c.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: err})
 	}()
 	return true
 }
@@ -266,6 +273,11 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
+	return c.writeLine(append(data, '\n'))
+}
+
+// writeLine writes one message, data, which ends with its newline.
+func (c *stdioConn) writeLine(data []byte) error {
 	select {
 	case <-c.closed:
 		return errConnClosed
@@ -273,7 +285,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err = c.w.Write(append(data, '\n'))
+	_, err := c.w.Write(data)
 	return err
 }
 
