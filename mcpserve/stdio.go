@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +29,11 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	if err != nil {
 		return fmt.Errorf("mcpserve: %w", err)
 	}
+	c.direct.Store(&directCalls{s: s, ss: ss})
+	defer func() {
+		c.Close() // ends the calls answered directly, if the session has not
+		c.calls.Wait()
+	}()
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
 	select {
@@ -61,6 +67,122 @@ type stdioConn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closer    io.Closer // r, when it can be closed to stop the reader
+
+	// direct is set once the session is connected: from then on the reader
+	// answers tools/call itself (see serveDirect).
+	direct  atomic.Pointer[directCalls]
+	mu      sync.Mutex
+	running map[jsonrpc.ID]context.CancelFunc // calls answered directly, by request id
+	calls   sync.WaitGroup                    // their goroutines
+}
+
+type directCalls struct {
+	s  *Server
+	ss *gomcp.ServerSession
+}
+
+// directParams are the tools/call params the reader answers itself: no _meta
+// other than a progress token, and none of the 2026-07-28 protocol's fields.
+type directParams struct {
+	Meta           map[string]any  `json:"_meta,omitempty"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	RequestState   json.RawMessage `json:"requestState,omitempty"`
+}
+
+// serveDirect answers a tools/call of an initialized session without the go-sdk's
+// request handling, which is the same middleware call (Server.call) behind two
+// more decodings of the params, each with a 32 KiB buffer of its own (the
+// collector was a quarter of the host's CPU), and another goroutine. It reports
+// false, and the go-sdk handles the message, for anything else: other methods, a
+// session not yet initialized, params it would refuse or that carry _meta other
+// than progressToken (the 2026-07-28 protocol's fields). A notifications/cancelled
+// for a call answered here cancels it (and goes on to the go-sdk too).
+func (c *stdioConn) serveDirect(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	d := c.direct.Load()
+	if !ok || d == nil {
+		return false
+	}
+	if req.Method == "notifications/cancelled" && !req.IsCall() {
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if _, err := segjson.Parse(req.Params, &p, segjson.DontMatchCaseInsensitiveStructFields); err == nil {
+			if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+				c.mu.Lock()
+				cancel := c.running[id]
+				c.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		}
+		return false
+	}
+	if req.Method != "tools/call" || !req.IsCall() || d.ss.InitializeParams() == nil {
+		return false
+	}
+	var p directParams
+	if _, err := segjson.Parse(req.Params, &p, segjson.DontMatchCaseInsensitiveStructFields); err != nil || p.Name == "" ||
+		len(p.InputResponses) > 0 || len(p.RequestState) > 0 || bytes.Equal(bytes.TrimSpace(req.Params), []byte("null")) {
+		return false
+	}
+	for k := range p.Meta {
+		if k != "progressToken" {
+			return false
+		}
+	}
+	c.mu.Lock()
+	select {
+	case <-c.closed:
+		c.mu.Unlock()
+		return false
+	default:
+	}
+	if _, dup := c.running[req.ID]; dup {
+		c.mu.Unlock()
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if c.running == nil {
+		c.running = map[jsonrpc.ID]context.CancelFunc{}
+	}
+	c.running[req.ID] = cancel
+	c.calls.Add(1)
+	c.mu.Unlock()
+	params := &gomcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}
+	go func() {
+		defer c.calls.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.running, req.ID)
+			c.mu.Unlock()
+			cancel()
+		}()
+		res, err := d.s.call(ctx, &gomcp.CallToolRequest{Session: d.ss, Params: params})
+		if err == nil {
+			// The response line is written as is: jsonrpc.EncodeMessage would
+			// encode the result a second time.
+			id, _ := json.Marshal(req.ID.Raw())
+			buf := bytes.NewBuffer(make([]byte, 0, 256))
+			buf.WriteString(`{"jsonrpc":"2.0","id":`)
+			buf.Write(id)
+			buf.WriteString(`,"result":`)
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(false) // as the go-sdk encodes results
+			if err = enc.Encode(res); err == nil {
+				buf.Truncate(buf.Len() - 1) // Encode's newline
+				buf.WriteString("}\n")
+				_ = c.writeLine(buf.Bytes())
+				return
+			}
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		_ = c.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: err})
+	}()
+	return true
 }
 
 func newStdioConn(r io.Reader, w io.Writer, limit int) *stdioConn {
@@ -83,6 +205,9 @@ func (c *stdioConn) readLoop(r io.Reader) {
 			msg, derr := decodeMessage(line)
 			if derr != nil {
 				c.writeError(jsonrpc.CodeParseError, "parse error: not a JSON-RPC 2.0 message: "+derr.Error())
+				break
+			}
+			if c.serveDirect(msg) {
 				break
 			}
 			select {
@@ -148,6 +273,11 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
+	return c.writeLine(append(data, '\n'))
+}
+
+// writeLine writes one message, data, which ends with its newline.
+func (c *stdioConn) writeLine(data []byte) error {
 	select {
 	case <-c.closed:
 		return errConnClosed
@@ -155,13 +285,18 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err = c.w.Write(append(data, '\n'))
+	_, err := c.w.Write(data)
 	return err
 }
 
 func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
 		close(c.closed)
+		for _, cancel := range c.running {
+			cancel()
+		}
+		c.mu.Unlock()
 		if c.closer != nil {
 			_ = c.closer.Close()
 		}

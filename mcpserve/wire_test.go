@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -365,5 +366,40 @@ func TestDevReload(t *testing.T) {
 	}
 	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "beta", Arguments: map[string]any{}}); err != nil || text(res) != "beta" {
 		t.Fatalf("beta: %v %+v", err, res)
+	}
+}
+
+// TestDirectCallsAnswerAsTheSDK: the reader answers a plain tools/call itself
+// (stdioConn.serveDirect); one whose _meta it leaves to the go-sdk gets the same
+// response, for a result, a tool failure, an unknown tool and a call that fails.
+// Cancelling a call answered directly is covered by TestProgressCancelAndLogs.
+func TestDirectCallsAnswerAsTheSDK(t *testing.T) {
+	f := start(t, "ws")
+	rs := f.raw(t)
+	rs.send(t, initialize)
+	rs.recv(t)
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for i, args := range []string{
+		`"name":"echo","arguments":{"text":"a <b> & c"}`,
+		`"name":"stats","arguments":{"text":"abc"}`,
+		`"name":"fail","arguments":{"text":"x"}`,
+		`"name":"media","arguments":{"text":"x"}`,
+		`"name":"no-such-tool","arguments":{}`,
+		`"name":"echo","arguments":{"text":1}`,
+		`"name":"echo"`,
+	} {
+		id := 10 + 2*i
+		rs.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s}}`, id, args))
+		direct := rs.recv(t)
+		rs.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"example.com/k":1},%s}}`, id+1, args))
+		viaSDK := rs.recv(t)
+		if direct["id"] != float64(id) || viaSDK["id"] != float64(id+1) {
+			t.Fatalf("ids: %v %v", direct["id"], viaSDK["id"])
+		}
+		delete(direct, "id")
+		delete(viaSDK, "id")
+		if !reflect.DeepEqual(direct, viaSDK) {
+			t.Errorf("%s:\ndirect %v\nSDK    %v", args, direct, viaSDK)
+		}
 	}
 }
