@@ -463,13 +463,7 @@ type AskEvent struct {
 }
 
 // AskWatch is an open WatchAsks stream.
-type AskWatch struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	stream servepb.Toolhost_WatchAsksClient
-	// pending holds the asks that were waiting when the watch began.
-	pending []AskEvent
-}
+type AskWatch struct{ s syncedStream[AskEvent] }
 
 // WatchAsks watches the permission asks this Client may answer, in one Location
 // (locationID) or all (""). It returns once the server has registered the watch, so
@@ -486,56 +480,76 @@ func (c *Client) WatchAsks(ctx context.Context, locationID string) (*AskWatch, e
 		cancel()
 		return nil, rpcError(ctx, "watch asks", err)
 	}
-	w := &AskWatch{ctx: ctx, cancel: cancel, stream: stream}
-	for {
-		ev, err := w.recv()
+	s, err := openSynced(cancel, func() (*AskEvent, error) {
+		ev, err := stream.Recv()
 		if err != nil {
-			cancel()
-			return nil, err
+			return nil, rpcError(ctx, "watch asks", err)
 		}
-		if ev == nil {
-			return w, nil // synced
+		switch e := ev.Event.(type) {
+		case *servepb.AskEvent_Asked:
+			return &AskEvent{Asked: askFrom(e.Asked)}, nil
+		case *servepb.AskEvent_Resolved:
+			return &AskEvent{Resolved: e.Resolved}, nil
 		}
-		w.pending = append(w.pending, *ev)
-	}
-}
-
-// recv returns the next event, or nil for the synced marker.
-func (w *AskWatch) recv() (*AskEvent, error) {
-	ev, err := w.stream.Recv()
+		return nil, nil // synced
+	})
 	if err != nil {
-		return nil, rpcError(w.ctx, "watch asks", err)
+		return nil, err
 	}
-	switch e := ev.Event.(type) {
-	case *servepb.AskEvent_Asked:
-		return &AskEvent{Asked: askFrom(e.Asked)}, nil
-	case *servepb.AskEvent_Resolved:
-		return &AskEvent{Resolved: e.Resolved}, nil
-	}
-	return nil, nil
+	return &AskWatch{s}, nil
 }
 
 // Next blocks for the next event. It returns an error when the watch ends (ctx
 // cancelled, Close, the server shutting down).
-func (w *AskWatch) Next() (AskEvent, error) {
-	if len(w.pending) > 0 {
-		ev := w.pending[0]
-		w.pending = w.pending[1:]
+func (w *AskWatch) Next() (AskEvent, error) { return w.s.next() }
+
+// Close ends the watch.
+func (w *AskWatch) Close() { w.s.cancel() }
+
+// syncedStream is a watch stream that sends the events already pending when it
+// began, then a marker (synced), then new events. recv returns the next event, or nil
+// for the marker.
+type syncedStream[E any] struct {
+	cancel  context.CancelFunc
+	recv    func() (*E, error)
+	pending []E // the events before the marker, not yet returned by next
+}
+
+// openSynced reads up to the synced marker, so the watch is registered when it
+// returns; on an error it cancels the stream.
+func openSynced[E any](cancel context.CancelFunc, recv func() (*E, error)) (syncedStream[E], error) {
+	s := syncedStream[E]{cancel: cancel, recv: recv}
+	for {
+		ev, err := recv()
+		if err != nil {
+			cancel()
+			return s, err
+		}
+		if ev == nil {
+			return s, nil
+		}
+		s.pending = append(s.pending, *ev)
+	}
+}
+
+// next returns the next event, blocking.
+func (s *syncedStream[E]) next() (E, error) {
+	if len(s.pending) > 0 {
+		ev := s.pending[0]
+		s.pending = s.pending[1:]
 		return ev, nil
 	}
 	for {
-		ev, err := w.recv()
+		ev, err := s.recv()
 		if err != nil {
-			return AskEvent{}, err
+			var zero E
+			return zero, err
 		}
 		if ev != nil {
 			return *ev, nil
 		}
 	}
 }
-
-// Close ends the watch.
-func (w *AskWatch) Close() { w.cancel() }
 
 func askFrom(p *servepb.Ask) *Ask {
 	a := &Ask{ID: p.Id, LocationID: p.LocationId, Request: permission.Request{

@@ -40,12 +40,10 @@ type InteractionEvent struct {
 	Resolved string
 }
 
-// InteractionWatch is an open WatchInteractions stream.
+// InteractionWatch is an open WatchInteractions stream. Closing it leaves the
+// questions it saw pending until answered or their call ends.
 type InteractionWatch struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stream  servepb.Toolhost_WatchInteractionsClient
-	pending []InteractionEvent // those waiting when the watch began
+	s syncedStream[InteractionEvent]
 }
 
 // WatchInteractions watches the questions and sampling requests of this Client's
@@ -64,61 +62,35 @@ func (c *Client) WatchInteractions(ctx context.Context, locationID string) (*Int
 		cancel()
 		return nil, rpcError(ctx, "watch interactions", err)
 	}
-	w := &InteractionWatch{ctx: ctx, cancel: cancel, stream: stream}
-	for {
-		ev, err := w.recv()
+	s, err := openSynced(cancel, func() (*InteractionEvent, error) {
+		ev, err := stream.Recv()
 		if err != nil {
-			cancel()
-			return nil, err
+			return nil, rpcError(ctx, "watch interactions", err)
 		}
-		if ev == nil {
-			return w, nil // synced
+		switch e := ev.Event.(type) {
+		case *servepb.InteractionEvent_Question:
+			q := e.Question
+			return &InteractionEvent{Question: &Question{ID: q.Id, Call: interactionCallFrom(q.Call),
+				Question: sdk.Question{Message: q.Message, Schema: json.RawMessage(q.SchemaJson)}}}, nil
+		case *servepb.InteractionEvent_Sample:
+			return &InteractionEvent{Sample: samplingFrom(e.Sample)}, nil
+		case *servepb.InteractionEvent_Resolved:
+			return &InteractionEvent{Resolved: e.Resolved}, nil
 		}
-		w.pending = append(w.pending, *ev)
-	}
-}
-
-// recv returns the next event, or nil for the synced marker.
-func (w *InteractionWatch) recv() (*InteractionEvent, error) {
-	ev, err := w.stream.Recv()
+		return nil, nil // synced
+	})
 	if err != nil {
-		return nil, rpcError(w.ctx, "watch interactions", err)
+		return nil, err
 	}
-	switch e := ev.Event.(type) {
-	case *servepb.InteractionEvent_Question:
-		q := e.Question
-		return &InteractionEvent{Question: &Question{ID: q.Id, Call: interactionCallFrom(q.Call),
-			Question: sdk.Question{Message: q.Message, Schema: json.RawMessage(q.SchemaJson)}}}, nil
-	case *servepb.InteractionEvent_Sample:
-		return &InteractionEvent{Sample: samplingFrom(e.Sample)}, nil
-	case *servepb.InteractionEvent_Resolved:
-		return &InteractionEvent{Resolved: e.Resolved}, nil
-	}
-	return nil, nil
+	return &InteractionWatch{s}, nil
 }
 
 // Next blocks for the next event. It returns an error when the watch ends (ctx
 // cancelled, Close, the server shutting down).
-func (w *InteractionWatch) Next() (InteractionEvent, error) {
-	if len(w.pending) > 0 {
-		ev := w.pending[0]
-		w.pending = w.pending[1:]
-		return ev, nil
-	}
-	for {
-		ev, err := w.recv()
-		if err != nil {
-			return InteractionEvent{}, err
-		}
-		if ev != nil {
-			return *ev, nil
-		}
-	}
-}
+func (w *InteractionWatch) Next() (InteractionEvent, error) { return w.s.next() }
 
-// Close ends the watch. Questions it saw stay pending until answered or their call
-// ends.
-func (w *InteractionWatch) Close() { w.cancel() }
+// Close ends the watch.
+func (w *InteractionWatch) Close() { w.s.cancel() }
 
 func interactionCallFrom(p *servepb.InteractionCall) InteractionCall {
 	return InteractionCall{LocationID: p.GetLocationId(), RequestID: p.GetRequestId(), SessionID: p.GetSessionId(), ToolCallID: p.GetToolCallId(), Tool: p.GetTool()}
