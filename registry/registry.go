@@ -100,7 +100,7 @@ type Registry struct {
 
 	mu         sync.RWMutex
 	placements map[string]*placement
-	seq        uint64        // orders registrations and hooks
+	seq        uint64        // orders registrations
 	changed    chan struct{} // closed and replaced at every change (see Changed)
 }
 

@@ -56,8 +56,7 @@ func (b *Box) Contains(pid int) bool {
 
 // procInfo caches what contains reads of one pid across boxes.
 type procInfo struct {
-	ns, cgroup *string
-	nsOK, cgOK bool
+	ns, cgroup *string // nil until read
 }
 
 func (b *Box) contains(pid int, p *procInfo) bool {
