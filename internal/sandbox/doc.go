@@ -2,8 +2,11 @@
 // sources (plugins, MCP servers, manifest commands).
 //
 // Containment: every process a source starts, at any depth, ends with the source —
-// on stop, and when the host dies by any signal. Go cannot run code between fork and
-// exec, so the host re-executes its own binary (/proc/self/exe) in a hidden launcher
+// on stop, and when the host dies by any signal. A source that is only contained, in
+// a PID namespace, is started as the namespace's init itself, without a launcher.
+// Otherwise — confinement must run between fork and exec, which Go cannot, and the
+// cgroup and subreaper modes need a supervisor — the host re-executes its own binary
+// (/proc/self/exe) in a hidden launcher
 // mode, detected by this package's init before the rest of the program initializes:
 // any binary that links this package (toolhost, a test binary, an embedding runner)
 // is a launcher. The launcher applies the confinement on one locked OS thread and
@@ -16,8 +19,9 @@
 //
 // Confinement (Spec.Confine): no_new_privs, resource limits, and Landlock (best
 // effort by the kernel's ABI) — the program's binary and the system's shared files
-// read-only, a private temporary directory (TMPDIR) read-write, no TCP, no abstract
-// unix sockets or signals outside the source's domain.
+// read-only, a private temporary directory (TMPDIR) read-write, no sockets but
+// AF_UNIX (seccomp, and Landlock's TCP rules), no abstract unix sockets or signals
+// outside the source's domain.
 //
 // SourceOf answers whether a pid belongs to a live contained tree, for peer checks
 // on the host's sockets.

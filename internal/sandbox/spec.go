@@ -40,8 +40,8 @@ type Confinement struct {
 	Read []string `json:"read,omitempty"`
 	// Write lists absolute paths the program may read, write, create and remove in.
 	Write []string `json:"write,omitempty"`
-	// Network allows TCP. When false, TCP bind and connect are denied (Landlock ABI
-	// 4 and later).
+	// Network allows sockets other than AF_UNIX. When false, a seccomp filter refuses
+	// them (and io_uring), and Landlock (ABI 4 and later) denies TCP bind and connect.
 	Network bool `json:"network,omitempty"`
 }
 
