@@ -429,6 +429,7 @@ func (inst *Instance) start(ctx context.Context) error {
 
 		InteractionBrokerId:     interactionID,
 		RegistrationsInResponse: true,
+		FlatResults:             true,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {

@@ -179,6 +179,9 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				inst.noCall.Store(true)
 			case err != nil:
 				return sdk.Output{}, inst.callError(ctx, err)
+			case len(res.Output) > 0 && len(res.Events) == 0 && res.Fetch == 0:
+				// The flat result (ActivateRequest.flat_results): an output alone.
+				return sdk.Output{JSON: res.Output}, nil
 			case res.Fetch != 0:
 				// A stream's context must end when the call returns, whatever path
 				// returns; a unary call's ends with the call.

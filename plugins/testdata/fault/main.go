@@ -136,6 +136,16 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			_, err = fmt.Fscan(out, &pid)
 			return pid, err
 		}),
+		// shaped has a structured result and a projection: its result crosses as
+		// events, not as a lone output.
+		"shaped": {
+			Description: "returns a structured result and projects it",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) {
+				return sdk.Output{JSON: json.RawMessage(`{"n":1,"more":"x"}`), Structured: json.RawMessage(`{"n":1}`)}, nil
+			},
+			Project: func(_, output json.RawMessage) []sdk.Part { return []sdk.Part{sdk.Text("projected " + string(output))} },
+		},
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
 		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {
 			return "", sdk.Failf("disk quota exceeded")
