@@ -158,6 +158,13 @@ func TestPluginServesTools(t *testing.T) {
 			t.Fatalf("plugin saw %q, want the Location dir, its own env and none of the host's", got)
 		}
 	})
+	t.Run("HostTokenOncePerConnection", func(t *testing.T) {
+		// The host presented its token when the connection opened
+		// (pluginpb.ConnTokenVersion), not in every call's header.
+		if got := h.mustCall("headers", `{}`).Text(); strings.Contains(got, "toolhost-host-token") || !strings.Contains(got, "content-type") {
+			t.Fatalf("the call's header keys are %q", got)
+		}
+	})
 	t.Run("StructuredResultAndProjectionCross", func(t *testing.T) {
 		// Not a lone output: the plugin sends it as events, not CallResult.output.
 		s := h.mustCall("shaped", `{}`)

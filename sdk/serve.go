@@ -58,19 +58,29 @@ func Serve(p Plugin) {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
 		host := hostPID()
+		creds := peercred.Creds(func(p peercred.Peer) error {
+			if p.PID != host {
+				return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
+			}
+			return nil
+		})
 		var tokenOpts []grpc.ServerOption
 		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
 			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
-			tokenOpts = pluginpb.TokenServerOptions(token)
+			if pluginpb.OffersConnToken() {
+				// go-plugin picks pluginpb.ConnTokenVersion (served below): the host
+				// presents the token once per connection.
+				creds = pluginpb.ConnTokenServerCreds(token, creds)
+			} else {
+				tokenOpts = pluginpb.TokenServerOptions(token) // an older host: per call
+			}
 		}
+		set := config.Plugins
+		config.Plugins = nil
+		config.VersionedPlugins = map[int]plugin.PluginSet{int(pluginpb.Handshake.ProtocolVersion): set, pluginpb.ConnTokenVersion: set}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, tokenOpts...)
-			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
-				if p.PID != host {
-					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
-				}
-				return nil
-			})))...)
+			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(creds))...)
 		}
 		go exitWithParent()
 		plugin.Serve(config)

@@ -6,12 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -146,6 +150,10 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			},
 			Project: func(_, output json.RawMessage) []sdk.Part { return []sdk.Part{sdk.Text("projected " + string(output))} },
 		},
+		"headers": sdk.NewTool("lists the call's header keys", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			return strings.Join(slices.Sorted(maps.Keys(md)), ","), nil
+		}),
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
 		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {
 			return "", sdk.Failf("disk quota exceeded")
