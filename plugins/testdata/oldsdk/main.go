@@ -16,7 +16,9 @@ import (
 	"github.com/toolhost/toolhost/internal/pluginpb"
 )
 
-type server struct{ pluginpb.UnimplementedPluginServer }
+type server struct {
+	pluginpb.UnimplementedPluginServer
+}
 
 func (server) Activate(_ context.Context, req *pluginpb.ActivateRequest) (*pluginpb.ActivateResponse, error) {
 	if !req.RegistrationsInResponse {
