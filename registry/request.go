@@ -164,8 +164,12 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	if len(input) > q.reg.maxInputBytes {
 		return refusal(call, InvalidInput, fmt.Sprintf("invalid input for %q: %d bytes exceeds the %d byte limit", call.Name, len(input), q.reg.maxInputBytes), nil), nil
 	}
-	if v, problems := e.input.validate(input); problems != nil {
-		return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems), problems), nil
+	// The input's decoded value is needed only to explain a refusal: an input the
+	// text check accepts is not decoded at all.
+	if !e.input.validText(input) {
+		if v, problems := e.input.validate(input); problems != nil {
+			return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems), problems), nil
+		}
 	}
 
 	out, err := q.execute(ctx, e, call, input)

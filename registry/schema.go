@@ -41,6 +41,20 @@ type compiledSchema struct {
 	// validator copies every string it checks: for a 64 KiB input that copy and its
 	// walk were a third of the validation.
 	quick func(v any) bool
+	// text decides the same subset on the JSON text, without decoding it (see
+	// textShape), nil for other schemas; validText asks it first for inputs.
+	text *textShape
+}
+
+// maxTextCheck is the longest input validText checks on its text: the check walks
+// strings a byte at a time, where the decoder skims them a word at a time, so past
+// a few KiB the decode is the faster way.
+const maxTextCheck = 4 << 10
+
+// validText reports whether data is valid against s by its text alone (no
+// decode, no allocation). False means "not sure": validate decides.
+func (s *compiledSchema) validText(data []byte) bool {
+	return s != nil && s.text != nil && len(data) <= maxTextCheck && s.text.checkText(data)
 }
 
 // schemaCache shares compiled schemas among a registry's registrations of the same
@@ -118,7 +132,7 @@ func compileSchema(what string, raw json.RawMessage) (*compiledSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	cs := &compiledSchema{schema: s, canonical: canonical, quick: shapeCheck(doc)}
+	cs := &compiledSchema{schema: s, canonical: canonical, quick: shapeCheck(doc), text: textShapeAt(doc, 0)}
 	if obj, ok := doc.(map[string]any); ok {
 		if props, ok := obj["properties"].(map[string]any); ok {
 			for k := range props {

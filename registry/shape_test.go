@@ -51,6 +51,55 @@ func FuzzShapeCheckAgreesWithValidator(f *testing.F) {
 	})
 }
 
+// FuzzCheckTextImpliesValid holds the text check to the full validation: whatever
+// text it accepts, validate (decode, shapeCheck, the validator) accepts too.
+func FuzzCheckTextImpliesValid(f *testing.F) {
+	values := []string{`{"text":"hi"}`, `{"text":1}`, `{"text":"hi","x":2}`, `{}`, `[]`, `"s"`, `1`, `1.0`, `1.5`, `1e3`,
+		`-0`, `01`, `null`, `true`, `{"n":2,"f":0.5,"b":false}`, `{"n":2.5}`, `{"tags":["a",1],"z":3}`, `{"tags":[],"z":3.5}`,
+		`{"o":{"x":1,"y":null}}`, `{"o":{"x":1}}`, `[[1],[]]`, `[1]`, `{"a":"x"}`, `{"a":1}`, ` {"text" : "a\u00e9\n"} `,
+		`{"text":"a","text":2}`, `{"te\u0078t":"a"}`, "{\"text\":\"\xff\"}", `{"text":"a"} x`, `{"text":"a",}`, `[1,]`}
+	for _, s := range append(shapeSchemas, `{"type":"object","required":["x"],"additionalProperties":{"type":"integer"}}`) {
+		for _, v := range values {
+			f.Add(s, v)
+		}
+	}
+	f.Fuzz(func(t *testing.T, schema, value string) {
+		cs, err := compileSchema("schema", json.RawMessage(schema))
+		if err != nil || cs.text == nil || !cs.text.checkText([]byte(value)) {
+			return
+		}
+		if _, problems := cs.validate([]byte(value)); problems != nil {
+			t.Fatalf("schema %s, value %s: the text check accepts, validate finds %v", schema, value, problems)
+		}
+	})
+}
+
+// TestCheckTextDecidesTypedToolInputs: the inputs of typed tools are accepted by
+// their text, without a decode.
+func TestCheckTextDecidesTypedToolInputs(t *testing.T) {
+	type in struct {
+		Text  string   `json:"text"`
+		Count int      `json:"count,omitempty"`
+		Ratio float64  `json:"ratio,omitempty"`
+		Tags  []string `json:"tags,omitempty"`
+		Loud  bool     `json:"loud,omitempty"`
+	}
+	cs, err := compileSchema("schema", sdk.SchemaFor[in]())
+	if err != nil || cs.text == nil {
+		t.Fatalf("%v; text check %v", err, cs.text)
+	}
+	for _, v := range []string{`{"text":"hi"}`, ` { "text" : "a\"b\u00e9", "count": -3, "ratio": 0.25, "tags": ["x", "y"], "loud": true } `} {
+		if !cs.validText([]byte(v)) {
+			t.Errorf("%s is not accepted by its text", v)
+		}
+	}
+	for _, v := range []string{`{}`, `{"text":1}`, `{"text":"a","other":1}`, `{"text":"a"`, `{"count":1.5,"text":"a"}`} {
+		if cs.validText([]byte(v)) {
+			t.Errorf("%s is accepted by its text", v)
+		}
+	}
+}
+
 // TestShapeCheckDecidesTypedToolSchemas: the schemas sdk.SchemaFor derives for plain
 // structs, strings and numbers are decided without the validator; the others are
 // left to it.
