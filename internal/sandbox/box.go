@@ -23,7 +23,7 @@ var ErrUnavailable = errors.New("sandbox: confinement unavailable")
 // any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. Safe for
 // concurrent use once started.
 type Box struct {
-	// Cmd runs the launcher (or, in ModeNone, the program itself).
+	// Cmd runs the program itself, or its launcher (cgroup and subreaper modes).
 	Cmd *exec.Cmd
 
 	spec    Spec
@@ -34,6 +34,7 @@ type Box struct {
 	cgroup  string
 
 	direct     bool     // no launcher: the program itself is its namespace's init
+	confined   bool     // direct, started from a confined thread (startConfined)
 	status     *os.File // read end of the launcher's status pipe
 	statusW    *os.File
 	statusRd   *bufio.Reader
@@ -82,13 +83,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// an init it gets only the signals it handles (Stop closes its input or
 		// asks, then kills), and it inherits its tree's orphans (their zombies go
 		// when it exits). Its limits are set right after the clone (prlimit).
-		cmd := exec.Command(path)
-		cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
-		if spec.HostPID {
-			cmd.Env = append(withoutVar(env, HostPIDEnv), HostPIDEnv+"=0") // outside its namespace
-		}
-		cmd.SysProcAttr = namespaceAttr()
-		b.Cmd, b.direct = cmd, true
+		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
 	}
 	if c := spec.Confine; c != nil {
@@ -112,6 +107,12 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.plan.Confine = full
 		}
+	}
+	if mode == ModeNamespace && threadStart() {
+		// Confined in a namespace: started from a host thread confined for it (see
+		// startConfined), as its namespace's init, without a launcher.
+		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
+		return b, nil
 	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
@@ -140,6 +141,31 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	cmd.SysProcAttr = attr
 	b.Cmd = cmd
 	return b, nil
+}
+
+// directCmd is the command of a program started without a launcher.
+func (b *Box) directCmd(path string, argv []string, dir string, env []string, attr *syscall.SysProcAttr) *exec.Cmd {
+	cmd := exec.Command(path)
+	cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
+	if b.spec.HostPID {
+		cmd.Env = append(withoutVar(env, HostPIDEnv), HostPIDEnv+"=0") // outside its namespace
+	}
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// confinedNamespaceAttr is namespaceAttr for a program started from a confined
+// thread (startConfined): it stops at its first instruction for its limits, and
+// without root its user namespace maps no ids — Go writes the maps from the forking
+// thread, which Landlock keeps out of /proc. Unmapped, the program sees itself and
+// its peers as the overflow user (65534); the kernel still checks its files and
+// reports its credentials with the host's real ids.
+func confinedNamespaceAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+	}
+	return attr
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
@@ -180,8 +206,8 @@ func (b *Box) TempDir() string { return b.tmpDir }
 // Spec returns the box's spec.
 func (b *Box) Spec() Spec { return b.spec }
 
-// Start starts the launcher and returns once the program has started (or failed
-// to: the launcher's reason is the error). A failed Start releases everything.
+// Start returns once the program has started, confined and limited (or failed to:
+// the reason is the error). A failed Start releases everything.
 func (b *Box) Start() (err error) {
 	if b.mode == ModeNone {
 		return b.Cmd.Start()
@@ -241,15 +267,22 @@ func (b *Box) Start() (err error) {
 
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
-	if err := b.Cmd.Start(); err != nil {
-		return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
+	if b.confined {
+		if err := b.startConfined(); err != nil {
+			b.Release()
+			return err
+		}
+	} else {
+		if err := b.Cmd.Start(); err != nil {
+			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
+		}
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits); err != nil {
+			b.Kill()
+			_ = b.Wait()
+			return err
+		}
 	}
 	pid := b.Cmd.Process.Pid
-	if err := prlimit(pid, b.plan.Limits); err != nil {
-		b.Kill()
-		_ = b.Wait()
-		return err
-	}
 	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.programPID = pid
 	track(b)

@@ -61,7 +61,11 @@ func helper() bool {
 		fmt.Print(line)
 		time.Sleep(time.Hour)
 	case "probe":
-		// The confinement probes: one line per attempt, "ok" or the error.
+		// The confinement probes: one line per attempt, "ok" or the error. First the
+		// limits the program runs with.
+		var lim syscall.Rlimit
+		syscall.Getrlimit(syscall.RLIMIT_DATA, &lim)
+		fmt.Println("rlimit-data", lim.Cur, lim.Max)
 		try := func(what string, err error) {
 			if err == nil {
 				fmt.Println(what, "ok")

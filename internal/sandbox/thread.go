@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// startConfined starts a confined program in ModeNamespace without a launcher. The
+// confinement is per thread — no_new_privs, the Landlock domain and the seccomp
+// filter belong to the OS thread that sets them, and a process inherits them from
+// the thread that clones it — so a fresh goroutine locks an OS thread, confines it
+// and starts the program from it. The Go runtime never starts other threads from a
+// locked one, and the goroutine never unlocks it: the thread ends with the
+// goroutine, its confinement with it.
+//
+// Resource limits are per process, so they cannot be set on the thread: the program
+// is traced (PTRACE_TRACEME), stops at the end of its execve before its first
+// instruction, gets its limits through prlimit, and is let go. No instruction of
+// the program runs without them.
+//
+// The goroutine then waits, parked, for the program's exit: the program's
+// parent-death signal (SIGKILL) follows the thread that started it.
+func (b *Box) startConfined() error {
+	started := make(chan error, 1)
+	go b.confinedStart(started)
+	return <-started
+}
+
+// confinedStart is startConfined's goroutine: it reports the start on started.
+func (b *Box) confinedStart(started chan<- error) {
+	runtime.LockOSThread() // never unlocked on the thread it confines (see above)
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread, which the runtime never ends: a locked goroutine that
+		// exits leaves it wedged, and here it would stay confined. Hold it while
+		// another goroutine, on another thread then, does the start.
+		other := make(chan error, 1)
+		go b.confinedStart(other)
+		err := <-other
+		runtime.UnlockOSThread()
+		started <- err
+		return
+	}
+	err := b.confineThreadAndStart()
+	started <- err
+	if err == nil {
+		<-b.exited
+	}
+}
+
+// confineThreadAndStart runs on the locked thread of startConfined.
+func (b *Box) confineThreadAndStart() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("sandbox: confine %s: %s", b.plan.Path, fmt.Sprintf(format, args...))
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("no_new_privs: %v", err)
+	}
+	if c := b.plan.Confine; c != nil {
+		if err := restrict(b.plan.Path, c); err != nil {
+			return fail("%v", err)
+		}
+		if !c.Network {
+			// As in the launcher: a seccomp filter allows only AF_UNIX sockets; a
+			// network namespace where it cannot, or where Landlock cannot scope
+			// abstract unix sockets.
+			filtered, err := denyNetwork()
+			if err != nil {
+				return fail("%v", err)
+			}
+			if !filtered || LandlockABI() < 6 {
+				b.Cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+			}
+		}
+	}
+	if err := b.Cmd.Start(); err != nil {
+		return fmt.Errorf("sandbox: start %s (containment %s, confined): %w", b.plan.Path, b.mode, err)
+	}
+	pid := b.Cmd.Process.Pid
+	if err := untraceAfterExec(pid, b.plan.Limits); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = b.Cmd.Wait()
+		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
+	}
+	return nil
+}
+
+// untraceAfterExec waits for a traced child's stop at its execve, sets its limits
+// and detaches from it. It runs on the thread that started the child (the tracer).
+func untraceAfterExec(pid int, l Limits) error {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for its start: %w", err)
+		}
+		switch {
+		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP: // the execve
+			lerr := prlimit(pid, l)
+			if err := unix.PtraceDetach(pid); err != nil {
+				return fmt.Errorf("let it run: %w", err)
+			}
+			return lerr
+		case ws.Stopped(): // another signal before the execve: deliver it
+			if err := unix.PtraceCont(pid, int(ws.StopSignal())); err != nil {
+				return fmt.Errorf("let it run: %w", err)
+			}
+		default:
+			return fmt.Errorf("it ended before it started (%v)", waitStatusString(ws))
+		}
+	}
+}
+
+func waitStatusString(ws unix.WaitStatus) string {
+	if ws.Signaled() {
+		return "signal: " + ws.Signal().String()
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
+}
+
+// threadStart reports whether confined programs can start from a confined thread:
+// it needs the child's PTRACE_TRACEME, which Yama's ptrace_scope 3 refuses to all
+// and scope 2 to all but root. Otherwise (and outside ModeNamespace) the launcher
+// confines them.
+func threadStart() bool {
+	threadStartOnce.Do(func() {
+		data, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+		scope := strings.TrimSpace(string(data))
+		threadStartOK = err != nil || scope == "0" || scope == "1" || scope == "2" && os.Geteuid() == 0
+	})
+	return threadStartOK && !threadStartDisabled
+}
+
+var (
+	threadStartOnce sync.Once
+	threadStartOK   bool
+	// threadStartDisabled makes confined programs start under the launcher (tests).
+	threadStartDisabled bool
+)
