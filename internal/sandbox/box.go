@@ -32,6 +32,7 @@ type Box struct {
 	warning string
 	tmpDir  string
 	cgroup  string
+	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)
@@ -82,7 +83,8 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// Pdeathsig when the host dies), the kernel kills the rest of its tree. As
 		// an init it gets only the signals it handles (Stop closes its input or
 		// asks, then kills), and it inherits its tree's orphans (their zombies go
-		// when it exits). Its limits are set right after the clone (prlimit).
+		// when it exits). It stops at its first instruction for its limits (see
+		// startTraced).
 		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
 	}
@@ -155,17 +157,17 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 }
 
 // confinedNamespaceAttr is namespaceAttr for a program started from a confined
-// thread (startConfined): it stops at its first instruction for its limits, and
-// without root its user namespace maps no ids — Go writes the maps from the forking
-// thread, which Landlock keeps out of /proc. Unmapped, the program sees itself and
-// its peers as the overflow user (65534); the kernel still checks its files and
-// reports its credentials with the host's real ids.
+// thread (startConfined): it stops at its first instruction for its limits, and it
+// gets a user namespace of its own, root or not, that maps no ids (Go would write
+// the maps from the forking thread, which Landlock keeps out of /proc). So:
+//   - it has no capability outside that namespace, even when the host is root;
+//   - the kernel counts its tree's processes for RLIMIT_NPROC per user namespace,
+//     so that limit caps exactly the source's tree (and binds a root host's
+//     program, which it otherwise would not);
+//   - it sees itself, its files and its peers as the overflow user (65534); the
+//     kernel still checks its files and reports its credentials with the real ids.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
-	if os.Geteuid() != 0 {
-		attr.Cloneflags |= syscall.CLONE_NEWUSER
-	}
-	return attr
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWUSER, Ptrace: true}
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
@@ -199,6 +201,23 @@ func (b *Box) Warning() string { return b.warning }
 
 // Confined reports whether Landlock confines the program.
 func (b *Box) Confined() bool { return b.plan.Confine != nil }
+
+// ProcessesCapped reports whether Limits.Processes binds the program's tree: through
+// a cgroup's pids.max, or through RLIMIT_NPROC in a user namespace of its own. Known
+// once started.
+func (b *Box) ProcessesCapped() bool {
+	if b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")) {
+		return true
+	}
+	// RLIMIT_NPROC does not bind a root user's processes, in any namespace.
+	attr := b.Cmd.SysProcAttr
+	return attr != nil && attr.Ptrace && attr.Cloneflags&syscall.CLONE_NEWUSER != 0 && os.Geteuid() != 0
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
 
 // TempDir is the program's private temporary directory ("" when not confined).
 func (b *Box) TempDir() string { return b.tmpDir }
@@ -268,7 +287,15 @@ func (b *Box) Start() (err error) {
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
 	if b.confined {
+		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
 		if err := b.startConfined(); err != nil {
+			b.Release()
+			return err
+		}
+	} else if threadStart() {
+		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
+		b.Cmd.SysProcAttr.Ptrace = true
+		if err := b.startTraced(); err != nil {
 			b.Release()
 			return err
 		}
@@ -276,7 +303,8 @@ func (b *Box) startDirect() error {
 		if err := b.Cmd.Start(); err != nil {
 			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 		}
-		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits); err != nil {
+		// Right after the clone: the program may run a little before its limits.
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
 			b.Kill()
 			_ = b.Wait()
 			return err
@@ -417,6 +445,9 @@ func (b *Box) Release() {
 	}
 	if b.cgroup != "" {
 		removeCgroup(b.cgroup)
+	}
+	if b.pids != "" {
+		removeCgroup(b.pids)
 	}
 }
 

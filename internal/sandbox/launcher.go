@@ -96,6 +96,9 @@ func launch() int {
 		if err := restrict(p.Path, p.Confine); err != nil {
 			return fail("confine: %v", err)
 		}
+		if err := dropCapabilities(); err != nil {
+			return fail("confine: %v", err)
+		}
 	}
 
 	cmd := exec.Command(p.Path)
@@ -183,6 +186,29 @@ func launch() int {
 	}
 	fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
 	return ws.ExitStatus()
+}
+
+// dropCapabilities empties the calling thread's capability sets and its bounding
+// set, so that the program it starts has no capability even as root (a confined
+// program started from a thread gets the same from its own user namespace). Without
+// CAP_SETPCAP the bounding set stays, and so, without root, do the empty sets.
+func dropCapabilities() error {
+	for c := 0; c < 64; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); errors.Is(err, unix.EINVAL) {
+			break // past the kernel's last capability
+		} else if err != nil && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	return nil
 }
 
 // stopTree kills what is left of the tree. In a namespace the kernel does it when
@@ -298,8 +324,10 @@ func setLimits(l Limits) error {
 }
 
 // prlimit applies the resource limits to a started process, as setLimits does to the
-// launcher (for a program started without one).
-func prlimit(pid int, l Limits) error {
+// launcher (for a program started without one). ownUserNS adds RLIMIT_NPROC for
+// Limits.Processes: the kernel counts it per user and user namespace, so it caps
+// the tree only of a program alone in its user namespace (confinedNamespaceAttr).
+func prlimit(pid int, l Limits, ownUserNS bool) error {
 	set := func(name string, res int, v int64) error {
 		var cur unix.Rlimit
 		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
@@ -315,6 +343,11 @@ func prlimit(pid int, l Limits) error {
 	}
 	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
 		return err
+	}
+	if ownUserNS {
+		if err := set("RLIMIT_NPROC", unix.RLIMIT_NPROC, l.Processes); err != nil {
+			return err
+		}
 	}
 	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)
 }

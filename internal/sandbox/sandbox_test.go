@@ -241,6 +241,10 @@ func TestConfinement(t *testing.T) {
 				t.Errorf("%s: %s", what, res[what])
 			}
 		}
+		// No capability, even when the host has them all (root).
+		if got := res["capabilities"]; got != "0 0" {
+			t.Errorf("effective capabilities %q, want none", got)
+		}
 		// The program's first instructions already run with its limits.
 		if got, want := res["rlimit-data"], fmt.Sprint(512<<20, " ", 512<<20); got != want {
 			t.Errorf("RLIMIT_DATA at the program's start: %s, want %s", got, want)
@@ -356,4 +360,56 @@ func confinedThreads(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// TestProcessesCap: a contained program's tree is held to Limits.Processes, through
+// a cgroup's pids.max (with root) or RLIMIT_NPROC counted in a user namespace of its
+// own (without): it cannot start more, and the kernel refuses with EAGAIN.
+func TestProcessesCap(t *testing.T) {
+	if sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
+		t.Skip("programs are not started traced here")
+	}
+	for name, spec := range map[string]sandbox.Spec{
+		"Contained": {Contain: true},
+		"Confined":  {Confine: &sandbox.Confinement{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const limit = 24
+			spec.Name, spec.Limits = "spawner", sandbox.Limits{Processes: limit}
+			exe := self(t)
+			b, err := sandbox.Command(spec, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=spawner"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := b.Cmd.StdoutPipe()
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if !b.ProcessesCapped() {
+				b.Kill()
+				b.Wait()
+				t.Skip("no pids cgroup for root here")
+			}
+			spawned, refused := 0, ""
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if line := sc.Text(); strings.HasPrefix(line, "refused:") {
+					refused = line
+				} else {
+					spawned++
+				}
+			}
+			werr := b.Wait()
+			// Its own threads count too: it started fewer children than the limit,
+			// and the kernel said no (or, needing a thread itself, its runtime died
+			// of it).
+			if spawned >= limit || refused == "" && werr == nil {
+				t.Fatalf("spawned %d children under a limit of %d processes; %q, exit %v", spawned, limit, refused, werr)
+			}
+			if refused != "" && !strings.Contains(refused, "resource temporarily unavailable") {
+				t.Errorf("refused with %q, want EAGAIN", refused)
+			}
+			t.Logf("spawned %d, then %s (exit: %v)", spawned, refused, werr)
+		})
+	}
 }

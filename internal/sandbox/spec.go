@@ -59,10 +59,11 @@ type Limits struct {
 	// writable mappings, which is what a runtime's allocations grow; RLIMIT_AS would
 	// break runtimes that reserve address space). Default DefaultMemoryBytes.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
-	// Processes caps the processes of the tree. It holds through the cgroup's
-	// pids.max where the cgroup v2 pids controller is delegated, else through
-	// RLIMIT_NPROC, which counts every process of the user and which the kernel does
-	// not apply to root. Default DefaultProcesses.
+	// Processes caps the processes (threads included) of the tree. It holds through
+	// a cgroup's pids.max where this process may make one, else through
+	// RLIMIT_NPROC, which the kernel counts per user and user namespace and never
+	// applies to root: so for a program alone in its user namespace, without root
+	// (Box.ProcessesCapped). Default DefaultProcesses.
 	Processes int64 `json:"processes,omitempty"`
 	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
 	// and hard). Default DefaultOpenFiles.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +61,12 @@ func (b *Box) confineThreadAndStart() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("sandbox: confine %s: %s", b.plan.Path, fmt.Sprintf(format, args...))
 	}
+	// Opened before Landlock closes the cgroup file system to this thread.
+	pids, err := b.openPids()
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer pids.Close()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("no_new_privs: %v", err)
 	}
@@ -79,11 +87,45 @@ func (b *Box) confineThreadAndStart() error {
 			}
 		}
 	}
+	return b.startAndUntrace(pids)
+}
+
+// startTraced starts a contained program that is not confined as startConfined
+// starts a confined one, from a thread locked only for the start: it too stops at
+// its first instruction for its limits and its processes cgroup.
+func (b *Box) startTraced() error {
+	runtime.LockOSThread() // the tracer is this thread until the program is let go
+	defer runtime.UnlockOSThread()
+	pids, err := b.openPids()
+	if err != nil {
+		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
+	}
+	defer pids.Close()
+	return b.startAndUntrace(pids)
+}
+
+// openPids opens the cgroup.procs file of the box's processes cgroup; nil (and no
+// error) when it has none.
+func (b *Box) openPids() (*os.File, error) {
+	if b.pids == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(filepath.Join(b.pids, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("processes cgroup: %w", err)
+	}
+	return f, nil
+}
+
+// startAndUntrace starts the traced program on the calling (locked) thread and lets
+// it go once it has its limits (untraceAfterExec).
+func (b *Box) startAndUntrace(pids *os.File) error {
 	if err := b.Cmd.Start(); err != nil {
-		return fmt.Errorf("sandbox: start %s (containment %s, confined): %w", b.plan.Path, b.mode, err)
+		return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 	}
 	pid := b.Cmd.Process.Pid
-	if err := untraceAfterExec(pid, b.plan.Limits); err != nil {
+	ownUserNS := b.Cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWUSER != 0
+	if err := untraceAfterExec(pid, b.plan.Limits, ownUserNS, pids); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = b.Cmd.Wait()
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
@@ -92,8 +134,10 @@ func (b *Box) confineThreadAndStart() error {
 }
 
 // untraceAfterExec waits for a traced child's stop at its execve, sets its limits
-// and detaches from it. It runs on the thread that started the child (the tracer).
-func untraceAfterExec(pid int, l Limits) error {
+// (RLIMIT_NPROC too when it is alone in its user namespace, see prlimit), moves it
+// into the processes cgroup whose cgroup.procs is pids (if not nil), and detaches
+// from it. It runs on the thread that started the child (the tracer).
+func untraceAfterExec(pid int, l Limits, ownUserNS bool, pids *os.File) error {
 	for {
 		var ws unix.WaitStatus
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -105,7 +149,12 @@ func untraceAfterExec(pid int, l Limits) error {
 		}
 		switch {
 		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP: // the execve
-			lerr := prlimit(pid, l)
+			lerr := prlimit(pid, l, ownUserNS)
+			if pids != nil && lerr == nil {
+				if _, err := pids.WriteString(strconv.Itoa(pid)); err != nil {
+					lerr = fmt.Errorf("cap its processes (cgroup): %w", err)
+				}
+			}
 			if err := unix.PtraceDetach(pid); err != nil {
 				return fmt.Errorf("let it run: %w", err)
 			}
