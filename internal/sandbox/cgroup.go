@@ -79,6 +79,10 @@ func pidsRoot() string {
 	return pidsDir
 }
 
+// PidsCgroupAvailable reports whether sources' processes can be capped through a
+// cgroup made here (with root, the only way: see Limits.Processes).
+func PidsCgroupAvailable() bool { return pidsRoot() != "" }
+
 var (
 	pidsOnce sync.Once
 	pidsDir  string
