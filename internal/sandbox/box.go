@@ -157,17 +157,18 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 }
 
 // confinedNamespaceAttr is namespaceAttr for a program started from a confined
-// thread (startConfined): it stops at its first instruction for its limits, and it
-// gets a user namespace of its own, root or not, that maps no ids (Go would write
-// the maps from the forking thread, which Landlock keeps out of /proc). So:
-//   - it has no capability outside that namespace, even when the host is root;
-//   - the kernel counts its tree's processes for RLIMIT_NPROC per user namespace,
-//     so that limit caps exactly the source's tree (and binds a root host's
-//     program, which it otherwise would not);
-//   - it sees itself, its files and its peers as the overflow user (65534); the
-//     kernel still checks its files and reports its credentials with the real ids.
+// thread (startConfined): it stops at its first instruction for its limits, and
+// without root its user namespace maps no ids (Go would write the maps from the
+// forking thread, which Landlock keeps out of /proc): the program sees itself, its
+// files and its peers as the overflow user (65534); the kernel still checks its
+// files and reports its credentials with the real ids. Alone in its user namespace,
+// its tree is what RLIMIT_NPROC counts.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWUSER, Ptrace: true}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+	}
+	return attr
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user

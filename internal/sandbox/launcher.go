@@ -188,25 +188,31 @@ func launch() int {
 	return ws.ExitStatus()
 }
 
-// dropCapabilities empties the calling thread's capability sets and its bounding
-// set, so that the program it starts has no capability even as root (a confined
-// program started from a thread gets the same from its own user namespace). Without
-// CAP_SETPCAP the bounding set stays, and so, without root, do the empty sets.
+// dropCapabilities makes sure the program the calling thread starts has no
+// capability, even as root: it empties the thread's bounding set (root's execve
+// grants the bounding set), its inheritable and its ambient sets. The thread keeps
+// its own effective capabilities, which the clone of a namespace needs. Without
+// CAP_SETPCAP the bounding set stays; no_new_privs then keeps file capabilities
+// from being granted at the execve.
 func dropCapabilities() error {
-	for c := 0; c < 64; c++ {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	for c := 0; c < 64 && caps[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); errors.Is(err, unix.EINVAL) {
 			break // past the kernel's last capability
-		} else if err != nil && !errors.Is(err, unix.EPERM) {
+		} else if err != nil {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var none [2]unix.CapUserData
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
-	if err := unix.Capset(&hdr, &none[0]); err != nil {
-		return fmt.Errorf("drop capabilities: %w", err)
+	caps[0].Inheritable, caps[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("clear inheritable capabilities: %w", err)
 	}
 	return nil
 }

@@ -70,6 +70,9 @@ func (b *Box) confineThreadAndStart() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("no_new_privs: %v", err)
 	}
+	if err := dropCapabilities(); err != nil {
+		return fail("%v", err)
+	}
 	if c := b.plan.Confine; c != nil {
 		if err := restrict(b.plan.Path, c); err != nil {
 			return fail("%v", err)
