@@ -57,7 +57,8 @@ func removeDeadHosts(root string) {
 // that this process may use to cap a source's processes — under the cgroup v2
 // mount when pids can be enabled for its children there, else under a cgroup v1
 // pids mount — or "" when there is none (as a rule, without root). Found once.
-func pidsRoot() string {
+// pidsHome is, for v1, the tasks file of this process's own pids cgroup.
+func pidsRoot() (root, home string) {
 	pidsOnce.Do(func() {
 		if root := cgroupRoot(); root != "" && os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0) == nil {
 			pidsDir = root
@@ -69,29 +70,40 @@ func pidsRoot() string {
 		if mount == "" {
 			return
 		}
+		own := ""
+		data, _ := os.ReadFile("/proc/self/cgroup")
+		for _, line := range strings.Split(string(data), "\n") {
+			// ID:controllers:path
+			if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "pids") {
+				own = f[2]
+			}
+		}
 		root := filepath.Join(mount, "toolhost")
 		if err := os.Mkdir(root, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return
 		}
 		removeDeadHosts(root)
-		pidsDir = root
+		pidsDir, pidsHome = root, filepath.Join(mount, own, "tasks")
 	})
-	return pidsDir
+	return pidsDir, pidsHome
 }
 
 // PidsCgroupAvailable reports whether sources' processes can be capped through a
 // cgroup made here (with root, the only way: see Limits.Processes).
-func PidsCgroupAvailable() bool { return pidsRoot() != "" }
+func PidsCgroupAvailable() bool {
+	root, _ := pidsRoot()
+	return root != ""
+}
 
 var (
-	pidsOnce sync.Once
-	pidsDir  string
+	pidsOnce          sync.Once
+	pidsDir, pidsHome string
 )
 
 // newPidsCgroup makes a directory under pidsRoot capped at max processes, "" when
 // it cannot.
 func newPidsCgroup(name string, max int64) string {
-	root := pidsRoot()
+	root, _ := pidsRoot()
 	if root == "" || max <= 0 {
 		return ""
 	}
