@@ -184,20 +184,7 @@ func TestConfinement(t *testing.T) {
 	secret := filepath.Join(ws, "secret")
 	os.WriteFile(secret, []byte("s"), 0o600)
 	outside := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	l := acceptAndClose(t)
 	victim := exec.Command("sleep", "60")
 	victim.Start()
 	defer func() { victim.Process.Kill(); victim.Wait() }()
@@ -284,20 +271,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 	if sandbox.LandlockABI() == 0 || sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
 		t.Skip("confined programs do not start from a host thread here")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	l := acceptAndClose(t)
 	exe := self(t)
 	var boxes []*sandbox.Box
 	for range 3 {
@@ -412,4 +386,25 @@ func TestProcessesCap(t *testing.T) {
 			t.Logf("spawned %d, then %s (exit: %v)", spawned, refused, werr)
 		})
 	}
+}
+
+// acceptAndClose listens on a loopback TCP port, closing every connection, until the
+// test ends.
+func acceptAndClose(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
 }
