@@ -297,7 +297,7 @@ func pollable(f *os.File) (pf *os.File, restore func()) {
 // poller (pollable), a tools/call to a plugin echo took 0.80-0.89 of the time it
 // took before (median 0.85, 12 alternating runs on 2 CPUs; the poller alone, with
 // two processors, 0.84-0.97). One processor with stdin in blocking mode was slower
-// than two (1.08-1.35): the blocked read holds the one processor until the
+// than two (1.14-1.27): the blocked read holds the one processor until the
 // runtime's monitor takes it back.
 func relayProcs() (restore func()) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0)/4 > 1 {
