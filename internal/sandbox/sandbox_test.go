@@ -273,6 +273,14 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 	}
 	l := acceptAndClose(t)
 	exe := self(t)
+	// A start that fails leaves no confined thread either.
+	missing, err := sandbox.Command(sandbox.Spec{Name: "missing", Confine: &sandbox.Confinement{}}, "/nonexistent/plugin", []string{"plugin"}, "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := missing.Start(); err == nil || !strings.Contains(err.Error(), "/nonexistent/plugin") {
+		t.Fatalf("start of a missing program: %v", err)
+	}
 	var boxes []*sandbox.Box
 	for range 3 {
 		b, err := sandbox.Command(sandbox.Spec{Name: "sleeper", Confine: &sandbox.Confinement{}}, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=exit", "SANDBOX_CODE=-1"})
@@ -284,8 +292,11 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 		}
 		boxes = append(boxes, b)
 	}
-	if n := confinedThreads(t); n != len(boxes) {
-		t.Errorf("%d threads of the host have a seccomp filter while %d confined programs run, want one each", n, len(boxes))
+	// One each (the failed start's thread may take a moment to end).
+	for deadline := time.Now().Add(10 * time.Second); confinedThreads(t) != len(boxes); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads of the host have a seccomp filter while %d confined programs run, want one each", confinedThreads(t), len(boxes))
+		}
 	}
 	errs := make(chan error, 64)
 	for range cap(errs) {
