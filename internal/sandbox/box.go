@@ -96,7 +96,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			b.warning = "confinement unavailable (no Landlock in this kernel): running unconfined"
 			b.plan.NoNewPrivs = true
 		} else {
-			tmp, err := os.MkdirTemp("", "toolhost-sandbox-")
+			tmp, err := privateTempDir()
 			if err != nil {
 				return nil, fmt.Errorf("sandbox: temporary directory: %w", err)
 			}

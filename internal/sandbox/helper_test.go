@@ -71,7 +71,7 @@ func helper() bool {
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		var caps [2]unix.CapUserData
 		if err := unix.Capget(&hdr, &caps[0]); err == nil {
-			fmt.Printf("capabilities %x %x\n", caps[0].Effective, caps[1].Effective)
+			fmt.Printf("capabilities %x %x\n", caps[0].Effective|caps[0].Permitted, caps[1].Effective|caps[1].Permitted)
 		}
 		try := func(what string, err error) {
 			if err == nil {

@@ -189,30 +189,35 @@ func launch() int {
 }
 
 // dropCapabilities makes sure the program the calling thread starts has no
-// capability, even as root: it empties the thread's bounding set (root's execve
-// grants the bounding set), its inheritable and its ambient sets. The thread keeps
-// its own effective capabilities, which the clone of a namespace needs. Without
-// CAP_SETPCAP the bounding set stays; no_new_privs then keeps file capabilities
-// from being granted at the execve.
+// capability, even as root: SECBIT_NOROOT (locked) keeps root's execve from
+// granting the full set, and the thread's inheritable and ambient sets are cleared.
+// The thread keeps its own effective capabilities, which the clone of a namespace
+// needs. Without CAP_SETPCAP there is nothing to drop; no_new_privs keeps file
+// capabilities from being granted at the execve in either case.
 func dropCapabilities() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var caps [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &caps[0]); err != nil {
 		return fmt.Errorf("read capabilities: %w", err)
 	}
-	for c := 0; c < 64 && caps[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); errors.Is(err, unix.EINVAL) {
-			break // past the kernel's last capability
-		} else if err != nil {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+	if caps[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0 {
+		bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("read securebits: %w", err)
+		}
+		const noRoot = 1<<0 | 1<<1 // SECBIT_NOROOT, SECBIT_NOROOT_LOCKED (linux/securebits.h)
+		if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits|noRoot), 0, 0, 0); err != nil {
+			return fmt.Errorf("set SECBIT_NOROOT: %w", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
-	caps[0].Inheritable, caps[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &caps[0]); err != nil {
-		return fmt.Errorf("clear inheritable capabilities: %w", err)
+	if caps[0].Inheritable != 0 || caps[1].Inheritable != 0 {
+		caps[0].Inheritable, caps[1].Inheritable = 0, 0
+		if err := unix.Capset(&hdr, &caps[0]); err != nil {
+			return fmt.Errorf("clear inheritable capabilities: %w", err)
+		}
 	}
 	return nil
 }

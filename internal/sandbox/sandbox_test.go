@@ -228,7 +228,7 @@ func TestConfinement(t *testing.T) {
 				t.Errorf("%s: %s", what, res[what])
 			}
 		}
-		// No capability, even when the host has them all (root).
+		// No capability, effective or permitted, even when the host has them all (root).
 		if got := res["capabilities"]; got != "0 0" {
 			t.Errorf("effective capabilities %q, want none", got)
 		}
