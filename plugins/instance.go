@@ -322,9 +322,13 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 
 func (inst *Instance) start(ctx context.Context) error {
 	cfg := inst.cfg
+	plugins := plugin.PluginSet{pluginpb.PluginName: &hostPlugin{}}
 	clientCfg := &plugin.ClientConfig{
-		HandshakeConfig:  pluginpb.Handshake,
-		Plugins:          plugin.PluginSet{pluginpb.PluginName: &hostPlugin{}},
+		HandshakeConfig: pluginpb.Handshake,
+		// Version 1 (Handshake.ProtocolVersion) for plugins built with an older sdk,
+		// which take the host token in a header on every call.
+		Plugins:          plugins,
+		VersionedPlugins: map[int]plugin.PluginSet{pluginpb.ConnTokenVersion: plugins},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           cfg.Logger,
 		StartTimeout:     cfg.StartTimeout,
@@ -335,7 +339,10 @@ func (inst *Instance) start(ctx context.Context) error {
 	}
 	token := rand.Text() // see pluginpb.HostTokenEnv
 	if cfg.Reattach == nil {
-		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.TokenDialOption(token))
+		// inst.client is set before the connection is dialled, and go-plugin has
+		// read the plugin's version from its handshake by then.
+		perConn := func() bool { return inst.client.NegotiatedVersion() >= pluginpb.ConnTokenVersion }
+		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
 	}
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.Config()
@@ -429,6 +436,7 @@ func (inst *Instance) start(ctx context.Context) error {
 
 		InteractionBrokerId:     interactionID,
 		RegistrationsInResponse: true,
+		FlatResults:             true,
 	})
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {

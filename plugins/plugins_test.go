@@ -158,6 +158,20 @@ func TestPluginServesTools(t *testing.T) {
 			t.Fatalf("plugin saw %q, want the Location dir, its own env and none of the host's", got)
 		}
 	})
+	t.Run("HostTokenOncePerConnection", func(t *testing.T) {
+		// The host presented its token when the connection opened
+		// (pluginpb.ConnTokenVersion), not in every call's header.
+		if got := h.mustCall("headers", `{}`).Text(); strings.Contains(got, "toolhost-host-token") || !strings.Contains(got, "content-type") {
+			t.Fatalf("the call's header keys are %q", got)
+		}
+	})
+	t.Run("StructuredResultAndProjectionCross", func(t *testing.T) {
+		// Not a lone output: the plugin sends it as events, not CallResult.output.
+		s := h.mustCall("shaped", `{}`)
+		if s.Outcome != registry.Completed || s.Text() != `projected {"n":1,"more":"x"}` || string(s.Structured) != `{"n":1}` {
+			t.Fatalf("settlement = %+v, structured %s", s, s.Structured)
+		}
+	})
 	t.Run("ToolFailureCrossesAsStructuredField", func(t *testing.T) {
 		s := h.mustCall("fail", `{}`)
 		if s.Outcome != registry.ToolFailed || s.Text() != "disk quota exceeded" {
@@ -234,6 +248,25 @@ func TestPluginServesTools(t *testing.T) {
 			t.Fatalf("retained file: %v, %v; want %d bytes", info, err, size)
 		}
 	})
+}
+
+// TestOlderSDKPluginServes runs a plugin as an older sdk built it (testdata/oldsdk):
+// protocol version 1, the host token in a header on every call, and results as
+// events although the host asks for flat results.
+func TestOlderSDKPluginServes(t *testing.T) {
+	bin := filepath.Join(filepath.Dir(faultBinary), "oldsdk")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/oldsdk").CombinedOutput(); err != nil {
+		t.Fatalf("build oldsdk: %v\n%s", err, out)
+	}
+	h := newHost(t)
+	if _, err := h.supervise(plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, plugins.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"hello", "again"} {
+		if s := h.mustCall("echo", `{"text":"`+text+`"}`); s.Outcome != registry.Completed || s.Text() != "old: "+text {
+			t.Fatalf("echo = %+v", s)
+		}
+	}
 }
 
 func TestCancellationReachesThePlugin(t *testing.T) {

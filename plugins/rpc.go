@@ -66,7 +66,7 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 			OutputSchema:     def.OutputSchema,
 			StructuredSchema: def.StructuredSchema,
 			Title:            def.Title,
-			Execute:          inst.authorized(def.Name, inst.timed(def.Name, inst.executor(req.Registration, def.Name))),
+			Execute:          inst.bounded(def.Name, inst.executor(req.Registration, def.Name)),
 		}
 		if a := def.Annotations; a != nil {
 			t := tools[def.Name]
@@ -78,12 +78,13 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 		}
 	}
 	err := inst.register(req.Registration, registry.Batch{
-		Location:  inst.target.Location,
-		Source:    registry.Source{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation},
-		Tools:     tools,
-		Owner:     inst.scope,
-		Overrides: inst.cfg.Overrides,
-		Limits:    inst.cfg.Limits,
+		Location:    inst.target.Location,
+		Source:      registry.Source{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation},
+		Tools:       tools,
+		Owner:       inst.scope,
+		OwnerJoined: true, // bounded
+		Overrides:   inst.cfg.Overrides,
+		Limits:      inst.cfg.Limits,
 	})
 	if err != nil {
 		inst.cfg.Logger.Warn("refused a registration", "plugin", inst.cfg.Name, "error", err)
@@ -98,41 +99,40 @@ func (s *toolsServer) Close(_ context.Context, req *pluginpb.CloseRequest) (*plu
 	return &pluginpb.CloseResponse{}, nil
 }
 
-// authorized puts the host's permission check (Config.Authorize) in front of exec.
-func (inst *Instance) authorized(authored string, exec sdk.Executor) sdk.Executor {
-	authorize := inst.cfg.Authorize
-	if authorize == nil {
-		return exec
-	}
-	name, _ := registry.NormalizeName(authored) // registration refuses names that fail
-	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
-		if err := authorize(ctx, name, inv); err != nil {
-			return sdk.Output{}, err
-		}
-		return exec(ctx, inv, input)
-	}
-}
-
 // errCallTimeout is the cause of a call's context when Config.CallTimeout ends it.
 var errCallTimeout = errors.New("plugins: call timeout")
 
-// timed bounds each execution of exec by Config.CallTimeout. A call that runs out of
-// it is cancelled in the plugin (the cancellation crosses the process boundary; the
-// plugin sees no deadline for it) and
-// settles as a tool failure saying it timed out, as an MCP tool's does; the end of
-// the caller's own context stays an interruption.
-func (inst *Instance) timed(authored string, exec sdk.Executor) sdk.Executor {
-	timeout := inst.cfg.CallTimeout
-	name, _ := registry.NormalizeName(authored)
+// bounded gives every execution of exec one context that ends with the caller's,
+// with the instance's scope, and, once the host's permission check
+// (Config.Authorize) has passed, with Config.CallTimeout. The registry leaves the
+// scope to it (registry.Batch.OwnerJoined): the registry's join and a timeout's
+// context of their own were two contexts, two channels and two registrations more
+// per call, with the call's RPC registering under the last.
+//
+// A call that runs out of its timeout is cancelled in the plugin (the cancellation
+// crosses the process boundary; the plugin sees no deadline for it) and settles as a
+// tool failure saying it timed out, as an MCP tool's does; the end of the caller's
+// own context stays an interruption, and the scope's close is the registry's to
+// classify.
+func (inst *Instance) bounded(authored string, exec sdk.Executor) sdk.Executor {
+	timeout, authorize, scopeCtx := inst.cfg.CallTimeout, inst.cfg.Authorize, inst.scope.Context()
+	name, _ := registry.NormalizeName(authored) // registration refuses names that fail
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
+		callCtx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(scopeCtx, func() { cancel(context.Cause(scopeCtx)) })
+		defer stop()
+		if authorize != nil {
+			if err := authorize(callCtx, name, inv); err != nil {
+				return sdk.Output{}, err
+			}
+		}
 		// A timer that cancels, not a deadline: gRPC would send a deadline along
 		// (a grpc-timeout header on every call, and a timer per call in the
 		// plugin), and the cancellation crosses the boundary without it. In
 		// alternating runs the call without the deadline was faster in 6 of 7
 		// runs with 64 callers (by 2-12%). The caller's own deadline, if any,
 		// still goes along.
-		callCtx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
 		timer := time.AfterFunc(timeout, func() { cancel(errCallTimeout) })
 		defer timer.Stop()
 		out, err := exec(callCtx, inv, input)
@@ -153,16 +153,18 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
-		req := &pluginpb.ExecuteRequest{
-			Registration: registration,
-			Tool:         name,
-			Input:        input,
-			Invocation: &pluginpb.Invocation{
-				SessionId:          inv.SessionID,
-				Agent:              inv.Agent,
-				AssistantMessageId: inv.AssistantMessageID,
-				ToolCallId:         inv.ToolCallID,
-			},
+		// The request and its invocation in one allocation; no invocation at all
+		// when it is empty (the plugin's sdk takes nil as empty).
+		msgs := &struct {
+			req pluginpb.ExecuteRequest
+			inv pluginpb.Invocation
+		}{}
+		req := &msgs.req
+		req.Registration, req.Tool, req.Input = registration, name, input
+		if inv != (sdk.Invocation{}) {
+			msgs.inv.SessionId, msgs.inv.Agent = inv.SessionID, inv.Agent
+			msgs.inv.AssistantMessageId, msgs.inv.ToolCallId = inv.AssistantMessageID, inv.ToolCallID
+			req.Invocation = &msgs.inv
 		}
 		if len(inst.cfg.Grants) > 0 {
 			req.Call = inst.nextCall.Add(1)
@@ -179,6 +181,9 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 				inst.noCall.Store(true)
 			case err != nil:
 				return sdk.Output{}, inst.callError(ctx, err)
+			case len(res.Output) > 0 && len(res.Events) == 0 && res.Fetch == 0:
+				// The flat result (ActivateRequest.flat_results): an output alone.
+				return sdk.Output{JSON: res.Output}, nil
 			case res.Fetch != 0:
 				// A stream's context must end when the call returns, whatever path
 				// returns; a unary call's ends with the call.

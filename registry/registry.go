@@ -71,6 +71,12 @@ type Batch struct {
 	// context that also ends when the owner's context ends, and is tracked by the owner.
 	// Register fails with ErrOwnerClosed if the owner's context has already ended.
 	Owner Owner
+	// OwnerJoined says the tools' executors themselves end every execution when the
+	// owner's context ends (each joins its call's context with the owner's, as a
+	// plugin's executors do with their call timeout in the same context), so the
+	// registry does not join them too: a context, its channel and a registration
+	// fewer per call. An execution whose owner closed still settles as one.
+	OwnerJoined bool
 	// Overrides are the (normalized) names this source may take over in a Location
 	// placement although another source holds them; see Registry.Register. The
 	// application placement ignores them.
@@ -131,6 +137,7 @@ type entry struct {
 	def         Definition
 	fingerprint [sha256.Size]byte
 	owner       Owner
+	ownerJoined bool  // the executor joins its calls with the owner (Batch.OwnerJoined)
 	overrides   bool  // the batch may take this name over from another source
 	size        int64 // definition bytes counted against SourceLimits.MaxSchemaBytes
 	closed      atomic.Bool
@@ -441,7 +448,7 @@ func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
 	if len(t.InputSchema) == 0 {
 		return nil, fmt.Errorf("tool has no input schema")
 	}
-	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner,
+	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner, ownerJoined: b.OwnerJoined,
 		overrides: b.Location != Application && slices.Contains(b.Overrides, name)}
 	var err error
 	if e.input, err = r.schemas.compile("input schema", t.InputSchema); err != nil {
@@ -530,7 +537,8 @@ func (r *Registry) prepare(location string) (*Request, error) {
 		r.mu.RUnlock()
 		return q, nil
 	}
-	q := &Request{reg: r, location: location, limits: p.limits, entries: map[string]*entry{}}
+	store := r.storage.forLocation(location, p.limits.MaxRetainedBytes)
+	q := &Request{reg: r, location: location, limits: p.limits, entries: map[string]*entry{}, store: &store}
 	for _, pl := range []*placement{app, p} {
 		for name, list := range pl.names {
 			q.entries[name] = winner(list) // the Location placement comes second and wins

@@ -538,6 +538,40 @@ func TestInterruption(t *testing.T) {
 			t.Fatalf("after close: %s, want unavailable", s.Outcome)
 		}
 	})
+	t.Run("ScopeCloseEndsExecutionOwnerJoined", func(t *testing.T) {
+		// The executor joins the owner itself (as plugins do); the registry still
+		// settles the owner's close as an interruption, not the tool's failure.
+		r := newRegistry(t)
+		sc := scope.New(context.Background())
+		joined := make(chan struct{})
+		tool := sdk.NewTool("waits for its owner", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			if ctx.Done() != nil {
+				return "", errors.New("the registry joined the call with its owner although the executor does")
+			}
+			close(joined)
+			<-sc.Context().Done()
+			return "", sdk.Failf("should never be shown")
+		})
+		release := register(t, r, registry.Batch{Owner: sc, OwnerJoined: true, Tools: map[string]sdk.Tool{"wait": tool}})
+		sc.Defer(t.Context(), func(context.Context) error { release(); return nil })
+		q, _ := r.Prepare(registry.Application)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := q.Settle(context.Background(), registry.Call{Name: "wait"})
+			errc <- err
+		}()
+		select {
+		case <-joined:
+		case err := <-errc:
+			t.Fatal(err)
+		}
+		if err := sc.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; !errors.Is(err, context.Canceled) || !errors.Is(err, scope.ErrClosed) {
+			t.Fatalf("err = %v, want an interruption caused by the scope's close", err)
+		}
+	})
 }
 
 func TestHooks(t *testing.T) {

@@ -23,6 +23,10 @@ type Request struct {
 	limits   Limits
 	entries  map[string]*entry
 	defs     []Definition
+	// store is where bound retains the Location's oversized output: made once here,
+	// because a quota made per call escapes into bound's interface (an allocation
+	// of every call).
+	store *quota
 }
 
 // Definitions returns the advertised definitions sorted by name. The slice is shared;
@@ -210,7 +214,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
-	content, structured, managed, err := bound(q.reg.storage.forLocation(q.location, q.limits.MaxRetainedBytes), q.limits, content, structured)
+	content, structured, managed, err := bound(q.store, q.limits, content, structured)
 	if err != nil {
 		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
 	}
@@ -294,12 +298,14 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 	callCtx := ctx
 	var ownerCtx context.Context
 	if e.owner != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
 		ownerCtx = e.owner.Context()
-		stop := context.AfterFunc(ownerCtx, func() { cancel(context.Cause(ownerCtx)) })
-		defer stop()
+		if !e.ownerJoined {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := context.AfterFunc(ownerCtx, func() { cancel(context.Cause(ownerCtx)) })
+			defer stop()
+		}
 	}
 	if call.Progress != nil {
 		ctx = sdk.WithProgress(ctx, call.Progress)
@@ -310,10 +316,6 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 		}
 	}()
 	out, err = e.tool.Execute(ctx, call.Invocation, input)
-	var failure *sdk.ToolFailure
-	var decodeErr *sdk.InputDecodingError
-	var encodeErr *sdk.OutputEncodingError
-	var defect *DefectError
 	switch {
 	case callCtx.Err() != nil:
 		// Whatever the executor returned, the runner interrupted the call.
@@ -325,17 +327,32 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 			return out, &OperationalError{Tool: call.Name, Op: "execute", Err: cause}
 		}
 		return out, interruption(ownerCtx)
-	case err == nil, errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
-		return out, err
+	case err == nil:
+		return out, nil
+	}
+	return out, executeError(call.Name, err)
+}
+
+// executeError classifies an executor's error for execute. It is a function of its
+// own so that errors.As's targets, which escape, are allocated only for an error:
+// declared in execute they cost every call four allocations.
+func executeError(tool string, err error) error {
+	var failure *sdk.ToolFailure
+	var decodeErr *sdk.InputDecodingError
+	var encodeErr *sdk.OutputEncodingError
+	var defect *DefectError
+	switch {
+	case errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
+		return err
 	case errors.As(err, &defect):
 		// A producer's defect (a plugin's panic, with its stack) is reported as one.
-		return out, defect
+		return defect
 	case errors.Is(err, context.Canceled):
 		// A deliberate interruption-like end, such as a permission ask declined
 		// without a message: passed through, never model-visible.
-		return out, err
+		return err
 	}
-	return out, &OperationalError{Tool: call.Name, Op: "execute", Err: err}
+	return &OperationalError{Tool: tool, Op: "execute", Err: err}
 }
 
 // project computes the model content: the tool's projection, else the producer's
@@ -413,7 +430,7 @@ func Offer(offered func(action string) bool) PrepareOption {
 
 // only returns a Request with the entries whose actions offered accepts.
 func (q *Request) only(offered func(action string) bool) *Request {
-	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries))}
+	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
 	for _, d := range q.defs {
 		e := q.entries[d.Name]
 		if !offered(d.Name) || (e.tool.PermissionAction != "" && !offered(e.tool.PermissionAction)) {

@@ -58,19 +58,29 @@ func Serve(p Plugin) {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
 		host := hostPID()
+		creds := peercred.Creds(func(p peercred.Peer) error {
+			if p.PID != host {
+				return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
+			}
+			return nil
+		})
 		var tokenOpts []grpc.ServerOption
 		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
 			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
-			tokenOpts = pluginpb.TokenServerOptions(token)
+			if pluginpb.OffersConnToken() {
+				// go-plugin picks pluginpb.ConnTokenVersion (served below): the host
+				// presents the token once per connection.
+				creds = pluginpb.ConnTokenServerCreds(token, creds)
+			} else {
+				tokenOpts = pluginpb.TokenServerOptions(token) // an older host: per call
+			}
 		}
+		set := config.Plugins
+		config.Plugins = nil
+		config.VersionedPlugins = map[int]plugin.PluginSet{int(pluginpb.Handshake.ProtocolVersion): set, pluginpb.ConnTokenVersion: set}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, tokenOpts...)
-			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
-				if p.PID != host {
-					return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
-				}
-				return nil
-			})))...)
+			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(creds))...)
 		}
 		go exitWithParent()
 		plugin.Serve(config)
@@ -250,6 +260,9 @@ type pluginServer struct {
 	broker    *plugin.GRPCBroker
 	logger    hclog.Logger
 	activated atomic.Bool
+	// flat: the host reads a Call's lone output from CallResult.output
+	// (ActivateRequest.flat_results).
+	flat atomic.Bool
 
 	mu        sync.RWMutex
 	regs      map[uint64]map[string]Tool          // registration id → authored name → tool
@@ -265,6 +278,7 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 	if !s.activated.CompareAndSwap(false, true) {
 		return nil, status.Error(codes.FailedPrecondition, "sdk: plugin already activated")
 	}
+	s.flat.Store(req.FlatResults)
 	tools := &toolsClient{server: s, brokerID: req.ToolsBrokerId, collecting: req.RegistrationsInResponse}
 	if !tools.collecting {
 		if _, err := tools.client(); err != nil {
@@ -300,11 +314,12 @@ func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateReque
 
 func (s *pluginServer) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_ExecuteServer) error {
 	var sendMu sync.Mutex // progress may be reported from several goroutines
-	return s.execute(stream.Context(), req, true, func(ev *pluginpb.ExecuteEvent) error {
+	_, err := s.execute(stream.Context(), req, true, false, func(ev *pluginpb.ExecuteEvent) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		return stream.Send(ev)
 	})
+	return err
 }
 
 // fetchTTL is how long Call keeps a large result for its Fetch.
@@ -313,13 +328,16 @@ const fetchTTL = time.Minute
 func (s *pluginServer) Call(ctx context.Context, req *pluginpb.ExecuteRequest) (*pluginpb.CallResult, error) {
 	var events []*pluginpb.ExecuteEvent
 	size := 0
-	err := s.execute(ctx, req, false, func(ev *pluginpb.ExecuteEvent) error {
+	flat, err := s.execute(ctx, req, false, s.flat.Load(), func(ev *pluginpb.ExecuteEvent) error {
 		events = append(events, ev)
 		size += proto.Size(ev)
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if flat != nil {
+		return &pluginpb.CallResult{Output: flat}, nil
 	}
 	if size <= pluginpb.ChunkSize {
 		return &pluginpb.CallResult{Events: events}, nil
@@ -357,13 +375,15 @@ func (s *pluginServer) take(id uint64) ([]*pluginpb.ExecuteEvent, bool) {
 // execute runs one call and hands its events to send: progress (when progress is
 // set), then the output in chunks, the structured result, the projection's parts,
 // and exactly one terminal event. Errors the tool did not classify, and
-// cancellation, end the call with a gRPC status instead.
-func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest, progress bool, send func(*pluginpb.ExecuteEvent) error) error {
+// cancellation, end the call with a gRPC status instead. When flat is set and the
+// call completed with an output alone that fits in one chunk, execute sends
+// nothing and returns that output (CallResult.output).
+func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest, progress, flat bool, send func(*pluginpb.ExecuteEvent) error) (flatOutput []byte, _ error) {
 	s.mu.RLock()
 	tool, ok := s.regs[req.Registration][req.Tool]
 	s.mu.RUnlock()
 	if !ok {
-		return status.Errorf(codes.NotFound, "sdk: no tool %q in registration %d", req.Tool, req.Registration)
+		return nil, status.Errorf(codes.NotFound, "sdk: no tool %q in registration %d", req.Tool, req.Registration)
 	}
 	if progress {
 		ctx = WithProgress(ctx, func(p Progress) {
@@ -379,20 +399,23 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 	}
 	out, content, err := s.run(ctx, tool, inv, req.Input)
 	if ctx.Err() != nil {
-		return status.FromContextError(ctx.Err()).Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	if err != nil {
 		if ev := terminalEvent(err); ev != nil {
-			return send(ev)
+			return nil, send(ev)
 		}
-		return status.Error(codes.Unknown, err.Error())
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	if flat && out.Structured == nil && tool.Project == nil && len(out.JSON) > 0 && len(out.JSON) <= pluginpb.ChunkSize {
+		return out.JSON, nil
 	}
 	// All output chunks but the last go first; the last rides in Done, so a small
 	// result is one message.
 	output := out.JSON
 	for len(output) > pluginpb.ChunkSize {
 		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: output[:pluginpb.ChunkSize]}}); err != nil {
-			return err
+			return nil, err
 		}
 		output = output[pluginpb.ChunkSize:]
 	}
@@ -400,14 +423,14 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 		if err := sendChunks(send, out.Structured, func(b []byte) *pluginpb.ExecuteEvent {
 			return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Structured{Structured: b}}
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, p := range content {
 		if err := send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Part{Part: &pluginpb.PartStart{
 			Type: string(p.Type), MimeType: p.MIMEType, Uri: p.URI, Blob: p.IsBlob(),
 		}}}); err != nil {
-			return err
+			return nil, err
 		}
 		data := p.Data
 		if p.Type == PartText || p.Type == PartResource && !p.IsBlob() {
@@ -416,10 +439,10 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 		if err := sendChunks(send, data, func(b []byte) *pluginpb.ExecuteEvent {
 			return &pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_PartData{PartData: b}}
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{
+	return nil, send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{
 		HasContent:    tool.Project != nil,
 		HasStructured: out.Structured != nil,
 		Output:        output,

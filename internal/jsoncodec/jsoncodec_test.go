@@ -145,3 +145,18 @@ func TestErrorsStayShort(t *testing.T) {
 		}
 	}
 }
+
+// TestMarshalString holds Marshal's string path to encoding/json, in room and
+// overflowing it with escapes, and checks that an overflow keeps no slack.
+func TestMarshalString(t *testing.T) {
+	for _, s := range []string{"", "plain", strings.Repeat("a", 64<<10), "<b>&</b>", strings.Repeat("\"\n\x01", 1000), "bad \xff utf-8 \u2028"} {
+		want, _ := stdMarshal(s)
+		got, err := Marshal(s)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("Marshal(%.40q) = %.60s, %v; want %.60s", s, got, err, want)
+		}
+		if cap(got) > len(got)+len(got)/16+16 {
+			t.Fatalf("Marshal(%.40q): capacity %d for %d bytes", s, cap(got), len(got))
+		}
+	}
+}

@@ -93,3 +93,20 @@ func BenchmarkCodec(b *testing.B) {
 		}
 	}
 }
+
+// TestDirtyPool checks the pool's classes: a buffer of the length asked for, with
+// the capacity of the smallest class that holds it; lengths above the largest class
+// allocated, and buffers of no class's capacity dropped. (Reuse, and messages that
+// survive it, are TestCodecRoundTrip's.)
+func TestDirtyPool(t *testing.T) {
+	p := newDirtyPool(8, 12)
+	for _, c := range []struct{ n, cap int }{{1, 256}, {256, 256}, {257, 4096}, {4096, 4096}, {4097, 4097}} {
+		b := p.Get(c.n)
+		if len(*b) != c.n || cap(*b) != c.cap {
+			t.Fatalf("Get(%d): len %d cap %d, want cap %d", c.n, len(*b), cap(*b), c.cap)
+		}
+		p.Put(b)
+	}
+	odd := make([]byte, 300)
+	p.Put(&odd) // no class has capacity 300: dropped
+}

@@ -138,7 +138,13 @@ type CallResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*ExecuteEvent        `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// fetch, when not 0, names a result too large for one message: read it with Fetch.
-	Fetch         uint64 `protobuf:"varint,2,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	Fetch uint64 `protobuf:"varint,2,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	// output, when not empty, is the whole result of a call that completed with an
+	// output alone (no structured result, no projection): the common case, in one
+	// field instead of a list of events. Sent only to a host whose ActivateRequest
+	// set flat_results; events and fetch are then unset. A host that did not set it
+	// (or a plugin built with an older sdk) uses events, as before.
+	Output        []byte `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +191,13 @@ func (x *CallResult) GetFetch() uint64 {
 		return x.Fetch
 	}
 	return 0
+}
+
+func (x *CallResult) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 type FetchRequest struct {
@@ -252,8 +265,11 @@ type ActivateRequest struct {
 	// the Tools capability only for registrations made later. A host that does not
 	// set it gets them through Tools.Register, as before.
 	RegistrationsInResponse bool `protobuf:"varint,7,opt,name=registrations_in_response,json=registrationsInResponse,proto3" json:"registrations_in_response,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// flat_results says the host reads a Call's result from CallResult.output when
+	// the plugin puts it there. A host that does not set it gets events, as before.
+	FlatResults   bool `protobuf:"varint,8,opt,name=flat_results,json=flatResults,proto3" json:"flat_results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActivateRequest) Reset() {
@@ -331,6 +347,13 @@ func (x *ActivateRequest) GetInteractionBrokerId() uint32 {
 func (x *ActivateRequest) GetRegistrationsInResponse() bool {
 	if x != nil {
 		return x.RegistrationsInResponse
+	}
+	return false
+}
+
+func (x *ActivateRequest) GetFlatResults() bool {
+	if x != nil {
+		return x.FlatResults
 	}
 	return false
 }
@@ -2434,13 +2457,14 @@ var File_internal_pluginpb_plugin_proto protoreflect.FileDescriptor
 
 const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"\\\n" +
+	"\x1einternal/pluginpb/plugin.proto\x12\x12toolhost.plugin.v1\"t\n" +
 	"\n" +
 	"CallResult\x128\n" +
 	"\x06events\x18\x01 \x03(\v2 .toolhost.plugin.v1.ExecuteEventR\x06events\x12\x14\n" +
-	"\x05fetch\x18\x02 \x01(\x04R\x05fetch\"$\n" +
+	"\x05fetch\x18\x02 \x01(\x04R\x05fetch\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\fR\x06output\"$\n" +
 	"\fFetchRequest\x12\x14\n" +
-	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xb2\x02\n" +
+	"\x05fetch\x18\x01 \x01(\x04R\x05fetch\"\xd5\x02\n" +
 	"\x0fActivateRequest\x12\x1c\n" +
 	"\tdirectory\x18\x01 \x01(\tR\tdirectory\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x18\n" +
@@ -2448,7 +2472,8 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x0ftools_broker_id\x18\x04 \x01(\rR\rtoolsBrokerId\x12,\n" +
 	"\x12services_broker_id\x18\x05 \x01(\rR\x10servicesBrokerId\x122\n" +
 	"\x15interaction_broker_id\x18\x06 \x01(\rR\x13interactionBrokerId\x12:\n" +
-	"\x19registrations_in_response\x18\a \x01(\bR\x17registrationsInResponse\"]\n" +
+	"\x19registrations_in_response\x18\a \x01(\bR\x17registrationsInResponse\x12!\n" +
+	"\fflat_results\x18\b \x01(\bR\vflatResults\"]\n" +
 	"\x10ActivateResponse\x12I\n" +
 	"\rregistrations\x18\x01 \x03(\v2#.toolhost.plugin.v1.RegisterRequestR\rregistrations\"\x95\x01\n" +
 	"\n" +

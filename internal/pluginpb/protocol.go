@@ -4,9 +4,11 @@
 package pluginpb
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -35,17 +37,59 @@ const ChunkSize = 1 << 20
 // size between 32 KiB and 1 MiB and zeroes a buffer's whole capacity on every Get, so
 // each message of 32 KiB to 1 MiB cost a 1 MiB clear where it was encoded and again
 // where it was decoded: four 1 MiB clears for one 64 KiB call. This pool has a size at
-// every power of two up to 4 MiB (twice a chunk, the largest message), so a clear is
-// at most twice the message. Buffers are still zeroed.
+// every power of two up to 4 MiB (twice a chunk, the largest message), and does not
+// clear at all (see dirtyPool).
 type codec struct{ pool mem.BufferPool }
 
-var protocolCodec = func() codec {
-	pool, err := mem.NewBinaryTieredBufferPool(8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)
-	if err != nil {
-		panic(err) // the exponents are constants
+var protocolCodec = codec{newDirtyPool(8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)}
+
+// dirtyPool is a buffer pool with a size class at each given power of two that
+// hands out buffers as they were put back, without clearing them: the codec writes
+// every byte of a buffer's length before anything reads it (the encoded message, or
+// the received message copied in whole), and proto.Unmarshal copies out what it
+// keeps. gRPC's tiered pool cleared each buffer's whole capacity on every Get: a
+// 64 KiB message lands in the 128 KiB class, so a 64 KiB call cleared 512 KiB, two
+// of them on each side's path. Lengths above the largest class are allocated and
+// dropped.
+type dirtyPool struct {
+	exps  []uint8
+	pools []sync.Pool // pools[i] holds *[]byte of capacity 1<<exps[i]
+}
+
+func newDirtyPool(exps ...uint8) *dirtyPool {
+	return &dirtyPool{exps: exps, pools: make([]sync.Pool, len(exps))}
+}
+
+// class is the index of the smallest class that holds n bytes, or -1.
+func (p *dirtyPool) class(n int) int {
+	for i, e := range p.exps {
+		if n <= 1<<e {
+			return i
+		}
 	}
-	return codec{pool}
-}()
+	return -1
+}
+
+func (p *dirtyPool) Get(n int) *[]byte {
+	i := p.class(n)
+	if i < 0 {
+		b := make([]byte, n)
+		return &b
+	}
+	if b, ok := p.pools[i].Get().(*[]byte); ok {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<p.exps[i])
+	return &b
+}
+
+func (p *dirtyPool) Put(b *[]byte) {
+	// Only buffers of a class's exact capacity: Get hands them out up to it.
+	if i := p.class(cap(*b)); i >= 0 && cap(*b) == 1<<p.exps[i] {
+		p.pools[i].Put(b)
+	}
+}
 
 // DialOption makes a client connection use the plugin protocol's codec.
 func DialOption() grpc.DialOption {
@@ -94,9 +138,17 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(data)}, nil
 	}
 	buf := c.pool.Get(size)
-	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
+	out, err := opts.MarshalAppend((*buf)[:0], m)
+	if err != nil {
 		c.pool.Put(buf)
 		return nil, err
+	}
+	if len(out) != size {
+		// Not with the size just computed; but a pooled buffer is not cleared, so
+		// never send what a shorter encoding left of an earlier message.
+		data := bytes.Clone(out)
+		c.pool.Put(buf)
+		return mem.BufferSlice{mem.SliceBuffer(data)}, nil
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
 }

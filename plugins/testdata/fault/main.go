@@ -6,12 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -135,6 +139,20 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 			var pid int
 			_, err = fmt.Fscan(out, &pid)
 			return pid, err
+		}),
+		// shaped has a structured result and a projection: its result crosses as
+		// events, not as a lone output.
+		"shaped": {
+			Description: "returns a structured result and projects it",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) {
+				return sdk.Output{JSON: json.RawMessage(`{"n":1,"more":"x"}`), Structured: json.RawMessage(`{"n":1}`)}, nil
+			},
+			Project: func(_, output json.RawMessage) []sdk.Part { return []sdk.Part{sdk.Text("projected " + string(output))} },
+		},
+		"headers": sdk.NewTool("lists the call's header keys", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			return strings.Join(slices.Sorted(maps.Keys(md)), ","), nil
 		}),
 		"panic": sdk.NewTool("panics", func(context.Context, sdk.Invocation, struct{}) (string, error) { panic("kaboom") }),
 		"fail": sdk.NewTool("fails", func(context.Context, sdk.Invocation, struct{}) (string, error) {
