@@ -71,8 +71,8 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // concurrent builds of the same key (from several processes too) are safe and a
 // reader never sees a partial binary. It is renamed only if the key, computed again
 // after the build, is unchanged: sources edited during the build are never cached
-// under the key of what was there before (the error wraps ErrSourcesChanged). A
-// failed build returns a *BuildError quoting the compiler output; a cancelled ctx
+// under the key of what was there before (the error wraps ErrSourcesChanged, also
+// when the build failed). A failed build returns a *BuildError quoting the compiler output; a cancelled ctx
 // kills the go command and returns ctx's error.
 func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path string, built bool, err error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
@@ -121,6 +121,11 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", false, fmt.Errorf("location: build plugin %q: %w", name, context.Cause(ctx))
+		}
+		// An edit during the build (an editor's save half written) fails it as
+		// often as it changes it: that is the sources changing, not a build error.
+		if after, kerr := buildKey(ctx, goCmd, env, src); kerr == nil && after != key {
+			return "", false, fmt.Errorf("location: build plugin %q from %s: %w", name, src, ErrSourcesChanged)
 		}
 		return "", false, &BuildError{Plugin: name, Source: src, Output: lastLines(output, buildOutputLines), Err: err}
 	}

@@ -62,7 +62,7 @@ func waitMarked(t *testing.T, marker string, n int) {
 func hostileConfig(bin, script, path, mcpPrefix, toolCmd string) obj {
 	return obj{
 		"plugins": []obj{
-			{"name": "hostile", "path": bin, "call_timeout": "2m", "sandbox": obj{"memory": "1GiB"}},
+			{"name": "hostile", "path": bin, "call_timeout": "2m", "sandbox": obj{"memory": "1GiB", "processes": 64}},
 			{"name": "hostile-hang", "path": bin, "call_timeout": "1s", "options": obj{"prefix": "h_"}},
 			echoPlugin("echo"),
 		},
@@ -240,6 +240,26 @@ func TestHostilePlugin(t *testing.T) {
 			}
 			t.Log(err)
 		}
+	})
+	t.Run("AForkBombStopsAtTheProcessesCap", func(t *testing.T) {
+		if os.Geteuid() == 0 && !sandbox.PidsCgroupAvailable() {
+			t.Skip("root without a pids cgroup: the processes cap does not hold here")
+		}
+		s, err := call(t, "forkbomb", obj{})
+		if err != nil {
+			// Refused a thread of its own, its runtime may die instead.
+			if !strings.Contains(err.Error(), "processes 64") {
+				t.Fatalf("forkbomb: %v; want an error naming the processes limit", err)
+			}
+			t.Log(err)
+			return
+		}
+		got := strings.Trim(s.Text(), `"`)
+		var n int
+		if _, err := fmt.Sscanf(got, "started %d, then refused", &n); err != nil || n >= 64 || !strings.Contains(got, "resource temporarily unavailable") {
+			t.Fatalf("forkbomb: %q; want fewer than 64 processes, then EAGAIN", got)
+		}
+		t.Log(got)
 	})
 	t.Run("UnboundedAllocationIsKilledByTheMemoryLimit", func(t *testing.T) {
 		marker := newMarker()

@@ -2,6 +2,7 @@ package mcpserve_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,9 +259,11 @@ func fromCache() []string {
 	return out
 }
 
-// TestTypeScriptClient runs testdata/node/client.mjs: the TypeScript SDK's client
-// lists, calls, gets progress, cancels (and sees the plugin's work stop), and
-// answers an elicitation, against `toolhost mcp` as a subprocess.
+// TestTypeScriptClient runs the TypeScript SDK's client against `toolhost mcp` as a
+// subprocess. Session (testdata/node/client.mjs): it lists, calls, gets progress,
+// cancels (and sees the plugin's work stop), and answers an elicitation. DevReload
+// (testdata/node/devreload.mjs): under --dev, an edit to a plugin's source makes it
+// get notifications/tools/list_changed, then list and call the new tool.
 func TestTypeScriptClient(t *testing.T) {
 	nodeDir := filepath.Join("testdata", "node")
 	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
@@ -274,14 +278,67 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Skip("node is not on PATH")
 	}
 	bin := toolhostBin(t)
-	cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "client.mjs"), bin, filepath.Join("testdata", "ws"))
-	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	t.Logf("client.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("client.mjs: %v", err)
-	}
-	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+
+	t.Run("Session", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "client.mjs"), bin, filepath.Join("testdata", "ws"))
+		cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		t.Logf("client.mjs:\n%s", out)
+		if err != nil {
+			t.Fatalf("client.mjs: %v", err)
+		}
+		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+	})
+
+	t.Run("DevReload", func(t *testing.T) {
+		ws, edit := devWorkspace(t, "alpha")
+		cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "devreload.mjs"), bin, ws)
+		cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
+		var stderr lockedBuffer // the script's and toolhost's (the reload reports)
+		cmd.Stderr = &stderr
+		cmd.WaitDelay = 30 * time.Second // toolhost holds stderr until it ends
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		edited := false
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if sc.Text() == "EDIT" && !edited {
+				edit("alpha", "beta")
+				edited = true
+			}
+		}
+		err = cmd.Wait() // after the pipe's end: Wait closes it
+		t.Logf("devreload.mjs:\n%s\nstderr:\n%s", strings.Join(lines, "\n"), stderr.String())
+		if err != nil || !edited {
+			t.Fatalf("devreload.mjs: %v (edited: %v)", err, edited)
+		}
+		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader on other goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 const devPlugin = `package main
@@ -302,36 +359,46 @@ func main() {
 
 const devTool = `%q: sdk.NewTool("Says its name.", func(context.Context, sdk.Invocation, struct{}) (string, error) { return %q, nil }),`
 
-// TestDevReload: under --dev, an edit to a plugin's source is rebuilt and the client
-// is told the list changed, then lists and calls the new tool.
-func TestDevReload(t *testing.T) {
-	bin := toolhostBin(t)
+// devWorkspace makes a workspace whose one plugin, "dev", is built from a source
+// under testdata (inside the module, for the sdk import) serving the tools names,
+// each returning its name. edit rewrites the source (atomically) to serve others.
+func devWorkspace(t *testing.T, names ...string) (ws string, edit func(names ...string)) {
+	t.Helper()
 	src, err := os.MkdirTemp("testdata", "devplugin-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	src, _ = filepath.Abs(src)
 	t.Cleanup(func() { os.RemoveAll(src) })
-	write := func(names ...string) {
+	edit = func(names ...string) {
 		var tools strings.Builder
 		for _, n := range names {
 			fmt.Fprintf(&tools, devTool, n, n)
 		}
 		tmp := filepath.Join(src, ".main.go.tmp")
 		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(devPlugin, tools.String())), 0o644); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		if err := os.Rename(tmp, filepath.Join(src, "main.go")); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
 	}
-	write("alpha")
-	ws := t.TempDir()
+	edit(names...)
+	ws = t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
 	cfg := fmt.Sprintf(`{"plugins": [{"name": "dev", "source": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, src)
 	if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return ws, edit
+}
+
+// TestDevReload: under --dev, an edit to a plugin's source is rebuilt and the client
+// is told the list changed, then lists and calls the new tool.
+func TestDevReload(t *testing.T) {
+	bin := toolhostBin(t)
+	ws, write := devWorkspace(t, "alpha")
 
 	cmd := exec.Command(bin, "mcp", "--dev", "--debounce", "100ms", "--location", ws)
 	cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())

@@ -497,10 +497,11 @@ func BenchmarkSandboxAlternating(b *testing.B) {
 }
 
 // BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:
-// each iteration launches one bare plugin, eight bare plugins at once, one toolhost
-// plugin and eight toolhost plugins at once, so drift hits all alike. It reports each
+// each iteration launches one bare plugin, eight bare plugins at once, one bare
+// plugin that then answers a call, one toolhost plugin and eight toolhost plugins
+// at once, so drift hits all alike. It reports each
 // median and the ratios the targets name. sandbox=on is the toolhost plugin as
-// shipped (untrusted: contained and confined by the sandbox launcher), sandbox=off
+// shipped (untrusted: contained and confined), sandbox=off
 // the same plugin as a plain child (sandbox.ModeNone).
 func BenchmarkLaunchAlternating(b *testing.B) {
 	buildBench(b)
@@ -537,10 +538,25 @@ func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 		}
 		return c.Kill
 	}
-	var bare1, bare8, toolhost1, toolhost8 latencies
+	// A bare launch that has also answered a call: Dispense returns before the
+	// connection is dialled, where toolhost's launch has made one (the activation).
+	msg := &echopb.EchoMessage{Data: []byte(payload(64))}
+	bareCalled := func() func() {
+		client, c, err := launchBare(bareBinary, false)
+		if err == nil {
+			_, err = client.Echo(context.Background(), msg)
+		}
+		if err != nil {
+			b.Error(err)
+			return nil
+		}
+		return c.Kill
+	}
+	var bare1, bare8, bareCall1, toolhost1, toolhost8 latencies
 	for b.Loop() {
 		bare1 = append(bare1, timed(1, bare))
 		bare8 = append(bare8, timed(8, bare))
+		bareCall1 = append(bareCall1, timed(1, bareCalled))
 		for _, run := range []struct {
 			n    int
 			into *latencies
@@ -559,12 +575,14 @@ func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 	}
 	b1, _ := bare1.quantiles()
 	b8, _ := bare8.quantiles()
+	bc1, _ := bareCall1.quantiles()
 	t1, _ := toolhost1.quantiles()
 	t8, _ := toolhost8.quantiles()
-	for name, d := range map[string]time.Duration{"bare-1": b1, "bare-8": b8, "toolhost-1": t1, "toolhost-8": t8} {
+	for name, d := range map[string]time.Duration{"bare-1": b1, "bare-8": b8, "bare-1-call": bc1, "toolhost-1": t1, "toolhost-8": t8} {
 		b.ReportMetric(float64(d)/float64(time.Millisecond), name+"-ms")
 	}
 	b.ReportMetric(float64(t1)/float64(b1), "toolhost-1/bare-1")
+	b.ReportMetric(float64(t1)/float64(bc1), "toolhost-1/bare-1-call")
 	b.ReportMetric(float64(t8)/float64(b8), "toolhost-8/bare-8")
 	b.ReportMetric(float64(t8)/float64(b1), "toolhost-8/bare-1")
 	b.ReportMetric(float64(b8)/float64(b1), "bare-8/bare-1")

@@ -80,11 +80,12 @@ func TestLoginOnFirstUseAtATerminal(t *testing.T) {
 	dir := workspace(t, fmt.Sprintf(`{"mcp_servers": [{"name": "secure", "url": %q}]}`, resource))
 
 	_, slave := openPTY(t)
-	stderr := &watchWriter{pattern: "/authorize?", seen: make(chan struct{})}
+	seen := make(chan struct{}) // Write sets the field to nil once it is closed
+	stderr := &watchWriter{pattern: "/authorize?", seen: seen}
 	browsed := make(chan error, 1)
 	go func() {
 		select {
-		case <-stderr.seen:
+		case <-seen:
 		case <-t.Context().Done():
 			browsed <- t.Context().Err()
 			return

@@ -23,7 +23,7 @@ var ErrUnavailable = errors.New("sandbox: confinement unavailable")
 // any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. Safe for
 // concurrent use once started.
 type Box struct {
-	// Cmd runs the launcher (or, in ModeNone, the program itself).
+	// Cmd runs the program itself, or its launcher (cgroup and subreaper modes).
 	Cmd *exec.Cmd
 
 	spec    Spec
@@ -32,8 +32,10 @@ type Box struct {
 	warning string
 	tmpDir  string
 	cgroup  string
+	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
 
 	direct     bool     // no launcher: the program itself is its namespace's init
+	confined   bool     // direct, started from a confined thread (startConfined)
 	status     *os.File // read end of the launcher's status pipe
 	statusW    *os.File
 	statusRd   *bufio.Reader
@@ -81,14 +83,9 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// Pdeathsig when the host dies), the kernel kills the rest of its tree. As
 		// an init it gets only the signals it handles (Stop closes its input or
 		// asks, then kills), and it inherits its tree's orphans (their zombies go
-		// when it exits). Its limits are set right after the clone (prlimit).
-		cmd := exec.Command(path)
-		cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
-		if spec.HostPID {
-			cmd.Env = append(withoutVar(env, HostPIDEnv), HostPIDEnv+"=0") // outside its namespace
-		}
-		cmd.SysProcAttr = namespaceAttr()
-		b.Cmd, b.direct = cmd, true
+		// when it exits). It stops at its first instruction for its limits (see
+		// startTraced).
+		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
 	}
 	if c := spec.Confine; c != nil {
@@ -99,7 +96,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			b.warning = "confinement unavailable (no Landlock in this kernel): running unconfined"
 			b.plan.NoNewPrivs = true
 		} else {
-			tmp, err := os.MkdirTemp("", "toolhost-sandbox-")
+			tmp, err := privateTempDir()
 			if err != nil {
 				return nil, fmt.Errorf("sandbox: temporary directory: %w", err)
 			}
@@ -112,6 +109,12 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.plan.Confine = full
 		}
+	}
+	if mode == ModeNamespace && threadStart() {
+		// Confined in a namespace: started from a host thread confined for it (see
+		// startConfined), as its namespace's init, without a launcher.
+		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
+		return b, nil
 	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
@@ -140,6 +143,32 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	cmd.SysProcAttr = attr
 	b.Cmd = cmd
 	return b, nil
+}
+
+// directCmd is the command of a program started without a launcher.
+func (b *Box) directCmd(path string, argv []string, dir string, env []string, attr *syscall.SysProcAttr) *exec.Cmd {
+	cmd := exec.Command(path)
+	cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
+	if b.spec.HostPID {
+		cmd.Env = append(withoutVar(env, HostPIDEnv), HostPIDEnv+"=0") // outside its namespace
+	}
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// confinedNamespaceAttr is namespaceAttr for a program started from a confined
+// thread (startConfined): it stops at its first instruction for its limits, and
+// without root its user namespace maps no ids (Go would write the maps from the
+// forking thread, which Landlock keeps out of /proc): the program sees itself, its
+// files and its peers as the overflow user (65534); the kernel still checks its
+// files and reports its credentials with the real ids. Alone in its user namespace,
+// its tree is what RLIMIT_NPROC counts.
+func confinedNamespaceAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+	}
+	return attr
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
@@ -174,14 +203,31 @@ func (b *Box) Warning() string { return b.warning }
 // Confined reports whether Landlock confines the program.
 func (b *Box) Confined() bool { return b.plan.Confine != nil }
 
+// ProcessesCapped reports whether Limits.Processes binds the program's tree: through
+// a cgroup's pids.max, or through RLIMIT_NPROC in a user namespace of its own. Known
+// once started.
+func (b *Box) ProcessesCapped() bool {
+	if b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")) {
+		return true
+	}
+	// RLIMIT_NPROC does not bind a root user's processes, in any namespace.
+	attr := b.Cmd.SysProcAttr
+	return attr != nil && attr.Ptrace && attr.Cloneflags&syscall.CLONE_NEWUSER != 0 && os.Geteuid() != 0
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // TempDir is the program's private temporary directory ("" when not confined).
 func (b *Box) TempDir() string { return b.tmpDir }
 
 // Spec returns the box's spec.
 func (b *Box) Spec() Spec { return b.spec }
 
-// Start starts the launcher and returns once the program has started (or failed
-// to: the launcher's reason is the error). A failed Start releases everything.
+// Start returns once the program has started, confined and limited (or failed to:
+// the reason is the error). A failed Start releases everything.
 func (b *Box) Start() (err error) {
 	if b.mode == ModeNone {
 		return b.Cmd.Start()
@@ -241,15 +287,31 @@ func (b *Box) Start() (err error) {
 
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
-	if err := b.Cmd.Start(); err != nil {
-		return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
+	if b.confined {
+		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
+		if err := b.startConfined(); err != nil {
+			b.Release()
+			return err
+		}
+	} else if threadStart() {
+		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
+		b.Cmd.SysProcAttr.Ptrace = true
+		if err := b.startTraced(); err != nil {
+			b.Release()
+			return err
+		}
+	} else {
+		if err := b.Cmd.Start(); err != nil {
+			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
+		}
+		// Right after the clone: the program may run a little before its limits.
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
+			b.Kill()
+			_ = b.Wait()
+			return err
+		}
 	}
 	pid := b.Cmd.Process.Pid
-	if err := prlimit(pid, b.plan.Limits); err != nil {
-		b.Kill()
-		_ = b.Wait()
-		return err
-	}
 	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.programPID = pid
 	track(b)
@@ -384,6 +446,9 @@ func (b *Box) Release() {
 	}
 	if b.cgroup != "" {
 		removeCgroup(b.cgroup)
+	}
+	if b.pids != "" {
+		removeCgroup(b.pids)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,18 +32,101 @@ func cgroupRoot() string {
 		if _, err := os.Stat(filepath.Join(root, "cgroup.kill")); err != nil {
 			return // cgroup.kill needs Linux 5.14
 		}
-		entries, _ := os.ReadDir(root)
-		for _, e := range entries {
-			// <name>.<host pid>.<n>: a dead host's directories go (a live cgroup's
-			// rmdir fails anyway).
-			parts := strings.Split(e.Name(), ".")
-			if pid, err := strconv.Atoi(parts[len(parts)-2:][0]); e.IsDir() && len(parts) >= 3 && err == nil && syscall.Kill(pid, 0) != nil {
-				_ = os.Remove(filepath.Join(root, e.Name()))
-			}
-		}
+		removeDeadHosts(root)
 		cgroupDir = root
 	})
 	return cgroupDir
+}
+
+// removeDeadHosts removes the directories under root that hosts no longer running
+// left: <name>.<host pid>.<n> (a live cgroup's rmdir fails anyway).
+func removeDeadHosts(root string) {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), ".")
+		if !e.IsDir() || len(parts) < 3 {
+			continue
+		}
+		if pid, err := strconv.Atoi(parts[len(parts)-2]); err == nil && syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(filepath.Join(root, e.Name()))
+		}
+	}
+}
+
+// pidsRoot is a toolhost directory in a cgroup hierarchy with the pids controller
+// that this process may use to cap a source's processes — under the cgroup v2
+// mount when pids can be enabled for its children there, else under a cgroup v1
+// pids mount — or "" when there is none (as a rule, without root). Found once.
+// pidsHome is, for v1, the tasks file of this process's own pids cgroup.
+func pidsRoot() (root, home string) {
+	pidsOnce.Do(func() {
+		if root := cgroupRoot(); root != "" && os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0) == nil {
+			pidsDir = root
+			return
+		}
+		mount := cgroupMount(func(fstype, options string) bool {
+			return fstype == "cgroup" && slices.Contains(strings.Split(options, ","), "pids")
+		})
+		if mount == "" {
+			return
+		}
+		own := ""
+		data, _ := os.ReadFile("/proc/self/cgroup")
+		for _, line := range strings.Split(string(data), "\n") {
+			// ID:controllers:path
+			if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "pids") {
+				own = f[2]
+			}
+		}
+		root := filepath.Join(mount, "toolhost")
+		if err := os.Mkdir(root, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return
+		}
+		removeDeadHosts(root)
+		pidsDir, pidsHome = root, filepath.Join(mount, own, "tasks")
+	})
+	return pidsDir, pidsHome
+}
+
+// PidsCgroupAvailable reports whether sources' processes can be capped through a
+// cgroup made here (with root, the only way: see Limits.Processes).
+func PidsCgroupAvailable() bool {
+	root, _ := pidsRoot()
+	return root != ""
+}
+
+var (
+	pidsOnce          sync.Once
+	pidsDir, pidsHome string
+)
+
+// newPidsCgroup makes a directory under pidsRoot capped at max processes, "" when
+// it cannot.
+func newPidsCgroup(name string, max int64) string {
+	root, _ := pidsRoot()
+	if root == "" || max <= 0 {
+		return ""
+	}
+	dir := filepath.Join(root, cgroupName(name))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return ""
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0); err != nil {
+		_ = os.Remove(dir)
+		return ""
+	}
+	return dir
+}
+
+// cgroupName is a source's directory name: <name>.<host pid>.<n>.
+func cgroupName(name string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '.' || r == '\n' {
+			return '_'
+		}
+		return r
+	}, name)
+	return fmt.Sprintf("%s.%d.%d", safe, os.Getpid(), cgroupSeq.Add(1))
 }
 
 var (
@@ -56,6 +140,12 @@ func CgroupAvailable() bool { return cgroupRoot() != "" }
 
 // cgroup2Mount finds the cgroup v2 mount point ("" when none).
 func cgroup2Mount() string {
+	return cgroupMount(func(fstype, _ string) bool { return fstype == "cgroup2" })
+}
+
+// cgroupMount finds the first mount point whose file system type and super block
+// options match ("" when none).
+func cgroupMount(match func(fstype, options string) bool) string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return ""
@@ -65,7 +155,8 @@ func cgroup2Mount() string {
 	for sc.Scan() {
 		// ... mount-point ... - fstype source options
 		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if !ok || !strings.HasPrefix(right, "cgroup2 ") {
+		r := strings.Fields(right)
+		if !ok || len(r) < 3 || !match(r[0], r[2]) {
 			continue
 		}
 		if f := strings.Fields(left); len(f) >= 5 {
@@ -82,13 +173,7 @@ func newCgroup(name string, l Limits) (string, error) {
 	if root == "" {
 		return "", errors.New("sandbox: no usable cgroup v2 hierarchy")
 	}
-	safe := strings.Map(func(r rune) rune {
-		if r == '/' || r == '.' || r == '\n' {
-			return '_'
-		}
-		return r
-	}, name)
-	dir := filepath.Join(root, fmt.Sprintf("%s.%d.%d", safe, os.Getpid(), cgroupSeq.Add(1)))
+	dir := filepath.Join(root, cgroupName(name))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", fmt.Errorf("sandbox: cgroup: %w", err)
 	}
@@ -98,8 +183,8 @@ func newCgroup(name string, l Limits) (string, error) {
 	return dir, nil
 }
 
-// removeCgroup kills what is left in dir and removes it, retrying while the killed
-// processes exit.
+// removeCgroup kills what is left in dir (cgroup v2) and removes it, retrying while
+// the killed processes exit.
 func removeCgroup(dir string) {
 	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 	for range 400 {

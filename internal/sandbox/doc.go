@@ -2,10 +2,11 @@
 // sources (plugins, MCP servers, manifest commands).
 //
 // Containment: every process a source starts, at any depth, ends with the source —
-// on stop, and when the host dies by any signal. A source that is only contained, in
-// a PID namespace, is started as the namespace's init itself, without a launcher.
-// Otherwise — confinement must run between fork and exec, which Go cannot, and the
-// cgroup and subreaper modes need a supervisor — the host re-executes its own binary
+// on stop, and when the host dies by any signal. In a PID namespace the program is
+// started as the namespace's init itself, without a launcher; a confined one from a
+// host thread confined for it (see Box.startConfined). Otherwise — the cgroup and
+// subreaper modes need a supervisor, and where Yama forbids tracing a child the
+// limits cannot be set before the program runs — the host re-executes its own binary
 // (/proc/self/exe) in a hidden launcher
 // mode, detected by this package's init before the rest of the program initializes:
 // any binary that links this package (toolhost, a test binary, an embedding runner)

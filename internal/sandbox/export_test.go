@@ -6,3 +6,13 @@ func DisableLandlock() (restore func()) {
 	landlockDisabled = true
 	return func() { landlockDisabled = false }
 }
+
+// DisableThreadStart makes confined programs start under the launcher, as outside
+// ModeNamespace, until the returned function is called.
+func DisableThreadStart() (restore func()) {
+	threadStartDisabled = true
+	return func() { threadStartDisabled = false }
+}
+
+// ThreadStart reports whether confined programs start from a confined thread here.
+func ThreadStart() bool { return threadStart() }

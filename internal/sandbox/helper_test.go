@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
@@ -61,7 +63,16 @@ func helper() bool {
 		fmt.Print(line)
 		time.Sleep(time.Hour)
 	case "probe":
-		// The confinement probes: one line per attempt, "ok" or the error.
+		// The confinement probes: one line per attempt, "ok" or the error. First the
+		// limits the program runs with.
+		var lim syscall.Rlimit
+		syscall.Getrlimit(syscall.RLIMIT_DATA, &lim)
+		fmt.Println("rlimit-data", lim.Cur, lim.Max)
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var caps [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &caps[0]); err == nil {
+			fmt.Printf("capabilities %x %x\n", caps[0].Effective|caps[0].Permitted, caps[1].Effective|caps[1].Permitted)
+		}
 		try := func(what string, err error) {
 			if err == nil {
 				fmt.Println(what, "ok")
@@ -102,6 +113,22 @@ func helper() bool {
 		try("unix", err)
 		pid, _ := strconv.Atoi(os.Getenv("SANDBOX_SIGNAL_PID"))
 		try("signal", syscall.Kill(pid, syscall.SIGCONT))
+	case "spawner":
+		// Starts sleeping children until the kernel refuses one.
+		var kids []*exec.Cmd
+		for i := range 200 {
+			c := exec.Command("/bin/sleep", "60")
+			if err := c.Start(); err != nil {
+				fmt.Println("refused:", err)
+				break
+			}
+			kids = append(kids, c)
+			fmt.Println("spawned", i+1)
+		}
+		for _, c := range kids {
+			c.Process.Kill()
+			c.Wait()
+		}
 	case "exit":
 		code, _ := strconv.Atoi(os.Getenv("SANDBOX_CODE"))
 		if code < 0 {

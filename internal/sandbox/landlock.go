@@ -46,15 +46,12 @@ func restrict(program string, c *Confinement) error {
 	add := func(paths []string, dirs, files func(...string) landlock.FSRule) {
 		var ds, fs []string
 		for _, p := range paths {
-			fi, err := os.Stat(p)
-			switch {
-			case err != nil:
-				continue // a missing path grants nothing
-			case fi.IsDir():
+			switch kindOf(p) {
+			case pathDir:
 				ds = append(ds, p)
-			default:
+			case pathFile:
 				fs = append(fs, p)
-			}
+			} // a missing path grants nothing
 		}
 		if len(ds) > 0 {
 			rules = append(rules, dirs(ds...).WithResolveUnix())
@@ -78,3 +75,39 @@ func restrict(program string, c *Confinement) error {
 	}
 	return nil
 }
+
+type pathKind int8
+
+const (
+	pathMissing pathKind = iota
+	pathFile
+	pathDir
+)
+
+// kindOf says whether p is a directory, another file, or missing. The system's
+// paths (SystemRead) are looked at once per process.
+func kindOf(p string) pathKind {
+	if k, ok := systemKinds()[p]; ok {
+		return k
+	}
+	return statKind(p)
+}
+
+func statKind(p string) pathKind {
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return pathMissing
+	case fi.IsDir():
+		return pathDir
+	}
+	return pathFile
+}
+
+var systemKinds = sync.OnceValue(func() map[string]pathKind {
+	m := make(map[string]pathKind, len(SystemRead))
+	for _, p := range SystemRead {
+		m[p] = statKind(p)
+	}
+	return m
+})

@@ -96,6 +96,9 @@ func launch() int {
 		if err := restrict(p.Path, p.Confine); err != nil {
 			return fail("confine: %v", err)
 		}
+		if err := dropCapabilities(); err != nil {
+			return fail("confine: %v", err)
+		}
 	}
 
 	cmd := exec.Command(p.Path)
@@ -183,6 +186,40 @@ func launch() int {
 	}
 	fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
 	return ws.ExitStatus()
+}
+
+// dropCapabilities makes sure the program the calling thread starts has no
+// capability, even as root: SECBIT_NOROOT (locked) keeps root's execve from
+// granting the full set, and the thread's inheritable and ambient sets are cleared.
+// The thread keeps its own effective capabilities, which the clone of a namespace
+// needs. Without CAP_SETPCAP there is nothing to drop; no_new_privs keeps file
+// capabilities from being granted at the execve in either case.
+func dropCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	if caps[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0 {
+		bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("read securebits: %w", err)
+		}
+		const noRoot = 1<<0 | 1<<1 // SECBIT_NOROOT, SECBIT_NOROOT_LOCKED (linux/securebits.h)
+		if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits|noRoot), 0, 0, 0); err != nil {
+			return fmt.Errorf("set SECBIT_NOROOT: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if caps[0].Inheritable != 0 || caps[1].Inheritable != 0 {
+		caps[0].Inheritable, caps[1].Inheritable = 0, 0
+		if err := unix.Capset(&hdr, &caps[0]); err != nil {
+			return fmt.Errorf("clear inheritable capabilities: %w", err)
+		}
+	}
+	return nil
 }
 
 // stopTree kills what is left of the tree. In a namespace the kernel does it when
@@ -298,8 +335,10 @@ func setLimits(l Limits) error {
 }
 
 // prlimit applies the resource limits to a started process, as setLimits does to the
-// launcher (for a program started without one).
-func prlimit(pid int, l Limits) error {
+// launcher (for a program started without one). ownUserNS adds RLIMIT_NPROC for
+// Limits.Processes: the kernel counts it per user and user namespace, so it caps
+// the tree only of a program alone in its user namespace (confinedNamespaceAttr).
+func prlimit(pid int, l Limits, ownUserNS bool) error {
 	set := func(name string, res int, v int64) error {
 		var cur unix.Rlimit
 		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
@@ -315,6 +354,11 @@ func prlimit(pid int, l Limits) error {
 	}
 	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
 		return err
+	}
+	if ownUserNS {
+		if err := set("RLIMIT_NPROC", unix.RLIMIT_NPROC, l.Processes); err != nil {
+			return err
+		}
 	}
 	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)
 }

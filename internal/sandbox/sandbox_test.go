@@ -184,27 +184,14 @@ func TestConfinement(t *testing.T) {
 	secret := filepath.Join(ws, "secret")
 	os.WriteFile(secret, []byte("s"), 0o600)
 	outside := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	l := acceptAndClose(t)
 	victim := exec.Command("sleep", "60")
 	victim.Start()
 	defer func() { victim.Process.Kill(); victim.Wait() }()
 
 	exe := self(t)
 	run := func(t *testing.T, c *sandbox.Confinement) map[string]string {
-		b, err := sandbox.Command(sandbox.Spec{Name: "probe", Confine: c}, exe, []string{exe}, ws, []string{
+		b, err := sandbox.Command(sandbox.Spec{Name: "probe", Confine: c, Limits: sandbox.Limits{MemoryBytes: 512 << 20}}, exe, []string{exe}, ws, []string{
 			"SANDBOX_HELPER=probe", "SANDBOX_WORKSPACE_FILE=" + secret, "SANDBOX_OUTSIDE=" + outside,
 			"SANDBOX_TCP=" + l.Addr().String(), fmt.Sprintf("SANDBOX_SIGNAL_PID=%d", victim.Process.Pid)})
 		if err != nil {
@@ -229,7 +216,7 @@ func TestConfinement(t *testing.T) {
 		}
 		return res
 	}
-	t.Run("Default", func(t *testing.T) {
+	deflt := func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{})
 		want := map[string]bool{"read-hostname": false, "read-workspace": false, "write-outside": false, "write-tmp": true, "read-self": true,
 			"tcp": false, "mptcp": false, "udp": false, "unix": true}
@@ -241,6 +228,19 @@ func TestConfinement(t *testing.T) {
 				t.Errorf("%s: %s", what, res[what])
 			}
 		}
+		// No capability, effective or permitted, even when the host has them all (root).
+		if got := res["capabilities"]; got != "0 0" {
+			t.Errorf("effective capabilities %q, want none", got)
+		}
+		// The program's first instructions already run with its limits.
+		if got, want := res["rlimit-data"], fmt.Sprint(512<<20, " ", 512<<20); got != want {
+			t.Errorf("RLIMIT_DATA at the program's start: %s, want %s", got, want)
+		}
+	}
+	t.Run("Default", deflt)
+	t.Run("DefaultUnderTheLauncher", func(t *testing.T) {
+		defer sandbox.DisableThreadStart()()
+		deflt(t)
 	})
 	t.Run("Widened", func(t *testing.T) {
 		res := run(t, &sandbox.Confinement{Read: []string{ws}, Write: []string{outside}, Network: true})
@@ -261,4 +261,161 @@ func TestConfinement(t *testing.T) {
 			t.Fatalf("lax: %v, warning %q", err, b.Warning())
 		}
 	})
+}
+
+// TestConfinedThreadStaysWithItsProgram: a confined program started from a confined
+// host thread leaves the rest of the host unconfined while it runs — goroutines on
+// every other thread read files and dial TCP — and no thread of the host is
+// confined once the program is gone.
+func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
+	if sandbox.LandlockABI() == 0 || sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
+		t.Skip("confined programs do not start from a host thread here")
+	}
+	l := acceptAndClose(t)
+	exe := self(t)
+	// A start that fails leaves no confined thread either.
+	missing, err := sandbox.Command(sandbox.Spec{Name: "missing", Confine: &sandbox.Confinement{}}, "/nonexistent/plugin", []string{"plugin"}, "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := missing.Start(); err == nil || !strings.Contains(err.Error(), "/nonexistent/plugin") {
+		t.Fatalf("start of a missing program: %v", err)
+	}
+	var boxes []*sandbox.Box
+	for range 3 {
+		b, err := sandbox.Command(sandbox.Spec{Name: "sleeper", Confine: &sandbox.Confinement{}}, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=exit", "SANDBOX_CODE=-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		boxes = append(boxes, b)
+	}
+	// One each (the failed start's thread may take a moment to end).
+	for deadline := time.Now().Add(10 * time.Second); confinedThreads(t) != len(boxes); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads of the host have a seccomp filter while %d confined programs run, want one each", confinedThreads(t), len(boxes))
+		}
+	}
+	errs := make(chan error, 64)
+	for range cap(errs) {
+		go func() {
+			if _, err := os.ReadFile("/etc/hostname"); err != nil {
+				errs <- err
+				return
+			}
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err == nil {
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("the host, beside its confined programs: %v", err)
+		}
+	}
+	for _, b := range boxes {
+		b.Kill()
+		b.Wait()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for confinedThreads(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads of the host still have a seccomp filter after their programs ended", confinedThreads(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// confinedThreads counts this process's threads with a seccomp filter.
+func confinedThreads(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		status, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+		if err == nil && strings.Contains(string(status), "\nSeccomp:\t2\n") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestProcessesCap: a contained program's tree is held to Limits.Processes, through
+// a cgroup's pids.max (with root) or RLIMIT_NPROC counted in a user namespace of its
+// own (without): it cannot start more, and the kernel refuses with EAGAIN.
+func TestProcessesCap(t *testing.T) {
+	if sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
+		t.Skip("programs are not started traced here")
+	}
+	for name, spec := range map[string]sandbox.Spec{
+		"Contained": {Contain: true},
+		"Confined":  {Confine: &sandbox.Confinement{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const limit = 24
+			spec.Name, spec.Limits = "spawner", sandbox.Limits{Processes: limit}
+			exe := self(t)
+			b, err := sandbox.Command(spec, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=spawner"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := b.Cmd.StdoutPipe()
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if !b.ProcessesCapped() {
+				b.Kill()
+				b.Wait()
+				t.Skip("no pids cgroup for root here")
+			}
+			spawned, refused := 0, ""
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if line := sc.Text(); strings.HasPrefix(line, "refused:") {
+					refused = line
+				} else {
+					spawned++
+				}
+			}
+			werr := b.Wait()
+			// Its own threads count too: it started fewer children than the limit,
+			// and the kernel said no (or, needing a thread itself, its runtime died
+			// of it).
+			if spawned >= limit || refused == "" && werr == nil {
+				t.Fatalf("spawned %d children under a limit of %d processes; %q, exit %v", spawned, limit, refused, werr)
+			}
+			if refused != "" && !strings.Contains(refused, "resource temporarily unavailable") {
+				t.Errorf("refused with %q, want EAGAIN", refused)
+			}
+			t.Logf("spawned %d, then %s (exit: %v)", spawned, refused, werr)
+		})
+	}
+}
+
+// acceptAndClose listens on a loopback TCP port, closing every connection, until the
+// test ends.
+func acceptAndClose(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
 }

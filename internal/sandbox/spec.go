@@ -10,8 +10,7 @@ import (
 type Spec struct {
 	// Name is the source's name; it appears in logs, errors and SourceOf.
 	Name string
-	// Contain runs the program under a launcher that ends its whole process tree with
-	// it (see Mode).
+	// Contain ends the program's whole process tree with it (see Mode).
 	Contain bool
 	// Mode forces a containment mechanism; "" picks the strongest that works (probed
 	// once per host process). A forced mode that the kernel refuses fails the start.
@@ -60,10 +59,11 @@ type Limits struct {
 	// writable mappings, which is what a runtime's allocations grow; RLIMIT_AS would
 	// break runtimes that reserve address space). Default DefaultMemoryBytes.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
-	// Processes caps the processes of the tree. It holds through the cgroup's
-	// pids.max where the cgroup v2 pids controller is delegated, else through
-	// RLIMIT_NPROC, which counts every process of the user and which the kernel does
-	// not apply to root. Default DefaultProcesses.
+	// Processes caps the processes (threads included) of the tree. It holds through
+	// a cgroup's pids.max where this process may make one, else through
+	// RLIMIT_NPROC, which the kernel counts per user and user namespace and never
+	// applies to root: so for a program alone in its user namespace, without root
+	// (Box.ProcessesCapped). Default DefaultProcesses.
 	Processes int64 `json:"processes,omitempty"`
 	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
 	// and hard). Default DefaultOpenFiles.
@@ -144,10 +144,11 @@ func ParseBytes(s string) (int64, error) {
 type Mode string
 
 const (
-	// ModeNamespace: the launcher is PID 1 of a new PID namespace (inside a new user
-	// namespace when the host is not root); when it exits, the kernel kills every
-	// process of the namespace. Holds against setsid, double forks and a SIGKILLed
-	// host (the launcher's parent-death signal is SIGKILL).
+	// ModeNamespace: the program (or, where a confined program cannot start from a
+	// confined thread, its launcher) is PID 1 of a new PID namespace (inside a new
+	// user namespace when the host is not root); when it exits, the kernel kills
+	// every process of the namespace. Holds against setsid, double forks and a
+	// SIGKILLed host (its parent-death signal is SIGKILL).
 	ModeNamespace Mode = "namespace"
 	// ModeCgroup: the launcher starts in its own cgroup v2 directory; stopping writes
 	// cgroup.kill. A SIGKILLed host: the launcher's parent-death signal makes it kill

@@ -164,6 +164,26 @@ func role() bool {
 	return false
 }
 
+// forkbomb starts sleeping processes, up to 10,000, until one is refused; it ends
+// them and says how many it started, and why it stopped.
+func forkbomb() string {
+	var kids []*exec.Cmd
+	defer func() {
+		for _, c := range kids {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	for range 10000 {
+		c := exec.Command("/bin/sleep", "600")
+		if err := c.Start(); err != nil {
+			return fmt.Sprintf("started %d, then refused: %v", len(kids), err)
+		}
+		kids = append(kids, c)
+	}
+	return fmt.Sprintf("started %d, never refused", len(kids))
+}
+
 // alloc allocates and touches memory without bound.
 func alloc() {
 	var hold [][]byte

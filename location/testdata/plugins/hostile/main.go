@@ -3,7 +3,7 @@
 // reports what worked at the host's RPC level; its "attack" tool tries the operating
 // system (files, sockets, signals), "spawn" leaves processes behind, "register"
 // takes names, "hang" never ends, "flood" returns a huge output and "alloc"
-// allocates without bound.
+// allocates without bound, "forkbomb" starts processes until refused.
 package main
 
 import (
@@ -82,6 +82,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "hang", Description: "never ends", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "flood", Description: "a huge output", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "alloc", Description: "allocates without bound", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "forkbomb", Description: "starts processes until refused", InputSchema: []byte(`{"type":"object"}`)},
 	}})
 	s.nextReg = 1000
 	return &pluginpb.ActivateResponse{}, err
@@ -116,6 +117,8 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return flood(stream, in.MiB)
 	case "alloc":
 		alloc()
+	case "forkbomb":
+		return reply(stream, forkbomb())
 	}
 	r := Report{ServicesGiven: s.services != nil, GuessedIDs: map[string]string{}, Foreign: map[string]string{}}
 
