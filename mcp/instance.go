@@ -90,7 +90,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	}
 	if gen <= 1 && inst.proc != nil { // a remote server has no process here
 		mode, confined := inst.Containment()
-		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String())
+		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String(), "processes_capped", inst.proc.Box.ProcessesCapped())
 	}
 	return inst, nil
 }

@@ -315,7 +315,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	}
 	if gen <= 1 && inst.proc != nil {
 		mode, confined := inst.Containment()
-		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String())
+		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String(), "processes_capped", inst.proc.box.ProcessesCapped())
 	}
 	return inst, nil
 }
