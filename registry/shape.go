@@ -433,21 +433,29 @@ func (s *textScanner) array(t *textShape, depth int) bool {
 		if !s.value(t.items, depth+1) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.data) {
-			return false
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.separator(']'); !ok || !more {
+			return ok
 		}
 	}
+}
+
+// separator reads what follows an element or a member: a comma, when more follow,
+// or the closing byte; anything else is not ok.
+func (s *textScanner) separator(closing byte) (more, ok bool) {
+	s.space()
+	if s.i >= len(s.data) {
+		return false, false
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		s.space()
+		return true, true
+	case closing:
+		s.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (s *textScanner) object(t *textShape, depth int) bool {
@@ -487,19 +495,8 @@ func (s *textScanner) object(t *textShape, depth int) bool {
 		if !s.value(sub, depth+1) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.data) {
-			return false
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return seen == t.required
-		default:
-			return false
+		if more, ok := s.separator('}'); !ok || !more {
+			return ok && seen == t.required
 		}
 	}
 }
