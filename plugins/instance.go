@@ -85,7 +85,8 @@ type Config struct {
 	// sees the call. Locations set it for untrusted plugins.
 	Authorize func(ctx context.Context, tool string, inv sdk.Invocation) error
 	// CallTimeout bounds each call of the plugin's tools. A call that runs out of it
-	// is cancelled in the plugin and settles as a tool failure saying it timed out.
+	// is cancelled in the plugin (within a twentieth of the timeout, at most a
+	// second, after it passed) and settles as a tool failure saying it timed out.
 	// Default 10 minutes.
 	CallTimeout time.Duration
 	// Overrides are the tool names the plugin may take over from another source of
@@ -278,6 +279,7 @@ type Instance struct {
 	stderr     *proc.Ring
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
+	watch      *callWatch  // the call timeout and the scope's end, for every call
 	noCall     atomic.Bool // the plugin does not implement Call: always stream
 	// calls holds the context of every call in flight that the plugin may ask
 	// about (granted plugins only): call id → context.Context.
@@ -306,7 +308,8 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	if err != nil {
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
-	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{}}
+	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{},
+		watch: newCallWatch(sc.Context(), cfg.CallTimeout)}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
