@@ -102,19 +102,9 @@ func samplingFrom(p *servepb.Sampling) *Sampling {
 		StopSequences: p.StopSequences, ModelHints: p.ModelHints,
 	}}
 	for _, m := range p.Messages {
-		s.Request.Messages = append(s.Request.Messages, sampleMessageFrom(m))
+		s.Request.Messages = append(s.Request.Messages, m.SDK())
 	}
 	return s
-}
-
-func sampleMessageFrom(p *servepb.SampleMessage) sdk.SampleMessage {
-	m := sdk.SampleMessage{Role: p.GetRole()}
-	if media := p.GetContent().GetMedia(); media != nil {
-		m.Content = sdk.Media(media.MimeType, media.Data)
-	} else {
-		m.Content = sdk.Text(p.GetContent().GetText())
-	}
-	return m
 }
 
 // AnswerQuestion answers a pending question; the answer reaches the tool's sdk.Ask.
@@ -146,14 +136,8 @@ func (c *Client) AnswerQuestion(ctx context.Context, id string, answer sdk.Answe
 // (its role is "assistant"; empty means so); it reaches the tool's sdk.Sample.
 // Errors as AnswerQuestion.
 func (c *Client) AnswerSample(ctx context.Context, id string, res sdk.SampleResult) error {
-	m := &servepb.SampleMessage{Role: res.Message.Role, Content: &servepb.ContentPart{}}
-	if res.Message.Content.Type == sdk.PartMedia {
-		m.Content.Part = &servepb.ContentPart_Media{Media: &servepb.Media{MimeType: res.Message.Content.MIMEType, Data: res.Message.Content.Data}}
-	} else {
-		m.Content.Part = &servepb.ContentPart_Text{Text: res.Message.Content.Text}
-	}
 	return c.answerSample(ctx, &servepb.AnswerSampleRequest{Id: id, Result: &servepb.AnswerSampleRequest_Completion{Completion: &servepb.Completion{
-		Message: m, Model: res.Model, StopReason: res.StopReason,
+		Message: servepb.SampleMessageOf(res.Message), Model: res.Model, StopReason: res.StopReason,
 	}}})
 }
 

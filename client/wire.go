@@ -35,11 +35,7 @@ func settlementFrom(p *servepb.Settlement, hint string) *registry.Settlement {
 	if len(p.Content) > 0 {
 		s.Content = make([]sdk.Part, len(p.Content))
 		for i, part := range p.Content {
-			if m := part.GetMedia(); m != nil {
-				s.Content[i] = sdk.Media(m.MimeType, m.Data)
-			} else {
-				s.Content[i] = sdk.Text(part.GetText())
-			}
+			s.Content[i] = part.SDK()
 		}
 	}
 	for _, pr := range p.Problems {

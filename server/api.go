@@ -408,24 +408,33 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			return err
 		}
 	}
-	w, pending := a.s.addWatcher(h, req.LocationId)
+	w, asks := a.s.addWatcher(h, req.LocationId)
 	defer a.s.removeWatcher(w)
-	for _, ak := range pending {
-		if err := stream.Send(&servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: ak.proto()}}); err != nil {
+	pending := make([]*servepb.AskEvent, len(asks))
+	for i, ak := range asks {
+		pending[i] = &servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: ak.proto()}}
+	}
+	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}, w.events, w.dropped, "asks")
+}
+
+// serveWatch serves a watch stream (WatchAsks, WatchInteractions): the events
+// pending, then synced, then each new event, until the watcher is dropped for
+// falling behind (what names its events in the error), its handle ends, the
+// stream ends or the server shuts down.
+func serveWatch[E any](a *api, ctx context.Context, h *handle, send func(E) error, pending []E, synced E, events <-chan E, dropped <-chan struct{}, what string) error {
+	for _, ev := range append(pending, synced) {
+		if err := send(ev); err != nil {
 			return err
 		}
 	}
-	if err := stream.Send(&servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}); err != nil {
-		return err
-	}
 	for {
 		select {
-		case ev := <-w.events:
-			if err := stream.Send(ev); err != nil {
+		case ev := <-events:
+			if err := send(ev); err != nil {
 				return err
 			}
-		case <-w.dropped:
-			return status.Error(codes.ResourceExhausted, "asks came faster than this watcher read them; watch again")
+		case <-dropped:
+			return status.Error(codes.ResourceExhausted, what+" came faster than this watcher read them; watch again")
 		case <-h.done:
 			return nil
 		case <-ctx.Done():

@@ -82,7 +82,7 @@ func (ci *callInteractor) Sample(ctx context.Context, req sdk.SampleRequest) (sd
 		Temperature: req.Temperature, StopSequences: req.StopSequences, ModelHints: req.ModelHints,
 	}
 	for _, m := range req.Messages {
-		p.Messages = append(p.Messages, sampleMessageProto(m))
+		p.Messages = append(p.Messages, servepb.SampleMessageOf(m))
 	}
 	in.ev = &servepb.InteractionEvent{Event: &servepb.InteractionEvent_Sample{Sample: p}}
 	v, err := ci.put(ctx, "sample", in)
@@ -204,30 +204,7 @@ func (a *api) WatchInteractions(req *servepb.WatchInteractionsRequest, stream se
 	}
 	w, pending := a.s.addInteractionWatcher(h, req.LocationId)
 	defer a.s.removeInteractionWatcher(w)
-	for _, ev := range pending {
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
-	if err := stream.Send(&servepb.InteractionEvent{Event: &servepb.InteractionEvent_Synced{Synced: true}}); err != nil {
-		return err
-	}
-	for {
-		select {
-		case ev := <-w.events:
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		case <-w.dropped:
-			return status.Error(codes.ResourceExhausted, "questions came faster than this watcher read them; watch again")
-		case <-h.done:
-			return nil
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		case <-a.s.ctx.Done():
-			return status.Error(codes.Unavailable, "toolhost serve is shutting down")
-		}
-	}
+	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.InteractionEvent{Event: &servepb.InteractionEvent_Synced{Synced: true}}, w.events, w.dropped, "questions")
 }
 
 func (a *api) AnswerQuestion(ctx context.Context, req *servepb.AnswerQuestionRequest) (*servepb.AnswerQuestionResponse, error) {
@@ -279,7 +256,7 @@ func (a *api) AnswerSample(ctx context.Context, req *servepb.AnswerSampleRequest
 		if m.Role != "" && m.Role != "assistant" {
 			return nil, status.Errorf(codes.InvalidArgument, "completion.message.role is %q; a completion's role is \"assistant\"", m.Role)
 		}
-		msg := sampleMessageOf(m)
+		msg := m.SDK()
 		msg.Role = "assistant"
 		ans.res = sdk.SampleResult{Message: msg, Model: r.Completion.Model, StopReason: r.Completion.StopReason}
 	case *servepb.AnswerSampleRequest_Error:
@@ -297,24 +274,4 @@ func (a *api) AnswerSample(ctx context.Context, req *servepb.AnswerSampleRequest
 		return nil, err
 	}
 	return &servepb.AnswerSampleResponse{}, nil
-}
-
-func sampleMessageProto(m sdk.SampleMessage) *servepb.SampleMessage {
-	p := &servepb.SampleMessage{Role: m.Role, Content: &servepb.ContentPart{}}
-	if m.Content.Type == sdk.PartText {
-		p.Content.Part = &servepb.ContentPart_Text{Text: m.Content.Text}
-	} else {
-		p.Content.Part = &servepb.ContentPart_Media{Media: &servepb.Media{MimeType: m.Content.MIMEType, Data: m.Content.Data}}
-	}
-	return p
-}
-
-func sampleMessageOf(p *servepb.SampleMessage) sdk.SampleMessage {
-	m := sdk.SampleMessage{Role: p.GetRole()}
-	if media := p.GetContent().GetMedia(); media != nil {
-		m.Content = sdk.Media(media.MimeType, media.Data)
-	} else {
-		m.Content = sdk.Text(p.GetContent().GetText())
-	}
-	return m
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/registry"
-	"github.com/toolhost/toolhost/sdk"
 )
 
 // outcomes maps the registry's outcomes to the wire's.
@@ -28,20 +27,13 @@ func settlementProto(s *registry.Settlement) *servepb.Settlement {
 	if len(s.Content) > 0 {
 		p.Content = make([]*servepb.ContentPart, len(s.Content))
 		for i, part := range s.Content {
-			p.Content[i] = partProto(part)
+			p.Content[i] = servepb.PartOf(part)
 		}
 	}
 	for _, pr := range s.Problems {
 		p.Problems = append(p.Problems, &servepb.Problem{Pointer: pr.Pointer, Message: pr.Message})
 	}
 	return p
-}
-
-func partProto(part sdk.Part) *servepb.ContentPart {
-	if part.Type == sdk.PartMedia {
-		return &servepb.ContentPart{Part: &servepb.ContentPart_Media{Media: &servepb.Media{MimeType: part.MIMEType, Data: part.Data}}}
-	}
-	return &servepb.ContentPart{Part: &servepb.ContentPart_Text{Text: part.Text}}
 }
 
 // definitionProto is d on the wire, with inputSchema (d's, or adapted for a
