@@ -48,18 +48,11 @@ func makeSpare() {
 	if sweep {
 		removeDeadHostsTemp()
 	}
-	dir, err := os.MkdirTemp("", tempPrefix())
+	dir, _ := os.MkdirTemp("", tempPrefix()) // "" on failure: the next start makes its own
 	spare.Lock()
 	defer spare.Unlock()
 	spare.making = false
-	if err != nil {
-		return
-	}
-	if spare.dir != "" { // never: only makeSpare fills it, one at a time
-		_ = os.Remove(dir)
-		return
-	}
-	spare.dir = dir
+	spare.dir = dir // empty until now: only makeSpare fills it, one at a time
 }
 
 // removeDeadHostsTemp removes the private temporary directories of hosts that are
