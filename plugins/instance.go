@@ -507,8 +507,8 @@ func (inst *Instance) awaitAnnounced(ctx context.Context) {
 	}
 }
 
-// onlyThePlugin admits only this instance's plugin process tree (a launched plugin
-// runs under its sandbox launcher, as its child) to a broker-served capability. The
+// onlyThePlugin admits only this instance's plugin process tree (the plugin and, in
+// the sandbox's cgroup and subreaper modes, its launcher) to a broker-served capability. The
 // socket directory is private to the host's user, but plugins run as that user, so
 // the kernel's word on the peer's pid is what keeps one plugin from dialling
 // another's capabilities.
@@ -659,8 +659,9 @@ func (inst *Instance) releaseAll() {
 // InFlight returns the number of executions in progress on this instance.
 func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
 
-// PID returns the plugin process's id (in the host's PID namespace; its parent is
-// its sandbox launcher), or 0 when the host did not launch it.
+// PID returns the plugin process's id (in the host's PID namespace; under the
+// sandbox's cgroup and subreaper modes its parent is a launcher), or 0 when the host
+// did not launch it.
 func (inst *Instance) PID() int {
 	if inst.proc == nil {
 		return 0

@@ -213,7 +213,7 @@ func debugFlag() bool {
 }
 
 // hostPID is the pid the kernel reports for the host's connections: the parent's,
-// unless the host's sandbox launcher (the parent then) says otherwise — 0 when the
+// unless the host says otherwise (its sandbox sets TOOLHOST_HOST_PID) — 0 when the
 // plugin runs in its own PID namespace, where every process outside it has pid 0
 // (the host's own peer checks then keep other processes away from the plugin's
 // capabilities; Landlock keeps a confined plugin from other plugins).
