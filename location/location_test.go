@@ -3,9 +3,11 @@ package location_test
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -641,6 +643,76 @@ func TestBuildPlugin(t *testing.T) {
 			t.Errorf("temporary build directory %s left in the cache", e.Name())
 		}
 	}
+}
+
+// TestBuildPluginLinksStatically: a plugin that uses the network and user lookups
+// but no cgo of its own is built without a C library (no program interpreter in
+// its ELF headers), so it starts without the dynamic loader; GOFLAGS's own tags
+// still apply; a plugin with cgo of its own still builds with it.
+func TestBuildPluginLinksStatically(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{
+		"go.mod": "module example.com/netty\n\ngo 1.26\n",
+		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\t\"net\"\n\t\"os/user\"\n)\n\n" +
+			"func main() { _, _ = user.Current(); fmt.Print(net.ParseIP(\"127.0.0.1\").IsLoopback(), extra) }\n",
+		"extra.go":    "//go:build !mytag\n\npackage main\n\nconst extra = \" without mytag\"\n",
+		"extra_on.go": "//go:build mytag\n\npackage main\n\nconst extra = \" with mytag\"\n",
+	})
+	cache := t.TempDir()
+	build := func(want string) string {
+		t.Helper()
+		path, _, err := location.BuildPlugin(t.Context(), cache, "netty", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(path).Output(); err != nil || string(out) != want {
+			t.Fatalf("binary printed %q (%v), want %q", out, err, want)
+		}
+		return path
+	}
+	if path := build("true without mytag"); interpreter(t, path) != "" {
+		t.Errorf("%s is linked dynamically (interpreter %s); want a static binary", path, interpreter(t, path))
+	}
+	t.Setenv("GOFLAGS", "-tags=mytag")
+	if path := build("true with mytag"); interpreter(t, path) != "" {
+		t.Errorf("with GOFLAGS tags, %s is linked dynamically", path)
+	}
+
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Log("no C compiler here: the cgo plugin is not built")
+		return
+	}
+	t.Setenv("GOFLAGS", "")
+	t.Setenv("CGO_ENABLED", "1")
+	csrc := t.TempDir()
+	writeFiles(t, csrc, map[string]string{
+		"go.mod":  "module example.com/cgo\n\ngo 1.26\n",
+		"main.go": "package main\n\n// static int answer(void) { return 42; }\nimport \"C\"\n\nimport \"fmt\"\n\nfunc main() { fmt.Print(int(C.answer())) }\n",
+	})
+	path, _, err := location.BuildPlugin(t.Context(), cache, "cgo", csrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(path).Output(); err != nil || string(out) != "42" {
+		t.Fatalf("cgo binary printed %q (%v), want 42", out, err)
+	}
+}
+
+// interpreter is the program interpreter an ELF binary names ("" for a static one).
+func interpreter(t *testing.T, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			data, _ := io.ReadAll(p.Open())
+			return strings.TrimRight(string(data), "\x00")
+		}
+	}
+	return ""
 }
 
 func TestBuildPluginCompileError(t *testing.T) {

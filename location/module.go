@@ -196,7 +196,7 @@ func downloadModule(ctx context.Context, goCmd string, env []string, dir, mod, v
 // GOEXPERIMENT and CGO_ENABLED from env). A cached binary is returned with built
 // false and nothing is fetched. Otherwise the module is fetched (see the package
 // comment), refused with a *ModuleHashError if its hash is not lm.Hash, and built
-// with `go install -trimpath`; a failed build is a *ModuleError.
+// with `go install -trimpath -tags=<StartupTags>`; a failed build is a *ModuleError.
 func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm LockedModule) (path string, built bool, err error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		return "", false, fmt.Errorf("location: build plugin: invalid binary name %q", name)
@@ -232,7 +232,7 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 		return "", false, err
 	}
 	bin := filepath.Join(tmp, "bin")
-	output, err := runGo(ctx, goCmd, append(env, "GOBIN="+bin), tmp, "install", "-trimpath", lm.Package+"@"+lm.Version)
+	output, err := runGo(ctx, goCmd, append(env, "GOBIN="+bin), tmp, "install", "-trimpath", buildTags(env), lm.Package+"@"+lm.Version)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", false, fmt.Errorf("location: build plugin %q: %w", name, context.Cause(ctx))
@@ -260,7 +260,7 @@ func moduleBinary(ctx context.Context, goCmd string, env []string, cacheDir, nam
 	}
 	h := sha256.New()
 	for _, f := range []string{"module build", lm.Package, lm.Module, lm.Version, lm.Hash, strings.TrimSpace(string(version)),
-		runtime.GOOS + "/" + runtime.GOARCH, lookupEnv(env, "GOFLAGS"), lookupEnv(env, "GOEXPERIMENT"), lookupEnv(env, "CGO_ENABLED")} {
+		runtime.GOOS + "/" + runtime.GOARCH, buildTags(env), lookupEnv(env, "GOFLAGS"), lookupEnv(env, "GOEXPERIMENT"), lookupEnv(env, "CGO_ENABLED")} {
 		fmt.Fprintf(h, "%d\x00%s\x00", len(f), f)
 	}
 	return filepath.Join(cacheDir, hex.EncodeToString(h.Sum(nil)), name), nil

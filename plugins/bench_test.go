@@ -20,6 +20,7 @@ import (
 	"github.com/toolhost/toolhost/internal/echopb"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -32,20 +33,28 @@ import (
 //	go test -run '^$' -bench . -benchmem ./plugins/
 
 var (
-	benchOnce              sync.Once
-	bareBinary, echoBinary string
+	benchOnce sync.Once
+	// bareBinary is the baseline as go-plugin's users build it (go build); bareStatic
+	// is it built as toolhost builds plugins (location.StartupTags), so that each
+	// launch measure has a like-for-like baseline too; echoBinary is the toolhost
+	// plugin, built by location.BuildPlugin as an activation builds one.
+	bareBinary, bareStatic, echoBinary string
 )
 
-// buildBench builds the baseline and the one-tool toolhost plugin once, before any
-// timing.
+// buildBench builds the baselines and the one-tool toolhost plugin once, before any
+// benchmark timing starts.
 func buildBench(b *testing.B) {
 	benchOnce.Do(func() {
 		dir := filepath.Dir(faultBinary)
-		bareBinary, echoBinary = filepath.Join(dir, "bare"), filepath.Join(dir, "echo")
-		for bin, src := range map[string]string{bareBinary: "./testdata/bare", echoBinary: "./testdata/echo"} {
-			if out, err := exec.Command("go", "build", "-o", bin, src).CombinedOutput(); err != nil {
-				panic(fmt.Sprintf("build %s: %v\n%s", src, err, out))
+		bareBinary, bareStatic = filepath.Join(dir, "bare"), filepath.Join(dir, "bare-static")
+		for bin, tags := range map[string]string{bareBinary: "", bareStatic: location.StartupTags} {
+			if out, err := exec.Command("go", "build", "-tags="+tags, "-o", bin, "./testdata/bare").CombinedOutput(); err != nil {
+				panic(fmt.Sprintf("build ./testdata/bare: %v\n%s", err, out))
 			}
+		}
+		var err error
+		if echoBinary, _, err = location.BuildPlugin(context.Background(), filepath.Join(dir, "cache"), "echo", "./testdata/echo"); err != nil {
+			panic(err)
 		}
 	})
 }
@@ -498,11 +507,12 @@ func BenchmarkSandboxAlternating(b *testing.B) {
 
 // BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:
 // each iteration launches one bare plugin, eight bare plugins at once, one bare
-// plugin that then answers a call, one toolhost plugin and eight toolhost plugins
-// at once, so drift hits all alike. It reports each
-// median and the ratios the targets name. sandbox=on is the toolhost plugin as
-// shipped (untrusted: contained and confined), sandbox=off
-// the same plugin as a plain child (sandbox.ModeNone).
+// plugin that then answers a call, one and eight of the bare plugin built as
+// toolhost builds plugins (bare-static), one toolhost plugin and eight toolhost
+// plugins at once, so drift hits all alike. It reports each median and the ratios
+// the targets name. sandbox=on is the toolhost plugin as shipped (untrusted:
+// contained and confined), sandbox=off the same plugin as a plain child
+// (sandbox.ModeNone).
 func BenchmarkLaunchAlternating(b *testing.B) {
 	buildBench(b)
 	for _, sb := range []struct {
@@ -530,14 +540,17 @@ func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 		}
 		return d
 	}
-	bare := func() func() {
-		_, c, err := launchBare(bareBinary, false)
-		if err != nil {
-			b.Error(err)
-			return nil
+	bareFrom := func(binary string) func() func() {
+		return func() func() {
+			_, c, err := launchBare(binary, false)
+			if err != nil {
+				b.Error(err)
+				return nil
+			}
+			return c.Kill
 		}
-		return c.Kill
 	}
+	bare, static := bareFrom(bareBinary), bareFrom(bareStatic)
 	// A bare launch that has also answered a call: Dispense returns before the
 	// connection is dialled, where toolhost's launch has made one (the activation).
 	msg := &echopb.EchoMessage{Data: []byte(payload(64))}
@@ -552,11 +565,13 @@ func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 		}
 		return c.Kill
 	}
-	var bare1, bare8, bareCall1, toolhost1, toolhost8 latencies
+	var bare1, bare8, bareCall1, static1, static8, toolhost1, toolhost8 latencies
 	for b.Loop() {
 		bare1 = append(bare1, timed(1, bare))
 		bare8 = append(bare8, timed(8, bare))
 		bareCall1 = append(bareCall1, timed(1, bareCalled))
+		static1 = append(static1, timed(1, static))
+		static8 = append(static8, timed(8, static))
 		for _, run := range []struct {
 			n    int
 			into *latencies
@@ -576,14 +591,18 @@ func benchLaunchAlternating(b *testing.B, spec sandbox.Spec) {
 	b1, _ := bare1.quantiles()
 	b8, _ := bare8.quantiles()
 	bc1, _ := bareCall1.quantiles()
+	s1, _ := static1.quantiles()
+	s8, _ := static8.quantiles()
 	t1, _ := toolhost1.quantiles()
 	t8, _ := toolhost8.quantiles()
-	for name, d := range map[string]time.Duration{"bare-1": b1, "bare-8": b8, "bare-1-call": bc1, "toolhost-1": t1, "toolhost-8": t8} {
+	for name, d := range map[string]time.Duration{"bare-1": b1, "bare-8": b8, "bare-1-call": bc1, "bare-static-1": s1, "bare-static-8": s8, "toolhost-1": t1, "toolhost-8": t8} {
 		b.ReportMetric(float64(d)/float64(time.Millisecond), name+"-ms")
 	}
 	b.ReportMetric(float64(t1)/float64(b1), "toolhost-1/bare-1")
 	b.ReportMetric(float64(t1)/float64(bc1), "toolhost-1/bare-1-call")
 	b.ReportMetric(float64(t8)/float64(b8), "toolhost-8/bare-8")
+	b.ReportMetric(float64(t1)/float64(s1), "toolhost-1/bare-static-1")
+	b.ReportMetric(float64(t8)/float64(s8), "toolhost-8/bare-static-8")
 	b.ReportMetric(float64(t8)/float64(b1), "toolhost-8/bare-1")
 	b.ReportMetric(float64(b8)/float64(b1), "bare-8/bare-1")
 }
