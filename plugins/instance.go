@@ -341,6 +341,35 @@ func (inst *Instance) start(ctx context.Context) error {
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
 	token := rand.Text() // see pluginpb.HostTokenEnv
+	// The capabilities' broker ids are fixed, so the request can go with the launch.
+	req := &pluginpb.ActivateRequest{
+		Directory:               inst.target.Directory,
+		WorkspaceId:             inst.target.WorkspaceID,
+		Options:                 cfg.Options,
+		ToolsBrokerId:           toolsBrokerID,
+		RegistrationsInResponse: true,
+		FlatResults:             true,
+	}
+	if cfg.Services != nil {
+		req.ServicesBrokerId = servicesBrokerID
+	}
+	if len(cfg.Grants) > 0 {
+		req.InteractionBrokerId = interactionBrokerID
+	}
+	// The request for an activation at the start, if offered: not to a plugin with
+	// the Location services, which it may use while it activates, before its server
+	// (and with it the broker its connection to them needs) is up.
+	var atStart string
+	if cfg.Reattach == nil && cfg.Services == nil {
+		value, ok, err := pluginpb.EncodeActivateRequest(req)
+		if err != nil {
+			return fmt.Errorf("encode the activation request: %w", err)
+		}
+		if ok {
+			atStart = value
+			clientCfg.VersionedPlugins[pluginpb.StartActivationVersion] = plugins
+		}
+	}
 	if cfg.Reattach == nil {
 		// inst.client is set before the connection is dialled, and go-plugin has
 		// read the plugin's version from its handshake by then.
@@ -363,6 +392,9 @@ func (inst *Instance) start(ctx context.Context) error {
 		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
 			env = append(env, pluginpb.HostTokenEnv+"="+token)
+			if atStart != "" {
+				env = append(env, pluginpb.StartActivationEnv+"="+atStart)
+			}
 			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
 			if err != nil {
 				return nil, err
@@ -381,7 +413,7 @@ func (inst *Instance) start(ctx context.Context) error {
 
 	rpcClient, err := inst.client.Client()
 	if err != nil {
-		return err
+		return inst.handshakeError(err, atStart != "")
 	}
 	inst.rpcClient = rpcClient
 	raw, err := rpcClient.Dispense(pluginpb.PluginName)
@@ -398,17 +430,14 @@ func (inst *Instance) start(ctx context.Context) error {
 
 	// The Tools capability: one broker id, one connection, served until the plugin's
 	// broker closes with the process.
-	toolsID := conn.broker.NextId()
-	inst.acceptAndServe(toolsID, func(opts []grpc.ServerOption) *grpc.Server {
+	inst.acceptAndServe(toolsBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
 
-	var servicesID uint32
 	if svc := cfg.Services; svc != nil {
-		servicesID = conn.broker.NextId()
-		inst.acceptAndServe(servicesID, func(opts []grpc.ServerOption) *grpc.Server {
+		inst.acceptAndServe(servicesBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission, source: "plugin:" + inst.cfg.Name})
@@ -416,10 +445,8 @@ func (inst *Instance) start(ctx context.Context) error {
 		})
 	}
 
-	var interactionID uint32
 	if len(cfg.Grants) > 0 {
-		interactionID = conn.broker.NextId()
-		inst.acceptAndServe(interactionID, func(opts []grpc.ServerOption) *grpc.Server {
+		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
 			return s
@@ -430,17 +457,12 @@ func (inst *Instance) start(ctx context.Context) error {
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
-	res, err := inst.rpc.Activate(actx, &pluginpb.ActivateRequest{
-		Directory:        inst.target.Directory,
-		WorkspaceId:      inst.target.WorkspaceID,
-		Options:          cfg.Options,
-		ToolsBrokerId:    toolsID,
-		ServicesBrokerId: servicesID,
-
-		InteractionBrokerId:     interactionID,
-		RegistrationsInResponse: true,
-		FlatResults:             true,
-	})
+	var res *pluginpb.ActivateResponse
+	if inst.proc != nil && inst.client.NegotiatedVersion() >= pluginpb.StartActivationVersion {
+		res, err = inst.activatedAtStart(actx)
+	} else {
+		res, err = inst.rpc.Activate(actx, req)
+	}
 	if err != nil {
 		if status.Code(err) == codes.DeadlineExceeded {
 			// The plugin's server enforces the same deadline (gRPC sends it along) and
@@ -468,6 +490,53 @@ func (inst *Instance) start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// handshakeError says why go-plugin's handshake with a launched plugin failed:
+// go-plugin's own words, unless the process exited by itself (its status says more
+// than "Unrecognized remote plugin message") or the start timed out (activating:
+// the plugin was asked to activate as it started).
+func (inst *Instance) handshakeError(err error, activating bool) error {
+	if inst.proc == nil {
+		return err
+	}
+	what := "start"
+	if activating {
+		what = "start and activate"
+	}
+	select {
+	case <-inst.proc.exited:
+		if !inst.proc.killedByHost() {
+			return fmt.Errorf("the plugin exited before it served (%s)", inst.proc.exitStatus())
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+	if strings.Contains(err.Error(), "timeout while waiting for plugin to start") {
+		return fmt.Errorf("the plugin did not %s within the start timeout (%s)", what, inst.cfg.StartTimeout)
+	}
+	return err
+}
+
+// The broker ids of the host's capabilities. Each connection to a plugin has a
+// broker of its own, so they can be fixed.
+const (
+	toolsBrokerID uint32 = iota + 1
+	servicesBrokerID
+	interactionBrokerID
+)
+
+// activatedAtStart returns the outcome of an activation the plugin made as it
+// started (pluginpb.StartActivationVersion), read off its standard output, as
+// Activate would have returned it.
+func (inst *Instance) activatedAtStart(ctx context.Context) (*pluginpb.ActivateResponse, error) {
+	select {
+	case line := <-inst.proc.stdout.Activation():
+		return pluginpb.ParseActivationLine(line)
+	case <-inst.exited:
+		return nil, status.Error(codes.Unavailable, "the plugin exited")
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // acceptAndServe serves a capability on broker id id, from a goroutine, until the

@@ -396,6 +396,29 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	}
 }
 
+// TestActivationAtStart: a plugin activates as it starts (the request in its
+// environment, the outcome on its standard output), and what it prints to standard
+// output while it activates goes to standard error, not into its handshake. A
+// request too large for the environment goes with an Activate call instead.
+func TestActivationAtStart(t *testing.T) {
+	h := newHost(t)
+	s, err := h.supervise(h.config(nil, "chatty_activate"), plugins.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.mustCall("echo", `{"text":"hi"}`).Text(); got != "hi" {
+		t.Fatalf("echo answered %q", got)
+	}
+	waitFor(t, func() bool { return strings.Contains(s.Current().Stderr(), "activating, chattily") })
+
+	// Over pluginpb.MaxStartActivationRequest: the options still arrive whole.
+	cfg := h.config(nil, "")
+	cfg.Options = json.RawMessage(`{"mode":"fail_activate","pad":"` + strings.Repeat("x", 70<<10) + `"}`)
+	if _, err := h.supervise(cfg, plugins.Budget{}); err == nil || !strings.Contains(err.Error(), "its activation failed: missing API key") {
+		t.Fatalf("err = %v, want the activation's own failure", err)
+	}
+}
+
 func TestStartFaults(t *testing.T) {
 	tests := []struct {
 		name string
@@ -410,7 +433,9 @@ func TestStartFaults(t *testing.T) {
 		{"NeverAnswers", map[string]string{"FAULT": "never_answer"}, "", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"timeout", "never answering"}},
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
 		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
-		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited during its activation (exit status 4", "cannot open the cache database"}},
+		// Activated as it starts (pluginpb.StartActivationVersion): it exits before its handshake.
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited before it served (exit status 4", "cannot open the cache database"}},
+		{"MalformedActivationLine", map[string]string{"FAULT": "fake_activation"}, "", nil, []string{"its activation failed: malformed activation line"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
 		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},

@@ -7,24 +7,28 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
 // procRunner runs a plugin process for go-plugin (its runner.Runner) in its sandbox
 // box, killed as a whole tree, with its exit observable through exited.
 type procRunner struct {
-	box            *sandbox.Box
-	stdout, stderr io.ReadCloser
+	box    *sandbox.Box
+	stdout *pluginpb.StdoutFilter // the activation line taken out
+	stderr io.ReadCloser
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
 	exitErr  error         // the process's exit status; set before exited closes
 
 	mu         sync.Mutex
-	killByTime time.Time // Kill waits until then for a graceful exit; zero: kill at once
+	killByTime time.Time   // Kill waits until then for a graceful exit; zero: kill at once
+	killed     atomic.Bool // Kill was called: go-plugin or the host ended the process
 }
 
 func newProcRunner(box *sandbox.Box) *procRunner {
@@ -34,9 +38,11 @@ func newProcRunner(box *sandbox.Box) *procRunner {
 
 func (r *procRunner) Start(context.Context) error {
 	var err error
-	if r.stdout, err = r.box.Cmd.StdoutPipe(); err != nil {
+	stdout, err := r.box.Cmd.StdoutPipe()
+	if err != nil {
 		return err
 	}
+	r.stdout = pluginpb.NewStdoutFilter(stdout)
 	if r.stderr, err = r.box.Cmd.StderrPipe(); err != nil {
 		return err
 	}
@@ -66,6 +72,7 @@ func (r *procRunner) killAfter(t time.Time) {
 // Kill kills the process tree, after the grace set by killAfter unless the process
 // exits first. go-plugin calls it on a failed start and at the end of its own Kill.
 func (r *procRunner) Kill(context.Context) error {
+	r.killed.Store(true)
 	r.mu.Lock()
 	wait := time.Until(r.killByTime)
 	r.mu.Unlock()
@@ -83,6 +90,13 @@ func (r *procRunner) Kill(context.Context) error {
 
 // killGroup ends the plugin's whole process tree (see sandbox.Box.Kill).
 func (r *procRunner) killGroup() { r.box.Kill() }
+
+// killedByHost reports whether the process ended by a SIGKILL after Kill was called
+// (go-plugin kills a plugin whose start failed); call it after exited is closed.
+func (r *procRunner) killedByHost() bool {
+	var ee *sandbox.ExitError
+	return r.killed.Load() && errors.As(r.exitErr, &ee) && ee.Signal == syscall.SIGKILL
+}
 
 // exitStatus describes how the process ended, with the sandbox limits in force when
 // it failed; call it after exited is closed.

@@ -45,9 +45,10 @@ func Serve(p Plugin) {
 		JSONFormat: true,
 		Level:      hclog.LevelFromString(os.Getenv("TOOLHOST_PLUGIN_LOG_LEVEL")),
 	})
+	gp := &grpcPlugin{impl: p, logger: logger}
 	config := &plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
-		Plugins:         plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}},
+		Plugins:         plugin.PluginSet{pluginpb.PluginName: gp},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts, serverOptions()...)...)
 		},
@@ -78,11 +79,14 @@ func Serve(p Plugin) {
 		set := config.Plugins
 		config.Plugins = nil
 		config.VersionedPlugins = map[int]plugin.PluginSet{int(pluginpb.Handshake.ProtocolVersion): set, pluginpb.ConnTokenVersion: set}
+		go exitWithParent()
+		if activateAtStart(gp, logger) {
+			config.VersionedPlugins[pluginpb.StartActivationVersion] = set
+		}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, tokenOpts...)
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.Creds(creds))...)
 		}
-		go exitWithParent()
 		plugin.Serve(config)
 		return
 	}
@@ -237,15 +241,53 @@ func exitWithParent() {
 	}
 }
 
+// activateAtStart activates the plugin before its server starts when the host asked
+// for it (pluginpb.StartActivationVersion), and prints the outcome for the host. It
+// reports whether it did; if not, the host activates the plugin with a call. While
+// the plugin activates, what it writes to os.Stdout goes to standard error: the
+// host reads the handshake from standard output.
+func activateAtStart(gp *grpcPlugin, logger hclog.Logger) bool {
+	req, err := pluginpb.StartActivationRequest()
+	if err != nil {
+		logger.Error("activation request from the host", "error", err) // activated by a call then
+		return false
+	}
+	if req == nil {
+		return false
+	}
+	gp.server = newPluginServer(gp.impl, logger)
+	stdout := os.Stdout
+	os.Stdout = os.Stderr
+	res, err := gp.server.activate(context.Background(), req)
+	os.Stdout = stdout
+	line, err := pluginpb.ActivationLine(res, err)
+	if err == nil {
+		_, err = stdout.Write(line)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sdk: report the activation to the host: %v\n", err)
+		os.Exit(1)
+	}
+	return true
+}
+
 // grpcPlugin is the plugin side of the go-plugin gRPC plugin.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	impl   Plugin
 	logger hclog.Logger
+	// server, when set, is the server of the activation made at the start; otherwise
+	// every gRPC server (one per host in debug mode) gets a fresh one.
+	server *pluginServer
 }
 
 func (g *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	pluginpb.RegisterPluginServer(s, &pluginServer{impl: g.impl, broker: broker, logger: g.logger, regs: map[uint64]map[string]Tool{}, kept: map[uint64][]*pluginpb.ExecuteEvent{}})
+	srv := g.server
+	if srv == nil {
+		srv = newPluginServer(g.impl, g.logger)
+	}
+	srv.setBroker(broker)
+	pluginpb.RegisterPluginServer(s, srv)
 	return nil
 }
 
@@ -256,9 +298,12 @@ func (g *grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Clien
 // pluginServer serves the Plugin service for one activation.
 type pluginServer struct {
 	pluginpb.UnimplementedPluginServer
-	impl      Plugin
+	impl   Plugin
+	logger hclog.Logger
+	// broker is go-plugin's broker of this plugin's connection, set once the server
+	// is up (setBroker), which can be after an activation at the start.
 	broker    *plugin.GRPCBroker
-	logger    hclog.Logger
+	brokerSet chan struct{}
 	activated atomic.Bool
 	// flat: the host reads a Call's lone output from CallResult.output
 	// (ActivateRequest.flat_results).
@@ -274,32 +319,52 @@ type pluginServer struct {
 	interaction pluginpb.InteractionClient
 }
 
-func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
+func newPluginServer(impl Plugin, logger hclog.Logger) *pluginServer {
+	return &pluginServer{impl: impl, logger: logger, brokerSet: make(chan struct{}),
+		regs: map[uint64]map[string]Tool{}, kept: map[uint64][]*pluginpb.ExecuteEvent{}}
+}
+
+// setBroker sets the broker, once.
+func (s *pluginServer) setBroker(b *plugin.GRPCBroker) {
+	s.broker = b
+	close(s.brokerSet)
+}
+
+// Activate is the activation by a call (see activateAtStart for the other kind).
+func (s *pluginServer) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*pluginpb.ActivateResponse, error) {
+	return s.activate(ctx, req)
+}
+
+// activate runs the plugin's activation for req. The host's capabilities are dialled
+// when first used, and dialDelay after the activation at the latest.
+func (s *pluginServer) activate(ctx context.Context, req *pluginpb.ActivateRequest) (_ *pluginpb.ActivateResponse, err error) {
 	if !s.activated.CompareAndSwap(false, true) {
 		return nil, status.Error(codes.FailedPrecondition, "sdk: plugin already activated")
 	}
 	s.flat.Store(req.FlatResults)
-	tools := &toolsClient{server: s, brokerID: req.ToolsBrokerId, collecting: req.RegistrationsInResponse}
+	tools := &toolsClient{server: s, capability: s.capability(req.ToolsBrokerId, "the Tools capability"), collecting: req.RegistrationsInResponse}
 	if !tools.collecting {
 		if _, err := tools.client(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Tools capability: %v", err)
+			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 	}
 	loc := Location{Directory: req.Directory, WorkspaceID: req.WorkspaceId, Options: req.Options}
+	var later []*capability
 	if req.ServicesBrokerId != 0 {
-		conn, err := s.broker.DialWithOptions(req.ServicesBrokerId, pluginpb.DialOptions()...)
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Location services: %v", err)
-		}
-		loc.Services = newServices(conn)
+		c := s.capability(req.ServicesBrokerId, "the Location services")
+		loc.Services = newServices(c)
+		later = append(later, c)
 	}
 	if req.InteractionBrokerId != 0 {
-		conn, err := s.broker.DialWithOptions(req.InteractionBrokerId, pluginpb.DialOptions()...)
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "sdk: dial the Interaction capability: %v", err)
-		}
-		s.interaction = pluginpb.NewInteractionClient(conn)
+		c := s.capability(req.InteractionBrokerId, "the Interaction capability")
+		s.interaction = pluginpb.NewInteractionClient(c)
+		later = append(later, c)
 	}
+	defer func() {
+		for _, c := range later {
+			c.dialLater()
+		}
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger.Error("activation panicked", "panic", v, "stack", string(debug.Stack()))
@@ -514,37 +579,20 @@ func sendChunks(send func(*pluginpb.ExecuteEvent) error, data []byte, event func
 // whose host takes registrations in its response (collecting), Register only
 // records the batch; the connection is dialled for registrations made later.
 type toolsClient struct {
-	server   *pluginServer
-	brokerID uint32
+	server     *pluginServer
+	capability *capability
 
 	mu         sync.Mutex
 	collecting bool
 	pending    []*pluginpb.RegisterRequest // collected, in order
-
-	dialOnce sync.Once
-	conn     pluginpb.ToolsClient
-	dialErr  error
 }
-
-// dialDelay is how long after an activation whose registrations went in its
-// response the plugin waits before dialling the Tools capability anyway, if no
-// registration needed it sooner: go-plugin forgets a broker id's connection details
-// 5 s after they arrive, so the dial must come before then. Waiting keeps the
-// connection's setup out of the host's launches, which run for a few milliseconds.
-const dialDelay = time.Second
 
 // client returns the Tools capability's client, dialling it the first time.
 func (t *toolsClient) client() (pluginpb.ToolsClient, error) {
-	t.dialOnce.Do(func() {
-		// The connection lives as long as the process, which lives as long as the scope.
-		conn, err := t.server.broker.DialWithOptions(t.brokerID, pluginpb.DialOptions()...)
-		if err != nil {
-			t.dialErr = fmt.Errorf("sdk: dial the Tools capability: %w", err)
-			return
-		}
-		t.conn = pluginpb.NewToolsClient(conn)
-	})
-	return t.conn, t.dialErr
+	if _, err := t.capability.dial(); err != nil {
+		return nil, err
+	}
+	return pluginpb.NewToolsClient(t.capability), nil
 }
 
 // endActivation ends collecting and returns what was collected; the Tools
@@ -556,7 +604,7 @@ func (t *toolsClient) endActivation() []*pluginpb.RegisterRequest {
 		return nil
 	}
 	t.collecting = false
-	time.AfterFunc(dialDelay, func() { _, _ = t.client() })
+	t.capability.dialLater()
 	pending := t.pending
 	t.pending = nil
 	return pending

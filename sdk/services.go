@@ -170,7 +170,7 @@ func (p permissionClient) Assert(ctx context.Context, req PermissionRequest) err
 	return &ToolFailure{Message: r.Message}
 }
 
-func newServices(conn *grpc.ClientConn) *Services {
+func newServices(conn grpc.ClientConnInterface) *Services {
 	return &Services{
 		FileSystem: fsClient{pluginpb.NewFileSystemClient(conn)},
 		Permission: permissionClient{pluginpb.NewPermissionClient(conn)},

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,14 +45,7 @@ const (
 // OffersConnToken reports whether the host that launched this process offered
 // ConnTokenVersion (in go-plugin's PLUGIN_PROTOCOL_VERSIONS), so that go-plugin's
 // Serve picks it for a plugin that serves it.
-func OffersConnToken() bool {
-	for v := range strings.SplitSeq(os.Getenv("PLUGIN_PROTOCOL_VERSIONS"), ",") {
-		if n, err := strconv.Atoi(v); err == nil && n == ConnTokenVersion {
-			return true
-		}
-	}
-	return false
-}
+func OffersConnToken() bool { return offered(ConnTokenVersion) }
 
 // ConnTokenDialOptions present token on the host's connection to a plugin: once,
 // when the connection opens, if perConn reports (at that moment) that the plugin

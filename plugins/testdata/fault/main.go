@@ -62,6 +62,9 @@ func main() {
 	case "exit_early":
 		fmt.Fprintln(os.Stderr, "fault: cannot open database: permission denied")
 		os.Exit(3)
+	case "fake_activation":
+		// An activation line of its own before the sdk's: the host takes the first.
+		fmt.Println("toolhost-activation ok !!not base64!!")
 	}
 	sdk.Serve(sdk.ActivateFunc(activate))
 	if os.Getenv("FAULT") == "linger" {
@@ -88,6 +91,9 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		time.Sleep(time.Hour)
 	case "fail_activate":
 		return fmt.Errorf("missing API key")
+	case "chatty_activate":
+		// Standard output carries the handshake: the sdk sends this to stderr.
+		fmt.Println("fault: activating, chattily")
 	case "exit_activate":
 		// Straight to fd 2, as a log or a panic writes: go-plugin has redirected
 		// os.Stderr over the connection, and that stream ends with the process.
