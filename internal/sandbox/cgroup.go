@@ -100,22 +100,69 @@ var (
 	pidsDir, pidsHome string
 )
 
-// newPidsCgroup makes a directory under pidsRoot capped at max processes, "" when
-// it cannot.
+// newPidsCgroup returns a directory under pidsRoot capped at max processes, "" when
+// it cannot. Making one (mkdir in the cgroup file system, then pids.max) costs
+// tens of microseconds of a confined start, so one is made ahead, in the
+// background, for the next start: named box.<host pid>.<n>, since its source is not
+// known yet, and given the last max asked for (pids.max is rewritten when this one
+// differs). It holds no process until a start joins it. A host that ends leaves its
+// spare behind, as it leaves the cgroups of programs it had no time to release: the
+// next host's pidsRoot removes them, like every directory of a host no longer
+// running, and no host takes a spare it did not make, so there is at most one per
+// host process.
 func newPidsCgroup(name string, max int64) string {
 	root, _ := pidsRoot()
 	if root == "" || max <= 0 {
 		return ""
 	}
-	dir := filepath.Join(root, cgroupName(name))
+	pidsSpare.Lock()
+	dir, dirMax := pidsSpare.dir, pidsSpare.max
+	pidsSpare.dir = ""
+	if !pidsSpare.making {
+		pidsSpare.making = true
+		go makePidsSpare(root, max)
+	}
+	pidsSpare.Unlock()
+	if dir != "" {
+		if dirMax == max || writePidsMax(dir, max) == nil {
+			return dir
+		}
+		_ = os.Remove(dir)
+	}
+	return makePidsCgroup(root, cgroupName(name), max)
+}
+
+var pidsSpare struct {
+	sync.Mutex
+	dir    string // ready for the next start, or ""
+	max    int64  // its pids.max
+	making bool   // makePidsSpare runs
+}
+
+// makePidsSpare makes the next spare cgroup.
+func makePidsSpare(root string, max int64) {
+	dir := makePidsCgroup(root, cgroupName("box"), max) // "" on failure: the next start makes its own
+	pidsSpare.Lock()
+	defer pidsSpare.Unlock()
+	pidsSpare.making = false
+	pidsSpare.dir, pidsSpare.max = dir, max // empty until now: only makePidsSpare fills it, one at a time
+}
+
+// makePidsCgroup makes root/name capped at max processes, "" when it cannot.
+func makePidsCgroup(root, name string, max int64) string {
+	dir := filepath.Join(root, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return ""
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0); err != nil {
+	if err := writePidsMax(dir, max); err != nil {
 		_ = os.Remove(dir)
 		return ""
 	}
 	return dir
+}
+
+func writePidsMax(dir string, max int64) error {
+	return os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0)
 }
 
 // cgroupName is a source's directory name: <name>.<host pid>.<n>.
