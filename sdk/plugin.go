@@ -6,12 +6,17 @@ import (
 )
 
 // Plugin is what a plugin binary serves with [Serve]. The host starts one process per
-// Location activation and calls Activate once.
+// Location activation, and Activate runs once in it.
 type Plugin interface {
 	// Activate receives the Location and the Tools capability, and registers the
 	// plugin's tools. It should return promptly; the host bounds it by the start
 	// timeout. tools stays usable after Activate returns, for registrations made at
 	// run time, until the host closes the plugin's scope (the process then exits).
+	//
+	// A host that launches the plugin usually has it activate as it starts, before
+	// it serves, which saves the launch a round trip: then what Activate writes to
+	// os.Stdout goes to standard error. A plugin given the Location's services, which
+	// need the connection, is activated once it serves.
 	Activate(ctx context.Context, loc Location, tools Tools) error
 }
 
