@@ -160,8 +160,10 @@ func ParseActivationLine(line []byte) (*ActivateResponse, error) {
 // StdoutFilter is a plugin's standard output with its activation lines taken out:
 // reads return everything else, as the plugin wrote it, for go-plugin's handshake
 // reader; the first activation line (at most MaxActivationLine bytes) goes to
-// Activation, and any later one is dropped. Nothing is read ahead of what a reader asks for, so the line is seen
-// when go-plugin reads the handshake, which the plugin prints after it.
+// Activation, and any later one is dropped. The filter works within its reader's
+// reads: go-plugin reads a plugin's standard output from its start, so the line,
+// which the plugin prints before its handshake, is taken out as soon as it is
+// written.
 type StdoutFilter struct {
 	src        io.ReadCloser
 	br         *bufio.Reader
