@@ -194,14 +194,16 @@ const streamWorkers = 64
 // warmUp builds, while the host is still connecting, what the activation's first
 // protobuf messages and first derived schema would otherwise build while the host
 // waits: the tables of each generated message type (about 150 µs for a file's
-// first type, tens of µs for each next) and the schema encoder. See BENCHMARKS.md.
+// first type, tens of µs for each next) and the schema reflector's. It matters to
+// an activation by a call; one at the start (activateAtStart) comes first and
+// builds them itself. See BENCHMARKS.md.
 func warmUp() {
 	messages := []proto.Message{&pluginpb.ActivateRequest{}, &pluginpb.ActivateResponse{},
 		&pluginpb.RegisterRequest{Tools: []*pluginpb.ToolDefinition{{}}}, &pluginpb.RegisterResponse{}}
 	for _, m := range messages {
 		_ = proto.Size(m)
 	}
-	// And the schema encoder's: the activation's sdk.NewTool calls derive schemas.
+	// And the schema reflector's: the activation's sdk.NewTool calls derive schemas.
 	_ = SchemaFor[struct {
 		S string `json:"s"`
 	}]()

@@ -51,7 +51,7 @@ func SchemaFor[T any]() json.RawMessage {
 	r := jsonschema.Reflector{ExpandedStruct: true, Anonymous: true}
 	s := r.ReflectFromType(reflect.TypeFor[T]())
 	s.Version = "" // the registry compiles schemas as draft 2020-12 regardless
-	data, err := json.Marshal(s)
+	data, err := appendSchema(nil, s)
 	if err != nil {
 		panic(fmt.Sprintf("sdk: derive schema for %v: %v", reflect.TypeFor[T](), err))
 	}
