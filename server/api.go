@@ -408,12 +408,8 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			return err
 		}
 	}
-	w, asks := a.s.addWatcher(h, req.LocationId)
-	defer a.s.removeWatcher(w)
-	pending := make([]*servepb.AskEvent, len(asks))
-	for i, ak := range asks {
-		pending[i] = &servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: ak.proto()}}
-	}
+	w, pending := a.s.askWatchers.add(h, req.LocationId, a.s.asks, askedEvent)
+	defer a.s.askWatchers.remove(w)
 	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}, w.events, w.dropped, "asks")
 }
 

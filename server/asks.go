@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,10 +21,6 @@ import (
 // denied, and the settle result's runner_hint saying how to allow the request in the
 // config.
 var ErrNobodyWatching = fmt.Errorf("server: no client is watching permission asks for this call (WatchAsks): %w", permission.ErrNoOneToAsk)
-
-// watcherBuffer is how many ask events a watcher may fall behind before it is
-// dropped.
-const watcherBuffer = 256
 
 // ask is one permission ask parked until a client answers it.
 type ask struct {
@@ -56,17 +51,14 @@ func (a *ask) proto() *servepb.Ask {
 	return p
 }
 
-// watcher is one WatchAsks stream.
-type watcher struct {
-	h       *handle
-	loc     string // "" watches every Location
-	events  chan *servepb.AskEvent
-	dropped chan struct{}
+func askedEvent(a *ask) *servepb.AskEvent {
+	return &servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: a.proto()}}
 }
 
-// sees reports whether w may see (and answer) a.
-func (w *watcher) sees(a *ask) bool {
-	return (w.loc == "" || w.loc == a.loc) && (a.owner == nil || a.owner == w.h)
+// seenBy reports whether a watcher of handle h and Location loc may see (and
+// answer) a: one of its Location, and of its handle unless a is not attributed.
+func (a *ask) seenBy(h *handle, loc string) bool {
+	return (loc == "" || loc == a.loc) && (a.owner == nil || a.owner == h)
 }
 
 // locAsker is the permission.Asker of one Location: it parks each ask until a
@@ -89,65 +81,21 @@ func (l *locAsker) Ask(ctx context.Context, id string, req permission.Request) (
 		// connection): find the call by its identity.
 		a.owner = s.calls[callKey{loc: l.loc, session: req.SessionID, callID: req.Source.CallID}]
 	}
-	var audience []*watcher
-	for w := range s.watchers {
-		if w.sees(a) {
-			audience = append(audience, w)
-		}
-	}
-	if len(audience) == 0 {
+	if !s.askWatchers.watchedLocked(a) {
 		s.mu.Unlock()
 		return permission.Answer{}, ErrNobodyWatching
 	}
 	s.asks[id] = a
-	s.broadcastLocked(a, &servepb.AskEvent{Event: &servepb.AskEvent_Asked{Asked: a.proto()}})
+	s.askWatchers.broadcastLocked(a, askedEvent(a))
 	s.mu.Unlock()
 
 	<-ctx.Done()
 
 	s.mu.Lock()
 	delete(s.asks, id)
-	s.broadcastLocked(a, &servepb.AskEvent{Event: &servepb.AskEvent_Resolved{Resolved: id}})
+	s.askWatchers.broadcastLocked(a, &servepb.AskEvent{Event: &servepb.AskEvent_Resolved{Resolved: id}})
 	s.mu.Unlock()
 	return permission.Answer{}, context.Cause(ctx)
-}
-
-// broadcastLocked sends ev to every watcher that sees a, dropping watchers that
-// fell behind. s.mu is held.
-func (s *Server) broadcastLocked(a *ask, ev *servepb.AskEvent) {
-	for w := range s.watchers {
-		if !w.sees(a) {
-			continue
-		}
-		select {
-		case w.events <- ev:
-		default:
-			delete(s.watchers, w)
-			close(w.dropped)
-		}
-	}
-}
-
-// addWatcher registers a watcher and returns the asks it sees now, oldest first.
-func (s *Server) addWatcher(h *handle, loc string) (*watcher, []*ask) {
-	w := &watcher{h: h, loc: loc, events: make(chan *servepb.AskEvent, watcherBuffer), dropped: make(chan struct{})}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchers[w] = struct{}{}
-	var pending []*ask
-	for _, a := range s.asks {
-		if w.sees(a) {
-			pending = append(pending, a)
-		}
-	}
-	slices.SortFunc(pending, func(x, y *ask) int { return strings.Compare(x.id, y.id) })
-	return w, pending
-}
-
-func (s *Server) removeWatcher(w *watcher) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.watchers, w)
 }
 
 // answer answers ask id for handle h, through the Location's permission service

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,17 +38,10 @@ type sampleAnswer struct {
 	err error
 }
 
-// interactionWatcher is one WatchInteractions stream.
-type interactionWatcher struct {
-	h       *handle
-	loc     string // "" watches every Location
-	events  chan *servepb.InteractionEvent
-	dropped chan struct{}
-}
-
-// sees reports whether w may see (and answer) in: only the handle of its call.
-func (w *interactionWatcher) sees(in *interaction) bool {
-	return in.owner == w.h && (w.loc == "" || w.loc == in.loc)
+// seenBy reports whether a watcher of handle h and Location loc may see (and
+// answer) in: only the handle of its call.
+func (in *interaction) seenBy(h *handle, loc string) bool {
+	return in.owner == h && (loc == "" || loc == in.loc)
 }
 
 // callInteractor is the sdk.Interactor of one served call: its tools' questions and
@@ -100,16 +91,12 @@ func (ci *callInteractor) put(ctx context.Context, op string, in *interaction) (
 	s := ci.s
 	in.loc, in.owner, in.answer = ci.call.LocationId, ci.h, make(chan any, 1)
 	s.mu.Lock()
-	watched := false
-	for w := range s.iwatchers {
-		watched = watched || w.sees(in)
-	}
-	if !watched {
+	if !s.interactionWatchers.watchedLocked(in) {
 		s.mu.Unlock()
 		return nil, &sdk.UnansweredError{Op: op, Reason: "no client is watching questions and sampling requests for this call (the serve API's WatchInteractions)"}
 	}
 	s.interactions[in.id] = in
-	s.broadcastInteractionLocked(in, in.ev)
+	s.interactionWatchers.broadcastLocked(in, in.ev)
 	s.mu.Unlock()
 
 	select {
@@ -120,7 +107,7 @@ func (ci *callInteractor) put(ctx context.Context, op string, in *interaction) (
 	s.mu.Lock()
 	if s.interactions[in.id] == in {
 		delete(s.interactions, in.id)
-		s.broadcastInteractionLocked(in, resolvedEvent(in.id))
+		s.interactionWatchers.broadcastLocked(in, resolvedEvent(in.id))
 	}
 	s.mu.Unlock()
 	return nil, context.Cause(ctx)
@@ -128,49 +115,6 @@ func (ci *callInteractor) put(ctx context.Context, op string, in *interaction) (
 
 func resolvedEvent(id string) *servepb.InteractionEvent {
 	return &servepb.InteractionEvent{Event: &servepb.InteractionEvent_Resolved{Resolved: id}}
-}
-
-// broadcastInteractionLocked sends ev to every watcher that sees in, dropping
-// watchers that fell behind. s.mu is held.
-func (s *Server) broadcastInteractionLocked(in *interaction, ev *servepb.InteractionEvent) {
-	for w := range s.iwatchers {
-		if !w.sees(in) {
-			continue
-		}
-		select {
-		case w.events <- ev:
-		default:
-			delete(s.iwatchers, w)
-			close(w.dropped)
-		}
-	}
-}
-
-// addInteractionWatcher registers a watcher and returns the events of what it sees
-// pending now, oldest id first.
-func (s *Server) addInteractionWatcher(h *handle, loc string) (*interactionWatcher, []*servepb.InteractionEvent) {
-	w := &interactionWatcher{h: h, loc: loc, events: make(chan *servepb.InteractionEvent, watcherBuffer), dropped: make(chan struct{})}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.iwatchers[w] = struct{}{}
-	var pending []*interaction
-	for _, in := range s.interactions {
-		if w.sees(in) {
-			pending = append(pending, in)
-		}
-	}
-	slices.SortFunc(pending, func(x, y *interaction) int { return strings.Compare(x.id, y.id) })
-	evs := make([]*servepb.InteractionEvent, len(pending))
-	for i, in := range pending {
-		evs[i] = in.ev
-	}
-	return w, evs
-}
-
-func (s *Server) removeInteractionWatcher(w *interactionWatcher) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.iwatchers, w)
 }
 
 // resolve hands v to the pending interaction id of handle h, if check (called under
@@ -187,7 +131,7 @@ func (s *Server) resolve(h *handle, id string, check func(*interaction) error, v
 	}
 	delete(s.interactions, id)
 	in.answer <- v
-	s.broadcastInteractionLocked(in, resolvedEvent(id))
+	s.interactionWatchers.broadcastLocked(in, resolvedEvent(id))
 	return nil
 }
 
@@ -202,8 +146,8 @@ func (a *api) WatchInteractions(req *servepb.WatchInteractionsRequest, stream se
 			return err
 		}
 	}
-	w, pending := a.s.addInteractionWatcher(h, req.LocationId)
-	defer a.s.removeInteractionWatcher(w)
+	w, pending := a.s.interactionWatchers.add(h, req.LocationId, a.s.interactions, func(in *interaction) *servepb.InteractionEvent { return in.ev })
+	defer a.s.interactionWatchers.remove(w)
 	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.InteractionEvent{Event: &servepb.InteractionEvent_Synced{Synced: true}}, w.events, w.dropped, "questions")
 }
 

@@ -85,12 +85,14 @@ type Server struct {
 	locs       map[string]*locEntry
 	activating map[string]*activation
 	calls      map[callKey]*handle // calls in flight, to attribute asks
-	asks       map[string]*ask
-	watchers   map[*watcher]struct{}
+	// asks are the permission asks waiting for an answer, and askWatchers the
+	// WatchAsks streams.
+	asks        map[string]*ask
+	askWatchers *watchSet[*ask, *servepb.AskEvent]
 	// interactions are the questions and sampling requests of served calls waiting
-	// for an answer, and iwatchers the WatchInteractions streams.
-	interactions map[string]*interaction
-	iwatchers    map[*interactionWatcher]struct{}
+	// for an answer, and interactionWatchers the WatchInteractions streams.
+	interactions        map[string]*interaction
+	interactionWatchers *watchSet[*interaction, *servepb.InteractionEvent]
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -137,11 +139,11 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 		activating: map[string]*activation{},
 		calls:      map[callKey]*handle{},
 		asks:       map[string]*ask{},
-		watchers:   map[*watcher]struct{}{},
 
 		interactions: map[string]*interaction{},
-		iwatchers:    map[*interactionWatcher]struct{}{},
 	}
+	s.askWatchers = newWatchSet[*ask, *servepb.AskEvent](&s.mu)
+	s.interactionWatchers = newWatchSet[*interaction, *servepb.InteractionEvent](&s.mu)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.grpc = grpc.NewServer(
 		grpc.Creds(connCreds{}),
