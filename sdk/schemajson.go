@@ -55,16 +55,14 @@ func appendSchema(b []byte, s *jsonschema.Schema) ([]byte, error) {
 			data, o.err = s.Properties.MarshalJSON()
 			o.b = append(o.b, data...)
 		} else {
-			o.b = append(o.b, '{')
-			for p := s.Properties.Oldest(); p != nil && o.err == nil; p = p.Next() {
-				if p != s.Properties.Oldest() {
-					o.b = append(o.b, ',')
-				}
-				o.b = appendString(o.b, p.Key)
-				o.b = append(o.b, ':')
-				o.b, o.err = appendSchema(o.b, p.Value)
+			var names []string // in the map's order
+			for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+				names = append(names, p.Key)
 			}
-			o.b = append(o.b, '}')
+			o.members(names, func(name string) {
+				v, _ := s.Properties.Get(name)
+				o.b, o.err = appendSchema(o.b, v)
+			})
 		}
 	}
 	o.schemaMap("patternProperties", s.PatternProperties)
@@ -91,16 +89,9 @@ func appendSchema(b []byte, s *jsonschema.Schema) ([]byte, error) {
 	o.strs("required", s.Required)
 	if len(s.DependentRequired) > 0 {
 		o.key("dependentRequired")
-		o.b = append(o.b, '{')
-		for i, k := range sortedKeys(s.DependentRequired) {
-			if i > 0 {
-				o.b = append(o.b, ',')
-			}
-			o.b = appendString(o.b, k)
-			o.b = append(o.b, ':')
-			o.b = appendStrings(o.b, s.DependentRequired[k])
-		}
-		o.b = append(o.b, '}')
+		o.members(sortedKeys(s.DependentRequired), func(name string) {
+			o.b = appendStrings(o.b, s.DependentRequired[name])
+		})
 	}
 	o.str("format", s.Format)
 	o.str("contentEncoding", s.ContentEncoding)
@@ -243,16 +234,23 @@ func (o *objectWriter) schemaMap(k string, v map[string]*jsonschema.Schema) {
 		return
 	}
 	o.key(k)
+	o.members(sortedKeys(v), func(name string) { o.b, o.err = appendSchema(o.b, v[name]) })
+}
+
+// members writes an object whose members are names, in order, each value written
+// by value; it stops at the first error.
+func (o *objectWriter) members(names []string, value func(name string)) {
 	o.b = append(o.b, '{')
-	for i, name := range sortedKeys(v) {
+	for i, name := range names {
+		if o.err != nil {
+			return
+		}
 		if i > 0 {
 			o.b = append(o.b, ',')
 		}
 		o.b = appendString(o.b, name)
 		o.b = append(o.b, ':')
-		if o.b, o.err = appendSchema(o.b, v[name]); o.err != nil {
-			return
-		}
+		value(name)
 	}
 	o.b = append(o.b, '}')
 }

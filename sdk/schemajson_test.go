@@ -10,7 +10,7 @@ import (
 )
 
 type schemaCorpusInner struct {
-	Note string `json:"note" jsonschema:"description=A note with <html> & \"quotes\"\u2028 and \ttabs,example=x<y"`
+	Note string             `json:"note" jsonschema:"description=A note with <html> & \"quotes\"\u2028 and \ttabs,example=x<y"`
 	Next *schemaCorpusInner `json:"next,omitempty"`
 }
 
