@@ -96,9 +96,10 @@ bench-compare: test-deps
 	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTripAlternating' -count=6 ./server/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
 	taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkCallAlternating|BenchmarkConcurrentAlternating' -benchtime=20x -count=6 ./plugins/ > benchmarks/alternating-1cpu.txt
+	taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkLaunchAlternating' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch-alternating-1cpu.txt
 	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done
 	$(BENCHSTAT) -col /codec benchmarks/codec.txt
-	for f in alternating alternating-1cpu registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
+	for f in alternating alternating-1cpu launch-alternating-1cpu registry reload; do $(BENCHSTAT) benchmarks/$$f.txt; done
 
 # proto regenerates the committed protocol code with pinned generators.
 # Needs protoc (Debian: protobuf-compiler).
