@@ -25,6 +25,7 @@ var ErrNobodyWatching = fmt.Errorf("server: no client is watching permission ask
 // ask is one permission ask parked until a client answers it.
 type ask struct {
 	id    string
+	seq   uint64 // the order it became pending in (Server.pendingSeq)
 	loc   string
 	req   permission.Request
 	owner *handle // nil: not attributed to a call; any watcher of the Location sees it
@@ -57,6 +58,8 @@ func askedEvent(a *ask) *servepb.AskEvent {
 
 // seenBy reports whether a watcher of handle h and Location loc may see (and
 // answer) a: one of its Location, and of its handle unless a is not attributed.
+func (a *ask) pendingSeq() uint64 { return a.seq }
+
 func (a *ask) seenBy(h *handle, loc string) bool {
 	return (loc == "" || loc == a.loc) && (a.owner == nil || a.owner == h)
 }
@@ -85,6 +88,8 @@ func (l *locAsker) Ask(ctx context.Context, id string, req permission.Request) (
 		s.mu.Unlock()
 		return permission.Answer{}, ErrNobodyWatching
 	}
+	s.pendingSeq++
+	a.seq = s.pendingSeq
 	s.asks[id] = a
 	s.askWatchers.broadcastLocked(a, askedEvent(a))
 	s.mu.Unlock()

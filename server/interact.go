@@ -22,6 +22,7 @@ var ErrSampleFailed = errors.New("server: the runner could not sample")
 // call, parked until its handle answers it or the call ends.
 type interaction struct {
 	id    string
+	seq   uint64 // the order it became pending in (Server.pendingSeq)
 	loc   string
 	owner *handle
 	ev    *servepb.InteractionEvent // the question or sample event
@@ -40,6 +41,8 @@ type sampleAnswer struct {
 
 // seenBy reports whether a watcher of handle h and Location loc may see (and
 // answer) in: only the handle of its call.
+func (in *interaction) pendingSeq() uint64 { return in.seq }
+
 func (in *interaction) seenBy(h *handle, loc string) bool {
 	return in.owner == h && (loc == "" || loc == in.loc)
 }
@@ -95,6 +98,8 @@ func (ci *callInteractor) put(ctx context.Context, op string, in *interaction) (
 		s.mu.Unlock()
 		return nil, &sdk.UnansweredError{Op: op, Reason: "no client is watching questions and sampling requests for this call (the serve API's WatchInteractions)"}
 	}
+	s.pendingSeq++
+	in.seq = s.pendingSeq
 	s.interactions[in.id] = in
 	s.interactionWatchers.broadcastLocked(in, in.ev)
 	s.mu.Unlock()

@@ -93,6 +93,9 @@ type Server struct {
 	// for an answer, and interactionWatchers the WatchInteractions streams.
 	interactions        map[string]*interaction
 	interactionWatchers *watchSet[*interaction, *servepb.InteractionEvent]
+	// pendingSeq numbers asks and interactions as they become pending, so that a
+	// new watcher is replayed them in that order.
+	pendingSeq uint64
 
 	shutdownOnce sync.Once
 	shutdownErr  error

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -15,6 +16,8 @@ type watchable interface {
 	// seenBy reports whether a watcher of handle h and Location loc ("" for every
 	// Location) may see (and answer) the item.
 	seenBy(h *handle, loc string) bool
+	// pendingSeq is the order the item became pending in.
+	pendingSeq() uint64
 }
 
 // watcher is one watch stream (WatchAsks, WatchInteractions) of handle h. Its events
@@ -43,23 +46,19 @@ func newWatchSet[I watchable, E any](mu *sync.Mutex) *watchSet[I, E] {
 
 // add registers a watcher of handle h and Location loc ("" for every Location) and
 // returns it with the events, made by event, of the items of pending (keyed by id,
-// guarded by mu) it sees now, in order of id. It locks mu, and calls event after
+// guarded by mu) it sees now, oldest first. It locks mu, and calls event after
 // unlocking it.
 func (ws *watchSet[I, E]) add(h *handle, loc string, pending map[string]I, event func(I) E) (*watcher[E], []E) {
 	w := &watcher[E]{h: h, loc: loc, events: make(chan E, watcherBuffer), dropped: make(chan struct{})}
 	ws.mu.Lock()
 	ws.watchers[w] = struct{}{}
-	var ids []string
-	for id, it := range pending {
+	var seen []I
+	for _, it := range pending {
 		if it.seenBy(h, loc) {
-			ids = append(ids, id)
+			seen = append(seen, it)
 		}
 	}
-	slices.Sort(ids)
-	seen := make([]I, len(ids))
-	for i, id := range ids {
-		seen[i] = pending[id]
-	}
+	slices.SortFunc(seen, func(a, b I) int { return cmp.Compare(a.pendingSeq(), b.pendingSeq()) })
 	ws.mu.Unlock()
 	evs := make([]E, len(seen))
 	for i, it := range seen {

@@ -43,22 +43,22 @@ func TestWatchSetDropsWatcherThatFellBehind(t *testing.T) {
 	ws.remove(slow) // already gone: a no-op
 }
 
-// TestWatchSetScope checks that add replays, in order of id, only the pending
-// items the new watcher sees, and that watchedLocked and broadcastLocked follow
-// the same seenBy rule.
+// TestWatchSetScope checks that add replays, oldest first, only the pending items
+// the new watcher sees, and that watchedLocked and broadcastLocked follow the same
+// seenBy rule.
 func TestWatchSetScope(t *testing.T) {
 	var mu sync.Mutex
 	ws := newWatchSet[*ask, string](&mu)
 	mine, other := &handle{}, &handle{}
 	pending := map[string]*ask{
-		"b": {id: "b", loc: "L", owner: mine},
-		"a": {id: "a", loc: "L"}, // not attributed: every watcher of L sees it
-		"c": {id: "c", loc: "L", owner: other},
-		"d": {id: "d", loc: "M", owner: mine},
+		"b": {id: "b", seq: 1, loc: "L", owner: mine},
+		"a": {id: "a", seq: 2, loc: "L"}, // not attributed: every watcher of L sees it
+		"c": {id: "c", seq: 3, loc: "L", owner: other},
+		"d": {id: "d", seq: 4, loc: "M", owner: mine},
 	}
 	w, evs := ws.add(mine, "L", pending, func(a *ask) string { return a.id })
-	if got := len(evs); got != 2 || evs[0] != "a" || evs[1] != "b" {
-		t.Fatalf("replayed %q, want [a b]", evs)
+	if got := len(evs); got != 2 || evs[0] != "b" || evs[1] != "a" {
+		t.Fatalf("replayed %q, want [b a], the order they became pending in", evs)
 	}
 	mu.Lock()
 	if ws.watchedLocked(pending["c"]) || ws.watchedLocked(pending["d"]) || !ws.watchedLocked(pending["b"]) {
