@@ -2,7 +2,6 @@ package mcpserve_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -294,7 +292,7 @@ func TestTypeScriptClient(t *testing.T) {
 		ws, edit := devWorkspace(t, "alpha")
 		cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "devreload.mjs"), bin, ws)
 		cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
-		var stderr lockedBuffer // the script's and toolhost's (the reload reports)
+		var stderr syncBuffer // the script's and toolhost's (the reload reports)
 		cmd.Stderr = &stderr
 		cmd.WaitDelay = 30 * time.Second // toolhost holds stderr until it ends
 		stdout, err := cmd.StdoutPipe()
@@ -321,24 +319,6 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
 	})
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader on other goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 const devPlugin = `package main

@@ -4,14 +4,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, exitCode, text } from "./checks.mjs";
 
 const [bin, dir] = process.argv.slice(2);
-let failed = false;
-const check = (name, ok, detail) => {
-  console.log(`${ok ? "ok" : "FAIL"} ${name}${ok ? "" : ": " + JSON.stringify(detail)}`);
-  if (!ok) failed = true;
-};
-const text = (res) => (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("");
 
 const transport = new StdioClientTransport({ command: bin, args: ["mcp", "--location", dir], env: process.env, stderr: "inherit" });
 const client = new Client({ name: "ts-test", version: "1" }, { capabilities: { elicitation: {} } });
@@ -55,4 +50,4 @@ const guarded = await client.callTool({ name: "guarded", arguments: { text: "go"
 check("elicitation", !guarded.isError && text(guarded) === "approved: go", guarded);
 
 await client.close();
-process.exit(failed ? 1 : 0);
+process.exit(exitCode());

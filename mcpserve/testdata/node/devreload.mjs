@@ -8,18 +8,13 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, exitCode, text } from "./checks.mjs";
 
 const WAIT_MS = 240_000; // a rebuild on a loaded machine can take a while
 // The SDK ends a request after 60 s by default; the initialize waits for the
 // plugin's first build.
 const slow = { timeout: WAIT_MS };
 const [bin, dir] = process.argv.slice(2);
-let failed = false;
-const check = (name, ok, detail) => {
-  console.log(`${ok ? "ok" : "FAIL"} ${name}${ok ? "" : ": " + JSON.stringify(detail)}`);
-  if (!ok) failed = true;
-};
-const text = (res) => (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("");
 const names = (tools) => tools.map((t) => t.name);
 
 const hung = setTimeout(() => {
@@ -82,4 +77,4 @@ check("call beta", !beta.isError && text(beta) === "beta", beta);
 
 clearTimeout(hung);
 await client.close();
-process.exit(failed ? 1 : 0);
+process.exit(exitCode());
