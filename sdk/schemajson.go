@@ -106,12 +106,7 @@ func appendSchema(b []byte, s *jsonschema.Schema) ([]byte, error) {
 	o.values("examples", s.Examples)
 	// As the type's own encoding: the extras, keys sorted, after the fields.
 	for _, k := range sortedKeys(s.Extras) {
-		if o.err == nil {
-			o.key(k)
-			var data []byte
-			data, o.err = json.Marshal(s.Extras[k])
-			o.b = append(o.b, data...)
-		}
+		o.marshal(k, s.Extras[k]) // null too, as a map's encoding writes it
 	}
 	if o.err != nil {
 		return nil, o.err
@@ -187,22 +182,26 @@ func (o *objectWriter) number(k string, v json.Number) {
 }
 
 func (o *objectWriter) value(k string, v any) {
-	if v == nil || o.err != nil {
+	if v != nil {
+		o.marshal(k, v)
+	}
+}
+
+func (o *objectWriter) values(k string, v []any) {
+	if len(v) > 0 {
+		o.marshal(k, v)
+	}
+}
+
+// marshal writes member k with json.Marshal's encoding of v.
+func (o *objectWriter) marshal(k string, v any) {
+	if o.err != nil {
 		return
 	}
 	o.key(k)
 	var data []byte
 	data, o.err = json.Marshal(v)
 	o.b = append(o.b, data...)
-}
-
-func (o *objectWriter) values(k string, v []any) {
-	if len(v) > 0 && o.err == nil {
-		o.key(k)
-		var data []byte
-		data, o.err = json.Marshal(v)
-		o.b = append(o.b, data...)
-	}
 }
 
 func (o *objectWriter) schema(k string, v *jsonschema.Schema) {
