@@ -257,6 +257,12 @@ func activateAtStart(gp *grpcPlugin, logger hclog.Logger) bool {
 	if req == nil {
 		return false
 	}
+	if !req.RegistrationsInResponse {
+		// Its registrations would need the Tools capability, whose broker comes
+		// with the server: it would wait for itself. Activated by a call then.
+		logger.Error("activation request from the host wants registrations over the Tools capability; activating by a call")
+		return false
+	}
 	gp.server = newPluginServer(gp.impl, logger)
 	stdout := os.Stdout
 	os.Stdout = os.Stderr

@@ -48,3 +48,20 @@ func TestCallResultShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestActivateAtStartDeclinesRegistrationsOverTheCapability: a request that wants
+// the activation's registrations over the Tools capability, which only exists once
+// the server is up, is left to an activation by a call instead of waiting for itself.
+func TestActivateAtStartDeclinesRegistrationsOverTheCapability(t *testing.T) {
+	value, ok, err := pluginpb.EncodeActivateRequest(&pluginpb.ActivateRequest{Directory: "/w", ToolsBrokerId: 1})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	t.Setenv("PLUGIN_PROTOCOL_VERSIONS", "1,2,3")
+	t.Setenv(pluginpb.StartActivationEnv, value)
+	activated := false
+	gp := &grpcPlugin{impl: ActivateFunc(func(context.Context, Location, Tools) error { activated = true; return nil }), logger: hclog.NewNullLogger()}
+	if activateAtStart(gp, hclog.NewNullLogger()) || activated || gp.server != nil {
+		t.Fatal("activated at the start")
+	}
+}
