@@ -288,13 +288,13 @@ func (b *Box) Start() (err error) {
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
 	if b.confined {
-		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
+		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		if err := b.startConfined(); err != nil {
 			b.Release()
 			return err
 		}
 	} else if threadStart() {
-		b.pids = newPidsCgroup(b.spec.Name, b.plan.Limits.Processes)
+		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		b.Cmd.SysProcAttr.Ptrace = true
 		if err := b.startTraced(); err != nil {
 			b.Release()
@@ -427,9 +427,10 @@ func (b *Box) isExited() bool {
 	}
 }
 
-// Release removes the box's temporary directory and cgroup and forgets its tree.
-// Wait calls it; call it only after a failed Start or instead of starting.
-// Idempotent.
+// Release gives the box's temporary directory and processes cgroup back to the
+// host's reserves, emptied, when nothing of its tree can be left (see treeGone and
+// reserve), else removes them; it removes its cgroup and forgets its tree. Wait
+// calls it; call it only after a failed Start or instead of starting. Idempotent.
 func (b *Box) Release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -442,14 +443,25 @@ func (b *Box) Release() {
 		b.status.Close()
 	}
 	if b.tmpDir != "" {
-		_ = os.RemoveAll(b.tmpDir)
+		if b.treeGone() {
+			recycleTempDir(b.tmpDir)
+		} else {
+			_ = os.RemoveAll(b.tmpDir)
+		}
 	}
 	if b.cgroup != "" {
 		removeCgroup(b.cgroup)
 	}
 	if b.pids != "" {
-		removeCgroup(b.pids)
+		recyclePidsCgroup(b.pids, b.plan.Limits.Processes)
 	}
+}
+
+// treeGone reports whether no process of the box can be left: its program never
+// started, or it was its own PID namespace's init and has been waited for (the
+// kernel ends a namespace's other processes before its init's exit completes).
+func (b *Box) treeGone() bool {
+	return b.direct && b.mode == ModeNamespace && (b.Cmd.Process == nil || b.Cmd.ProcessState != nil)
 }
 
 // ExitError is how a contained program ended. Its message reads like os/exec's

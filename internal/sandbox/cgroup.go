@@ -101,51 +101,51 @@ var (
 )
 
 // newPidsCgroup returns a directory under pidsRoot capped at max processes, "" when
-// it cannot. Making one (mkdir in the cgroup file system, then pids.max) costs
-// tens of microseconds of a confined start, so one is made ahead, in the
-// background, for the next start: named box.<host pid>.<n>, since its source is not
-// known yet, and given the last max asked for (pids.max is rewritten when this one
-// differs). It holds no process until a start joins it. A host that ends leaves its
-// spare behind, as it leaves the cgroups of programs it had no time to release: the
-// next host's pidsRoot removes them, like every directory of a host no longer
-// running, and no host takes a spare it did not make, so there is at most one per
-// host process.
-func newPidsCgroup(name string, max int64) string {
+// it cannot: one from the reserve (see reserve; pids.max is rewritten when its cap
+// differs), else a new one. They are named box.<host pid>.<n>, since a cgroup serves
+// one source after another. It holds no process until a start joins it.
+func newPidsCgroup(max int64) string {
 	root, _ := pidsRoot()
 	if root == "" || max <= 0 {
 		return ""
 	}
-	pidsSpare.Lock()
-	dir, dirMax := pidsSpare.dir, pidsSpare.max
-	pidsSpare.dir = ""
-	if !pidsSpare.making {
-		pidsSpare.making = true
-		go makePidsSpare(root, max)
-	}
-	pidsSpare.Unlock()
-	if dir != "" {
-		if dirMax == max || writePidsMax(dir, max) == nil {
-			return dir
+	lastPidsMax.Store(max)
+	if c, ok := pidsCgroups.take(); ok {
+		if c.max == max || writePidsMax(c.dir, max) == nil {
+			return c.dir
 		}
-		_ = os.Remove(dir)
+		removeCgroup(c.dir)
 	}
-	return makePidsCgroup(root, cgroupName(name), max)
+	return makePidsCgroup(root, cgroupName("box"), max)
 }
 
-var pidsSpare struct {
-	sync.Mutex
-	dir    string // ready for the next start, or ""
-	max    int64  // its pids.max
-	making bool   // makePidsSpare runs
+// pidsCgroup is a processes cgroup in the reserve, with its pids.max.
+type pidsCgroup struct {
+	dir string
+	max int64
 }
 
-// makePidsSpare makes the next spare cgroup.
-func makePidsSpare(root string, max int64) {
-	dir := makePidsCgroup(root, cgroupName("box"), max) // "" on failure: the next start makes its own
-	pidsSpare.Lock()
-	defer pidsSpare.Unlock()
-	pidsSpare.making = false
-	pidsSpare.dir, pidsSpare.max = dir, max // empty until now: only makePidsSpare fills it, one at a time
+var (
+	pidsCgroups = reserve[pidsCgroup]{
+		make: func() (pidsCgroup, bool) {
+			root, _ := pidsRoot()
+			max := lastPidsMax.Load() // the last cap asked for
+			dir := makePidsCgroup(root, cgroupName("box"), max)
+			return pidsCgroup{dir, max}, dir != ""
+		},
+		drop: func(c pidsCgroup) { removeCgroup(c.dir) },
+	}
+	lastPidsMax atomic.Int64
+)
+
+// recyclePidsCgroup gives a program's processes cgroup (capped at max) back to the
+// reserve if no process is left in it, else removes it as removeCgroup does.
+func recyclePidsCgroup(dir string, max int64) {
+	if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(procs) > 0 {
+		removeCgroup(dir)
+		return
+	}
+	pidsCgroups.put(pidsCgroup{dir, max})
 }
 
 // makePidsCgroup makes root/name capped at max processes, "" when it cannot.

@@ -129,6 +129,27 @@ func helper() bool {
 			c.Process.Kill()
 			c.Wait()
 		}
+	case "litter":
+		// Reports how it finds its TMPDIR, then leaves what it can there: files, a
+		// directory, a symlink out, a wide-open mode and (SANDBOX_XATTR) a user
+		// extended attribute on the directory itself.
+		tmp := os.Getenv("TMPDIR")
+		entries, _ := os.ReadDir(tmp)
+		fi, _ := os.Stat(tmp)
+		n, _ := unix.Listxattr(tmp, nil)
+		fmt.Printf("found %d %o %d\n", len(entries), fi.Mode().Perm(), n)
+		os.WriteFile(tmp+"/f", []byte("f"), 0o644)
+		os.MkdirAll(tmp+"/d/e", 0o755)
+		os.WriteFile(tmp+"/d/e/f", []byte("f"), 0o644)
+		os.Symlink(os.Getenv("SANDBOX_OUTSIDE"), tmp+"/out")
+		if err := os.Chmod(tmp, 0o777); err != nil {
+			fmt.Println("chmod:", err)
+		}
+		if os.Getenv("SANDBOX_XATTR") != "" {
+			if err := unix.Setxattr(tmp, "user.left", []byte("x"), 0); err != nil {
+				fmt.Println("setxattr:", err)
+			}
+		}
 	case "exit":
 		code, _ := strconv.Atoi(os.Getenv("SANDBOX_CODE"))
 		if code < 0 {

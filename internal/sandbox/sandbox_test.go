@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
@@ -211,9 +213,7 @@ func TestConfinement(t *testing.T) {
 		if err := b.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("the temporary directory %s is still there", tmp)
-		}
+		checkTempDirCleared(t, tmp)
 		return res
 	}
 	deflt := func(t *testing.T) {
@@ -418,4 +418,60 @@ func acceptAndClose(t *testing.T) net.Listener {
 		}
 	}()
 	return l
+}
+
+// checkTempDirCleared fails unless a program's temporary directory, after its end,
+// is gone or back in the host's reserve as made: empty, private, without
+// extended attributes.
+func checkTempDirCleared(t *testing.T, tmp string) {
+	t.Helper()
+	fi, err := os.Stat(tmp)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	entries, _ := os.ReadDir(tmp)
+	n, _ := unix.Listxattr(tmp, nil)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || len(entries) > 0 || n > 0 {
+		t.Errorf("the temporary directory %s outlived its program as %v (%d entries, %d bytes of attribute names, %v)", tmp, fi.Mode(), len(entries), n, err)
+	}
+}
+
+// TestTempDirAfterItsProgram starts programs one after another that litter their
+// temporary directory: each finds it empty and private, whatever the one before
+// left (temporary directories are recycled), and nothing outside it is touched.
+func TestTempDirAfterItsProgram(t *testing.T) {
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("no Landlock in this kernel")
+	}
+	exe := self(t)
+	outside := filepath.Join(t.TempDir(), "outside")
+	os.WriteFile(outside, []byte("keep"), 0o600)
+	for i, xattr := range []string{"", "", "1", ""} {
+		b, err := sandbox.Command(sandbox.Spec{Name: "litter", Confine: &sandbox.Confinement{}}, exe, []string{exe}, "/",
+			[]string{"SANDBOX_HELPER=litter", "SANDBOX_OUTSIDE=" + outside, "SANDBOX_XATTR=" + xattr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := b.Cmd.StdoutPipe()
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tmp := b.TempDir()
+		data, _ := io.ReadAll(out)
+		if err := b.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(data); got != "found 0 700 0\n" {
+			t.Errorf("program %d: %q, want an empty private directory", i, got)
+		}
+		checkTempDirCleared(t, tmp)
+		if xattr != "" {
+			if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("program %d: %s, whose attribute cannot be reset, is still there", i, tmp)
+			}
+		}
+	}
+	if data, err := os.ReadFile(outside); string(data) != "keep" {
+		t.Errorf("the file outside: %q, %v", data, err)
+	}
 }
