@@ -2,6 +2,7 @@
 GO ?= go
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+PROTOC_GEN_GO_VTPROTO_VERSION := v0.6.1-0.20240319094008-0393e58bdf10
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
 WORKSPACE := examples/workspace
@@ -106,7 +107,10 @@ bench-compare: test-deps
 proto: tools-proto
 	PATH="$(GOBIN):$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative internal/pluginpb/plugin.proto internal/echopb/echo.proto internal/servepb/serve.proto
+	PATH="$(GOBIN):$$PATH" protoc --go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
+		internal/pluginpb/plugin.proto
 
 tools-proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	$(GO) install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(PROTOC_GEN_GO_VTPROTO_VERSION)

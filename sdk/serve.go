@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
@@ -192,18 +191,11 @@ func serverOptions() []grpc.ServerOption {
 const streamWorkers = 64
 
 // warmUp builds, while the host is still connecting, what the activation's first
-// protobuf messages and first derived schema would otherwise build while the host
-// waits: the tables of each generated message type (about 150 µs for a file's
-// first type, tens of µs for each next) and the schema reflector's. It matters to
-// an activation by a call; one at the start (activateAtStart) comes first and
-// builds them itself. See BENCHMARKS.md.
+// derived schema would otherwise build while the host waits: the schema
+// reflector's tables. It matters to an activation by a call; one at the start
+// (activateAtStart) comes first and builds them itself. (The protocol's messages
+// need no such warming: their encoding is generated code, see pluginpb's codec.)
 func warmUp() {
-	messages := []proto.Message{&pluginpb.ActivateRequest{}, &pluginpb.ActivateResponse{},
-		&pluginpb.RegisterRequest{Tools: []*pluginpb.ToolDefinition{{}}}, &pluginpb.RegisterResponse{}}
-	for _, m := range messages {
-		_ = proto.Size(m)
-	}
-	// And the schema reflector's: the activation's sdk.NewTool calls derive schemas.
 	_ = SchemaFor[struct {
 		S string `json:"s"`
 	}]()
@@ -403,7 +395,7 @@ func (s *pluginServer) Call(ctx context.Context, req *pluginpb.ExecuteRequest) (
 	size := 0
 	flat, err := s.execute(ctx, req, false, s.flat.Load(), func(ev *pluginpb.ExecuteEvent) error {
 		events = append(events, ev)
-		size += proto.Size(ev)
+		size += ev.SizeVT()
 		return nil
 	})
 	if err != nil {

@@ -33,7 +33,10 @@ const PluginName = "toolhost"
 const ChunkSize = 1 << 20
 
 // codec is the protobuf codec of every plugin-protocol connection, on both ends:
-// gRPC's own, except for where its buffers come from. gRPC's default pool has no
+// gRPC's own, except for two things. The protocol's own messages are encoded and
+// decoded by the code vtprotobuf generated for them (plugin_vtproto.pb.go, see
+// vtMessage); other messages on these connections (go-plugin's broker and stdio)
+// go through protobuf's reflection as before. And its buffers: gRPC's default pool has no
 // size between 32 KiB and 1 MiB and zeroes a buffer's whole capacity on every Get, so
 // each message of 32 KiB to 1 MiB cost a 1 MiB clear where it was encoded and again
 // where it was decoded: four 1 MiB clears for one 64 KiB call. This pool has a size at
@@ -123,7 +126,45 @@ func ServerOptions() []grpc.ServerOption {
 
 func (c codec) Name() string { return "proto" }
 
+// vtMessage is a message with vtprotobuf's generated encoding: straight-line code
+// per message type, where protobuf's reflection first builds each type's coder
+// tables from its descriptor. A plugin paid about 0.3 ms of CPU for those of the
+// activation's messages before its handshake, and the first call for its own (see
+// BENCHMARKS.md). The bytes are protobuf's wire format either way (a test holds
+// the two to each other).
+type vtMessage interface {
+	SizeVT() int
+	MarshalToSizedBufferVT(data []byte) (int, error)
+	UnmarshalVT(data []byte) error
+}
+
+// marshalVT encodes m into buf, which must be exactly m.SizeVT() long (the
+// generated code writes from its end).
+func marshalVT(m vtMessage, buf []byte) error {
+	n, err := m.MarshalToSizedBufferVT(buf)
+	if err == nil && n != len(buf) {
+		err = fmt.Errorf("pluginpb: %T encoded to %d bytes, not the %d it measured (changed while encoded?)", m, n, len(buf))
+	}
+	return err
+}
+
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(vtMessage); ok {
+		size := m.SizeVT()
+		if mem.IsBelowBufferPoolingThreshold(size) {
+			data := make([]byte, size)
+			if err := marshalVT(m, data); err != nil {
+				return nil, err
+			}
+			return mem.BufferSlice{mem.SliceBuffer(data)}, nil
+		}
+		buf := c.pool.Get(size)
+		if err := marshalVT(m, *buf); err != nil {
+			c.pool.Put(buf)
+			return nil, err
+		}
+		return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return nil, err
@@ -153,7 +194,14 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
 }
 
+// Unmarshal decodes data into v. A protocol message is decoded into as given (the
+// generated code merges; gRPC hands the codec a new message for each one).
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(vtMessage); ok {
+		buf := data.MaterializeToBuffer(c.pool)
+		defer buf.Free()
+		return m.UnmarshalVT(buf.ReadOnlyData()) // copies what it keeps
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return err

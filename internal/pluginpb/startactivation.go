@@ -54,7 +54,7 @@ const activationLinePrefix = "toolhost-activation "
 // EncodeActivateRequest encodes req for StartActivationEnv; ok is false when the
 // result is above MaxStartActivationRequest.
 func EncodeActivateRequest(req *ActivateRequest) (value string, ok bool, err error) {
-	data, err := proto.Marshal(req)
+	data, err := req.MarshalVT()
 	if err != nil {
 		return "", false, err
 	}
@@ -81,7 +81,7 @@ func StartActivationRequest() (*ActivateRequest, error) {
 		return nil, fmt.Errorf("pluginpb: %s: %w", StartActivationEnv, err)
 	}
 	req := &ActivateRequest{}
-	if err := proto.Unmarshal(data, req); err != nil {
+	if err := req.UnmarshalVT(data); err != nil {
 		return nil, fmt.Errorf("pluginpb: %s: %w", StartActivationEnv, err)
 	}
 	return req, nil
@@ -101,11 +101,15 @@ func offered(v int) bool {
 // ActivationLine is the line a plugin prints for an activation that returned res, or
 // failed with err (a gRPC status error, as the Activate call would return).
 func ActivationLine(res *ActivateResponse, err error) ([]byte, error) {
-	outcome, msg := "ok ", proto.Message(res)
+	outcome := "ok "
+	var data []byte
+	var merr error
 	if err != nil {
-		outcome, msg = "failed ", status.Convert(err).Proto()
+		outcome = "failed "
+		data, merr = proto.Marshal(status.Convert(err).Proto())
+	} else {
+		data, merr = res.MarshalVT()
 	}
-	data, merr := proto.Marshal(msg)
 	if merr != nil {
 		return nil, merr
 	}
@@ -151,7 +155,7 @@ func ParseActivationLine(line []byte) (*ActivateResponse, error) {
 		return nil, status.FromProto(st).Err()
 	}
 	res := &ActivateResponse{}
-	if err := proto.Unmarshal(data, res); err != nil {
+	if err := res.UnmarshalVT(data); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrActivationLine, err)
 	}
 	return res, nil
