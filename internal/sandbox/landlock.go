@@ -3,6 +3,8 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -51,7 +53,7 @@ func restrict(program string, c *Confinement) error {
 				ds = append(ds, p)
 			case pathFile:
 				fs = append(fs, p)
-			} // a missing path grants nothing
+			} // a missing path grants nothing; a covered one has its directory's rule
 		}
 		if len(ds) > 0 {
 			rules = append(rules, dirs(ds...).WithResolveUnix())
@@ -82,10 +84,16 @@ const (
 	pathMissing pathKind = iota
 	pathFile
 	pathDir
+	// pathCovered is a system path beneath another system directory once its
+	// symbolic links are resolved (/lib and /bin on a merged /usr, /etc/localtime,
+	// /usr/share/zoneinfo): that directory's rule already grants it, so it gets no
+	// rule of its own (each rule costs the confined start a path walk).
+	pathCovered
 )
 
-// kindOf says whether p is a directory, another file, or missing. The system's
-// paths (SystemRead) are looked at once per process.
+// kindOf says whether p is a directory, another file, missing, or (for a system
+// path) covered by another. The system's paths (SystemRead) are looked at once per
+// process.
 func kindOf(p string) pathKind {
 	if k, ok := systemKinds()[p]; ok {
 		return k
@@ -104,10 +112,37 @@ func statKind(p string) pathKind {
 	return pathFile
 }
 
-var systemKinds = sync.OnceValue(func() map[string]pathKind {
-	m := make(map[string]pathKind, len(SystemRead))
-	for _, p := range SystemRead {
-		m[p] = statKind(p)
+var systemKinds = sync.OnceValue(func() map[string]pathKind { return pathKinds(SystemRead) })
+
+// pathKinds looks at each of paths, and marks pathCovered those beneath another
+// directory of paths once symbolic links are resolved.
+func pathKinds(paths []string) map[string]pathKind {
+	m := make(map[string]pathKind, len(paths))
+	resolved := make(map[string]string, len(paths))
+	for _, p := range paths {
+		if m[p] = statKind(p); m[p] != pathMissing {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				resolved[p] = r
+			}
+		}
+	}
+	for _, p := range paths {
+		r, ok := resolved[p]
+		if !ok {
+			continue
+		}
+		for _, q := range paths {
+			// Of two paths to one directory, the first by name keeps its rule.
+			if rq, ok := resolved[q]; ok && q != p && m[q] == pathDir && (r != rq || q < p) && isWithin(r, rq) {
+				m[p] = pathCovered
+				break
+			}
+		}
 	}
 	return m
-})
+}
+
+// isWithin reports whether p is dir or beneath it (both clean and absolute).
+func isWithin(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
+}
