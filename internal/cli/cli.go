@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -78,6 +79,7 @@ environment:
 // read only by `call NAME -`. Run writes results to stdout and diagnostics, progress
 // and logs to stderr; it never writes to either after it returns.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	defer sandbox.DropReserves() // what is kept ready for confined starts
 	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: stderr}}
 	if isTerminal(stdin) {
 		a.asker = newPromptAsker(stdin, a.stderr)

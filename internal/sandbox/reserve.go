@@ -1,6 +1,9 @@
 package sandbox
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // reserveSize is how many resources of a kind (private temporary directories,
 // processes cgroups) a host keeps ready for its next confined starts: enough for a
@@ -65,4 +68,29 @@ func (r *reserve[T]) put(v T) {
 	if !kept {
 		r.drop(v)
 	}
+}
+
+// drain drops every resource the reserve holds, after the one being made if any.
+func (r *reserve[T]) drain() {
+	for {
+		r.mu.Lock()
+		held, making := r.ready, r.making
+		r.ready = nil
+		r.mu.Unlock()
+		for _, v := range held {
+			r.drop(v)
+		}
+		if !making {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// DropReserves removes the temporary directories and processes cgroups this
+// process keeps ready for confined starts (see reserve). Call it when the host
+// stops, once its sources are stopped; a later start makes new ones.
+func DropReserves() {
+	tempDirs.drain()
+	pidsCgroups.drain()
 }

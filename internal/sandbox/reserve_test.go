@@ -98,3 +98,19 @@ func TestPidsCgroupRecycling(t *testing.T) {
 		}
 	}
 }
+
+// DropReserves leaves no directory of this host's in the temporary directory.
+func TestDropReserves(t *testing.T) {
+	dir, err := privateTempDir() // and one made ahead
+	if err != nil {
+		t.Fatal(err)
+	}
+	recycleTempDir(dir)
+	DropReserves()
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix()) {
+			t.Errorf("%s is still there", e.Name())
+		}
+	}
+}
