@@ -95,7 +95,7 @@ bench-compare: test-deps
 	$(GO) test -run '^$$' -bench 'BenchmarkCallAlternating' -benchtime=20x -count=6 ./mcpserve/ >> benchmarks/alternating.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTrip$$' -benchmem -count=6 ./server/ > benchmarks/serve.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkSettleRoundTripAlternating' -count=6 ./server/ >> benchmarks/alternating.txt
-	$(GO) test -run '^$$' -bench Reload -benchtime=7x -count=2 ./devwatch/ > benchmarks/reload.txt
+	$(GO) test -run '^$$' -bench Reload -benchtime=15x -count=2 ./devwatch/ > benchmarks/reload.txt
 	taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkCallAlternating|BenchmarkConcurrentAlternating' -benchtime=20x -count=6 ./plugins/ > benchmarks/alternating-1cpu.txt
 	taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkLaunchAlternating' -benchtime=20x -count=6 ./plugins/ > benchmarks/launch-alternating-1cpu.txt
 	for f in calls launch mcp serve; do $(BENCHSTAT) -col /impl benchmarks/$$f.txt; done

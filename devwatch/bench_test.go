@@ -2,6 +2,7 @@ package devwatch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,19 +24,22 @@ import (
 // BenchmarkReload measures, side by side in one run, each iteration doing all four
 // in turn (so a drift in the machine's speed hits them alike):
 //
-//   - reload: from the write of a changed source file to the new generation serving
-//     (Prepare, polled every millisecond, gives a new Request whose call returns the
-//     new version), through the watcher (default debounce, which a single save to an
-//     idle plugin does not wait for), BuildPlugin and Supervisor.Reload; the
-//     reload's own build, start and swap times are reported beside it;
+//   - reload: from a changed source file's save (the rename that ends it) to the
+//     new generation serving (after the registry's change, Prepare gives a new
+//     Request whose call returns the new version), through the watcher (default
+//     debounce, which a single save to an idle plugin does not wait for),
+//     BuildPlugin and Supervisor.Reload; the reload's own build, start and swap
+//     times are reported beside it, and what it added to its build (reload-added:
+//     each reload less its own build, so the rename, the detection, the start and
+//     the registration);
 //   - build: location.BuildPlugin of a changed source (cache key + go build);
 //   - go-build: a plain `go build` of a changed source, to a new output file;
 //   - bare-launch: launching a bare go-plugin echo plugin (handshake and dispense).
 //
-// The target is reload ≤ build + 2 × bare-launch. Each iteration compiles three
-// times, so run with a fixed count:
+// The target (issue 16) is reload-added ≤ bare-launch; reload-start is the start
+// alone. Each iteration compiles three times, so run with a fixed count:
 //
-//	go test -run '^$' -bench Reload -benchtime 7x ./devwatch/
+//	go test -run '^$' -bench Reload -benchtime 15x -count 2 ./devwatch/
 var version atomic.Int64
 
 func init() { version.Store(1000) }
@@ -47,10 +51,10 @@ func BenchmarkReload(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bare, "../plugins/testdata/bare").CombinedOutput(); err != nil {
 		b.Fatalf("%v\n%s", err, out)
 	}
-	var reload, reloadBuild, start, swap, build, goBuild, launch []time.Duration
+	var reload, reloadBuild, added, start, swap, build, goBuild, launch []time.Duration
 	for b.Loop() {
 		d, ev := reloadOnce(b, e)
-		reload, reloadBuild = append(reload, d), append(reloadBuild, ev.Build)
+		reload, reloadBuild, added = append(reload, d), append(reloadBuild, ev.Build), append(added, d-ev.Build)
 		start, swap = append(start, ev.Reload.Start), append(swap, ev.Reload.Swap)
 
 		writePlugin(buildSrc, int(version.Add(1)), "Reports the version.")
@@ -77,6 +81,7 @@ func BenchmarkReload(b *testing.B) {
 	}
 	report(b, "reload", reload)
 	report(b, "reload-build", reloadBuild)
+	report(b, "reload-added", added)
 	report(b, "reload-start", start)
 	report(b, "reload-swap", swap)
 	report(b, "build", build)
@@ -89,22 +94,34 @@ func BenchmarkReload(b *testing.B) {
 func reloadOnce(b *testing.B, e *env) (time.Duration, devwatch.Event) {
 	v := int(version.Add(1))
 	seen, _ := e.loc.Prepare()
+	// Saved as editors save, from the rename of a written temporary over main.go:
+	// the moment the change appears (writing the temporary took about 0.6 ms on
+	// this VM's ext4, the editor's time).
+	save, err := stageFile(filepath.Join(e.dir, "main.go"), fmt.Sprintf(source, strconv.Itoa(v), "Reports the version."))
+	if err != nil {
+		b.Fatal(err)
+	}
 	t0 := time.Now()
-	if err := writePlugin(e.dir, v, "Reports the version."); err != nil {
+	if err := save(); err != nil {
 		b.Fatal(err)
 	}
 	want := strconv.Itoa(v)
-	// Poll Prepare, which costs nothing while the registry is unchanged (a call per
-	// poll would take CPU from the build it waits for); when the Request changes, one
-	// call says whether the new generation serves.
+	// Wait for the registry to change (which takes no CPU from the build it waits
+	// for, and sees the change as it happens), then prepare: when the Request
+	// changed, one call says whether the new generation serves.
 	var served time.Duration
 	for served == 0 {
-		time.Sleep(time.Millisecond)
+		changed := e.reg.Changed()
 		q, err := e.loc.Prepare()
 		if err != nil {
 			b.Fatal(err)
 		}
 		if q == seen {
+			select {
+			case <-changed:
+			case <-time.After(time.Minute):
+				b.Fatal("no reload within a minute")
+			}
 			continue
 		}
 		d := time.Since(t0)

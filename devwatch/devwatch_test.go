@@ -127,11 +127,21 @@ func writePlugin(dir string, version int, metaDescription string) error {
 
 // writeFile replaces path's content the way editors do: write a temporary, rename.
 func writeFile(path, content string) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+	save, err := stageFile(path, content)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return save()
+}
+
+// stageFile writes content to path's temporary file and returns the rename that
+// puts it in place (the moment the change appears).
+func stageFile(path, content string) (save func() error, err error) {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return nil, err
+	}
+	return func() error { return os.Rename(tmp, path) }, nil
 }
 
 // env is one Location with one plugin, watched, with its reload events.
@@ -139,6 +149,7 @@ type env struct {
 	t      testing.TB
 	dir    string // plugin source directory
 	loc    *location.Location
+	reg    *registry.Registry
 	w      *devwatch.Watcher
 	events chan devwatch.Event
 	mu     sync.Mutex
@@ -176,7 +187,7 @@ func newEnv(t testing.TB, debounce time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, dir: src, loc: loc, events: make(chan devwatch.Event, 64), pids: map[int]bool{}}
+	e := &env{t: t, dir: src, loc: loc, reg: reg, events: make(chan devwatch.Event, 64), pids: map[int]bool{}}
 	e.track()
 	e.w, err = devwatch.Watch(context.Background(), loc, devwatch.Options{
 		BuildCache: cache,
