@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -84,25 +84,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string // what follows "serving on "
 	token  string // the token file's path, for TCP
-	stderr *syncBuffer
+	stderr *testio.SyncBuffer
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // run starts toolhost with args and waits until it serves. The test's cleanup
@@ -112,7 +95,7 @@ func run(t *testing.T, args ...string) *proc {
 	data := t.TempDir()
 	cmd := exec.Command(toolhostBin, args...)
 	cmd.Env = append(os.Environ(), "TOOLHOST_OUTPUT_DIR="+filepath.Join(data, "out"), "XDG_DATA_HOME="+filepath.Join(data, "share"))
-	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, stderr: &testio.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/testio"
 )
 
 // TestAuthorPath follows examples/author/README.md the way a plugin author would,
@@ -88,7 +89,7 @@ func TestAuthorPath(t *testing.T) {
 		defer cancel()
 		dev := exec.Command(toolhost, "dev", "--location", workspace, "--socket", filepath.Join(tmp, "dev.sock"))
 		dev.Env, dev.Dir = env, mod
-		stderr := &syncBuffer{}
+		stderr := &testio.SyncBuffer{}
 		dev.Stderr = stderr
 		stdout, err := dev.StdoutPipe()
 		if err != nil {
@@ -230,22 +231,4 @@ func copyTree(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

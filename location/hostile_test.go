@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -105,7 +106,7 @@ func TestHostilePlugin(t *testing.T) {
 	lo := e.activate(t, other)
 
 	// A serve socket (refusing source processes) and a TCP listener.
-	serveLogs := &syncBuffer{}
+	serveLogs := &testio.SyncBuffer{}
 	sockDir, _ := os.MkdirTemp("", "hostile-serve-")
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	serveSock := filepath.Join(sockDir, server.SocketName)

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -64,7 +65,7 @@ type env struct {
 	reg  *registry.Registry
 	root *scope.Scope
 	opts location.Options
-	logs *syncBuffer
+	logs *testio.SyncBuffer
 }
 
 func newEnv(t *testing.T) *env {
@@ -85,7 +86,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("close root scope: %v", err)
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &testio.SyncBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
 	return &env{reg: reg, root: root, logs: logs, opts: location.Options{
 		Registry:   reg,
@@ -103,23 +104,6 @@ func (e *env) activate(t *testing.T, dir string) *location.Location {
 		t.Fatalf("activate: %v", err)
 	}
 	return l
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // workspace makes a Location directory whose config is cfg (marshalled to JSON) and

@@ -1,12 +1,10 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -72,7 +71,7 @@ type host struct {
 
 	mu   sync.Mutex
 	pids []int
-	logs *syncBuffer
+	logs *testio.SyncBuffer
 }
 
 func newHost(t *testing.T) *host {
@@ -93,7 +92,7 @@ func newBareHost(t *testing.T) *host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), logs: &syncBuffer{}}
+	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), logs: &testio.SyncBuffer{}}
 	release, err := reg.OpenLocation(h.loc, registry.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,23 +200,3 @@ func waitListed(t *testing.T, inst *mcp.Instance, cond func() bool) {
 		}
 	}
 }
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *syncBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }

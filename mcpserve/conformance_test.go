@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/testio"
 )
 
 // TestConformance runs the official MCP conformance suite's server scenarios
@@ -43,7 +44,7 @@ func TestConformance(t *testing.T) {
 	defer cancel()
 	srv := exec.CommandContext(ctx, toolhostBin(t), "mcp", "--http", "127.0.0.1:0", "--no-token", "--location", filepath.Join(dir, "ws"))
 	srv.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
-	var stderr syncBuffer
+	var stderr testio.SyncBuffer
 	srv.Stderr = &stderr
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
@@ -88,22 +89,4 @@ func TestConformance(t *testing.T) {
 	if !strings.Contains(string(summary), "passed") {
 		t.Fatalf("no summary in the suite's output")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

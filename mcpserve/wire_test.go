@@ -19,6 +19,7 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcpserve"
 )
 
@@ -292,7 +293,7 @@ func TestTypeScriptClient(t *testing.T) {
 		ws, edit := devWorkspace(t, "alpha")
 		cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "devreload.mjs"), bin, ws)
 		cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+buildCache, "XDG_DATA_HOME="+t.TempDir())
-		var stderr syncBuffer // the script's and toolhost's (the reload reports)
+		var stderr testio.SyncBuffer // the script's and toolhost's (the reload reports)
 		cmd.Stderr = &stderr
 		cmd.WaitDelay = 30 * time.Second // toolhost holds stderr until it ends
 		stdout, err := cmd.StdoutPipe()

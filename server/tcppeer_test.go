@@ -1,40 +1,22 @@
 package server_test
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/server"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestListenTCPRefusesSourceProcesses(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testio.SyncBuffer{}
 	l, err := server.ListenTCP("127.0.0.1:0", hclog.New(&hclog.LoggerOptions{Output: logs}))
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,10 @@ const reserveSize = 8
 // A start takes one (take); when that leaves the reserve empty, one more is made in
 // the background. A box gives its resources back once its program and everything
 // it started are gone, emptied and reset (put); beyond reserveSize they are
-// removed. A host that ends leaves what its reserves hold behind, named with its
-// pid, as it leaves what it had no time to release: the next host removes them (the
-// dead-host sweeps of tmpdir.go and cgroup.go).
+// removed. DropReserves removes what they hold when the host is done; a host
+// killed before that leaves it behind, named with its pid, as it leaves what it had
+// no time to release: the next host removes it (the dead-host sweeps of tmpdir.go
+// and cgroup.go).
 type reserve[T any] struct {
 	make func() (T, bool) // a new resource; false when it cannot
 	drop func(T)          // removes one the reserve has no room for
@@ -47,27 +48,36 @@ func (r *reserve[T]) take() (v T, ok bool) {
 	return v, ok
 }
 
+// makeOne makes a resource and keeps it; making ends with it in the reserve (or
+// dropped), so that drain, which waits for making, misses none.
 func (r *reserve[T]) makeOne() {
 	v, ok := r.make()
 	r.mu.Lock()
 	r.making = false
+	kept := ok && r.keepLocked(v)
 	r.mu.Unlock()
-	if ok {
-		r.put(v)
+	if ok && !kept {
+		r.drop(v)
 	}
 }
 
 // put keeps v for a later take, or drops it when the reserve is full.
 func (r *reserve[T]) put(v T) {
 	r.mu.Lock()
-	kept := len(r.ready) < reserveSize
-	if kept {
-		r.ready = append(r.ready, v)
-	}
+	kept := r.keepLocked(v)
 	r.mu.Unlock()
 	if !kept {
 		r.drop(v)
 	}
+}
+
+// keepLocked adds v unless the reserve is full; r.mu is held.
+func (r *reserve[T]) keepLocked(v T) bool {
+	if len(r.ready) >= reserveSize {
+		return false
+	}
+	r.ready = append(r.ready, v)
+	return true
 }
 
 // drain drops every resource the reserve holds, after the one being made if any.
