@@ -178,9 +178,10 @@ type StdoutFilter struct {
 	skipping   bool   // dropping the rest of an activation line over the limit
 }
 
-// NewStdoutFilter filters r.
+// NewStdoutFilter filters r. Its buffer is bufio's default, 4 KiB: it lives as long
+// as the plugin, and a longer activation line is assembled from several reads.
 func NewStdoutFilter(r io.ReadCloser) *StdoutFilter {
-	return &StdoutFilter{src: r, br: bufio.NewReaderSize(r, 64<<10), activation: make(chan []byte, 1)}
+	return &StdoutFilter{src: r, br: bufio.NewReader(r), activation: make(chan []byte, 1)}
 }
 
 // Activation delivers the activation line (without its newline) once it is read. A
