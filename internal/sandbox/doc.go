@@ -22,7 +22,10 @@
 // effort by the kernel's ABI) — the program's binary and the system's shared files
 // read-only, a private temporary directory (TMPDIR) read-write, no sockets but
 // AF_UNIX (seccomp, and Landlock's TCP rules), no abstract unix sockets or signals
-// outside the source's domain.
+// outside the source's domain. The temporary directory, and the cgroup that caps
+// the program's processes, come from a reserve the host keeps (reserve.go): a
+// program finds its directory empty and private, and once it and everything it
+// started are gone, the directory is emptied and reset for the next one.
 //
 // SourceOf answers whether a pid belongs to a live contained tree, for peer checks
 // on the host's sockets.
