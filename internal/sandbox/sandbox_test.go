@@ -69,10 +69,12 @@ func self(t *testing.T) string {
 	return p
 }
 
-func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) (*sandbox.Box, *bufio.Reader) {
+// startHelper starts the test binary in a box of spec, in dir, with env (which names
+// its SANDBOX_HELPER role), and returns the box and the program's standard output.
+func startHelper(t *testing.T, spec sandbox.Spec, dir string, env ...string) (*sandbox.Box, io.Reader) {
 	t.Helper()
 	exe := self(t)
-	b, err := sandbox.Command(spec, exe, []string{exe}, t.TempDir(), append([]string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker}, env...))
+	b, err := sandbox.Command(spec, exe, []string{exe}, dir, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +85,12 @@ func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) 
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return b, out
+}
+
+func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) (*sandbox.Box, *bufio.Reader) {
+	t.Helper()
+	b, out := startHelper(t, spec, t.TempDir(), append([]string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker}, env...)...)
 	r := bufio.NewReader(out)
 	if line, _ := r.ReadString('\n'); line != "ready\n" {
 		t.Fatalf("forker said %q", line)
@@ -193,16 +201,9 @@ func TestConfinement(t *testing.T) {
 
 	exe := self(t)
 	run := func(t *testing.T, c *sandbox.Confinement) map[string]string {
-		b, err := sandbox.Command(sandbox.Spec{Name: "probe", Confine: c, Limits: sandbox.Limits{MemoryBytes: 512 << 20}}, exe, []string{exe}, ws, []string{
-			"SANDBOX_HELPER=probe", "SANDBOX_WORKSPACE_FILE=" + secret, "SANDBOX_OUTSIDE=" + outside,
-			"SANDBOX_TCP=" + l.Addr().String(), fmt.Sprintf("SANDBOX_SIGNAL_PID=%d", victim.Process.Pid)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := b.Cmd.StdoutPipe()
-		if err := b.Start(); err != nil {
-			t.Fatal(err)
-		}
+		b, out := startHelper(t, sandbox.Spec{Name: "probe", Confine: c, Limits: sandbox.Limits{MemoryBytes: 512 << 20}}, ws,
+			"SANDBOX_HELPER=probe", "SANDBOX_WORKSPACE_FILE="+secret, "SANDBOX_OUTSIDE="+outside,
+			"SANDBOX_TCP="+l.Addr().String(), fmt.Sprintf("SANDBOX_SIGNAL_PID=%d", victim.Process.Pid))
 		tmp := b.TempDir()
 		res := map[string]string{}
 		sc := bufio.NewScanner(out)
@@ -361,15 +362,7 @@ func TestProcessesCap(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			const limit = 24
 			spec.Name, spec.Limits = "spawner", sandbox.Limits{Processes: limit}
-			exe := self(t)
-			b, err := sandbox.Command(spec, exe, []string{exe}, "/", []string{"SANDBOX_HELPER=spawner"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, _ := b.Cmd.StdoutPipe()
-			if err := b.Start(); err != nil {
-				t.Fatal(err)
-			}
+			b, out := startHelper(t, spec, "/", "SANDBOX_HELPER=spawner")
 			if !b.ProcessesCapped() {
 				b.Kill()
 				b.Wait()
@@ -443,19 +436,11 @@ func TestTempDirAfterItsProgram(t *testing.T) {
 	if sandbox.LandlockABI() == 0 {
 		t.Skip("no Landlock in this kernel")
 	}
-	exe := self(t)
 	outside := filepath.Join(t.TempDir(), "outside")
 	os.WriteFile(outside, []byte("keep"), 0o600)
 	for i, xattr := range []string{"", "", "1", ""} {
-		b, err := sandbox.Command(sandbox.Spec{Name: "litter", Confine: &sandbox.Confinement{}}, exe, []string{exe}, "/",
-			[]string{"SANDBOX_HELPER=litter", "SANDBOX_OUTSIDE=" + outside, "SANDBOX_XATTR=" + xattr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := b.Cmd.StdoutPipe()
-		if err := b.Start(); err != nil {
-			t.Fatal(err)
-		}
+		b, out := startHelper(t, sandbox.Spec{Name: "litter", Confine: &sandbox.Confinement{}}, "/",
+			"SANDBOX_HELPER=litter", "SANDBOX_OUTSIDE="+outside, "SANDBOX_XATTR="+xattr)
 		tmp := b.TempDir()
 		data, _ := io.ReadAll(out)
 		if err := b.Wait(); err != nil {
