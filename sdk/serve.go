@@ -53,7 +53,6 @@ func Serve(p Plugin) {
 		},
 		Logger: logger,
 	}
-	go warmUp()
 	if !debugFlag() {
 		// Only the host that launched this process may call it: other processes of
 		// the same user (other plugins) are refused by the kernel-reported pid.
@@ -81,6 +80,8 @@ func Serve(p Plugin) {
 		go exitWithParent()
 		if activateAtStart(gp, logger) {
 			config.VersionedPlugins[pluginpb.StartActivationVersion] = set
+		} else {
+			go warmUp() // for the Activate call
 		}
 		config.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, tokenOpts...)
@@ -89,6 +90,7 @@ func Serve(p Plugin) {
 		plugin.Serve(config)
 		return
 	}
+	go warmUp()
 	serveDebug(config, p, logger)
 }
 
@@ -192,9 +194,9 @@ const streamWorkers = 64
 
 // warmUp builds, while the host is still connecting, what the activation's first
 // derived schema would otherwise build while the host waits: the schema
-// reflector's tables. It matters to an activation by a call; one at the start
-// (activateAtStart) comes first and builds them itself. (The protocol's messages
-// need no such warming: their encoding is generated code, see pluginpb's codec.)
+// reflector's tables. It runs for an activation by a call only; one at the start
+// (activateAtStart) builds them itself. (The protocol's messages need no such
+// warming: their encoding is generated code, see pluginpb's codec.)
 func warmUp() {
 	_ = SchemaFor[struct {
 		S string `json:"s"`
