@@ -59,22 +59,22 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // run here.
 //
 // The cache key is a SHA-256 over the go command's version (as seen from sourceDir,
-// so a toolchain switch counts), GOOS/GOARCH, the tags, the build-affecting variables GOFLAGS,
-// GOEXPERIMENT and CGO_ENABLED, the path and contents of every regular file under
-// sourceDir (hidden files and directories, and testdata, excluded), the go.mod and
-// go.sum of the enclosing module (and go.work files above it), and the files of every
-// package of the same module that sourceDir imports, transitively. If
-// <cacheDir>/<key>/<name> exists it is returned with built false and nothing runs.
-// Packages of other modules are pinned by go.sum; a local replace directive pointing
-// outside the module is not followed.
+// so a toolchain switch counts), GOOS/GOARCH, the tags, the build-affecting
+// variables GOFLAGS, GOEXPERIMENT and CGO_ENABLED, the path and contents of every
+// regular file under sourceDir (hidden files and directories, and testdata,
+// excluded), the go.mod and go.sum of the enclosing module (and go.work files above
+// it), and the files of every package of the same module that sourceDir imports,
+// transitively. If <cacheDir>/<key>/<name> exists it is returned with built false
+// and nothing runs. Packages of other modules are pinned by go.sum; a local replace
+// directive pointing outside the module is not followed.
 //
 // A build goes to a temporary directory in cacheDir and is renamed into place, so
 // concurrent builds of the same key (from several processes too) are safe and a
 // reader never sees a partial binary. It is renamed only if the key, computed again
 // after the build, is unchanged: sources edited during the build are never cached
 // under the key of what was there before (the error wraps ErrSourcesChanged, also
-// when the build failed). A failed build returns a *BuildError quoting the compiler output; a cancelled ctx
-// kills the go command and returns ctx's error.
+// when the build failed). A failed build returns a *BuildError quoting the compiler
+// output; a cancelled ctx kills the go command and returns ctx's error.
 func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path string, built bool, err error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		return "", false, fmt.Errorf("location: build plugin: invalid binary name %q", name)

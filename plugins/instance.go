@@ -577,10 +577,10 @@ func (inst *Instance) awaitAnnounced(ctx context.Context) {
 }
 
 // onlyThePlugin admits only this instance's plugin process tree (the plugin and, in
-// the sandbox's cgroup and subreaper modes, its launcher) to a broker-served capability. The
-// socket directory is private to the host's user, but plugins run as that user, so
-// the kernel's word on the peer's pid is what keeps one plugin from dialling
-// another's capabilities.
+// the sandbox's cgroup and subreaper modes, its launcher) to a broker-served
+// capability. The socket directory is private to the host's user, but plugins run
+// as that user, so the kernel's word on the peer's pid is what keeps one plugin
+// from dialling another's capabilities.
 func (inst *Instance) onlyThePlugin() grpc.ServerOption {
 	return grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 		if inst.proc != nil && inst.proc.box.Contains(p.PID) {

@@ -35,13 +35,13 @@ const ChunkSize = 1 << 20
 // codec is the protobuf codec of every plugin-protocol connection, on both ends:
 // gRPC's own, except for two things. The protocol's own messages are encoded and
 // decoded by the code vtprotobuf generated for them (plugin_vtproto.pb.go, see
-// vtMessage); other messages on these connections (go-plugin's broker and stdio)
-// go through protobuf's reflection as before. And its buffers: gRPC's default pool has no
-// size between 32 KiB and 1 MiB and zeroes a buffer's whole capacity on every Get, so
-// each message of 32 KiB to 1 MiB cost a 1 MiB clear where it was encoded and again
-// where it was decoded: four 1 MiB clears for one 64 KiB call. This pool has a size at
-// every power of two up to 4 MiB (twice a chunk, the largest message), and does not
-// clear at all (see dirtyPool).
+// vtMessage); other messages on these connections (go-plugin's broker and stdio) go
+// through protobuf's reflection as before. And its buffers: gRPC's default pool has
+// no size between 32 KiB and 1 MiB and zeroes a buffer's whole capacity on every
+// Get, so each message of 32 KiB to 1 MiB cost a 1 MiB clear where it was encoded
+// and again where it was decoded: four 1 MiB clears for one 64 KiB call. This pool
+// has a size at every power of two up to 4 MiB (twice a chunk, the largest
+// message), and does not clear at all (see dirtyPool).
 type codec struct{ pool mem.BufferPool }
 
 var protocolCodec = codec{newDirtyPool(8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)}
