@@ -796,7 +796,7 @@ func TestPrepareOffer(t *testing.T) {
 		}
 		return out
 	}
-	denyEdit := registry.Offer(func(action string) bool { return action != "edit" })
+	denyEdit := registry.Offer(func(_, action string) bool { return action != "edit" })
 
 	t.Run("SharedActionHidesEveryToolDeclaringIt", func(t *testing.T) {
 		q, err := r.Prepare("/ws", denyEdit)
@@ -811,7 +811,7 @@ func TestPrepareOffer(t *testing.T) {
 		}
 	})
 	t.Run("TheNameIsAnActionToo", func(t *testing.T) {
-		q, _ := r.Prepare("/ws", registry.Offer(func(action string) bool { return action != "write" }))
+		q, _ := r.Prepare("/ws", registry.Offer(func(_, action string) bool { return action != "write" }))
 		if got := names(q); !slices.Equal(got, []string{"apply_patch", "edit", "question"}) {
 			t.Fatalf("offered %q", got)
 		}

@@ -450,25 +450,27 @@ func invalidOutputMessage(name string, problems []Problem) refusalText {
 type PrepareOption func(*prepareConfig)
 
 type prepareConfig struct {
-	offered func(action string) bool
+	offered func(source, action string) bool
 }
 
 // Offer makes Prepare offer only the tools whose permission actions all satisfy
-// offered: the tool's name and, when it declares one, its sdk.Tool.PermissionAction.
-// permission.Visibility builds offered from the rules that apply to a request, so a
-// tool those rules deny outright is not shown to the model. Offering decides
-// visibility only, never authorization: a call still goes through permission when it
-// runs, whatever Request it came through.
-func Offer(offered func(action string) bool) PrepareOption {
+// offered, asked with the tool's source (Source.ID: "builtin", "plugin:NAME",
+// "mcp:NAME", "manifest:NAME") and each action: the tool's name and, when it
+// declares one, its sdk.Tool.PermissionAction. permission.Visibility builds offered
+// from the rules that apply to a request, so a tool those rules deny outright is not
+// shown to the model. Offering decides visibility only, never authorization: a call
+// still goes through permission when it runs, whatever Request it came through.
+func Offer(offered func(source, action string) bool) PrepareOption {
 	return func(c *prepareConfig) { c.offered = offered }
 }
 
 // only returns a Request with the entries whose actions offered accepts.
-func (q *Request) only(offered func(action string) bool) *Request {
+func (q *Request) only(offered func(source, action string) bool) *Request {
 	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
 	for _, d := range q.defs {
 		e := q.entries[d.Name]
-		if !offered(d.Name) || (e.tool.PermissionAction != "" && !offered(e.tool.PermissionAction)) {
+		source := e.source.ID()
+		if !offered(source, d.Name) || (e.tool.PermissionAction != "" && !offered(source, e.tool.PermissionAction)) {
 			continue
 		}
 		out.entries[d.Name] = e
