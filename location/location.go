@@ -423,14 +423,17 @@ func (l *Location) MCPServers() []*mcp.Supervisor {
 }
 
 // Prepare captures a registry Request for the Location's placement: its tools and the
-// application's, sorted by name, narrowed by opts (for example registry.Offer with
-// permission.Visibility of the rules that apply to the request). It fails with
-// ErrClosing once the Location's Close has begun (its tools are going away).
+// application's, sorted by name, that the Location's permission rules leave visible
+// (a tool whose source and action a rule denies for every resource is not offered;
+// see permission.Visibility), narrowed further by opts (registry.Offer). A runner
+// that wants every tool, denied ones included, passes registry.OfferAll(); calls
+// still go through permission either way. It fails with ErrClosing once the
+// Location's Close has begun (its tools are going away).
 func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, error) {
 	if l.scope.Context().Err() != nil {
 		return nil, fmt.Errorf("%w: %s", ErrClosing, l.id)
 	}
-	return l.reg.Prepare(l.id, opts...)
+	return l.reg.Prepare(l.id, append([]registry.PrepareOption{registry.Offer(l.perm.Visible)}, opts...)...)
 }
 
 // ErrClosing is returned by Location.Prepare once the Location is closing or closed.

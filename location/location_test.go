@@ -519,7 +519,8 @@ func TestActivateStartsMCPServersAndManifestTools(t *testing.T) {
 		},
 	})
 	l := e.activate(t, dir)
-	q, err := l.Prepare()
+	// Every tool, the denied one included: its call is what is checked.
+	q, err := l.Prepare(registry.OfferAll())
 	if err != nil {
 		t.Fatal(err)
 	}

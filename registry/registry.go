@@ -509,7 +509,8 @@ func (r *Registry) effective(location, name string) *entry {
 // effective registration of every visible name, and their definitions sorted by name.
 // Requests are immutable, so while nothing is registered or released in the
 // placement (or the application's), Prepare without options returns the same one
-// again. Options narrow what is offered (see [Offer]).
+// again. Options narrow what is offered (see [Offer] and [OfferAll]); narrowing it to
+// the same tools again returns the same narrowed Request.
 func (r *Registry) Prepare(location string, opts ...PrepareOption) (*Request, error) {
 	q, err := r.prepare(location)
 	if err != nil || len(opts) == 0 {
@@ -519,10 +520,7 @@ func (r *Registry) Prepare(location string, opts ...PrepareOption) (*Request, er
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.offered == nil {
-		return q, nil
-	}
-	return q.only(cfg.offered), nil
+	return q.narrow(cfg), nil
 }
 
 func (r *Registry) prepare(location string) (*Request, error) {

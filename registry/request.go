@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -27,6 +28,8 @@ type Request struct {
 	// because a quota made per call escapes into bound's interface (an allocation
 	// of every call).
 	store *quota
+	// narrowed is the last narrowing of this Request (see narrow).
+	narrowed atomic.Pointer[narrowing]
 }
 
 // Definitions returns the advertised definitions sorted by name. The slice is shared;
@@ -450,7 +453,8 @@ func invalidOutputMessage(name string, problems []Problem) refusalText {
 type PrepareOption func(*prepareConfig)
 
 type prepareConfig struct {
-	offered func(source, action string) bool
+	offered []func(source, action string) bool
+	all     bool
 }
 
 // Offer makes Prepare offer only the tools whose permission actions all satisfy
@@ -458,23 +462,68 @@ type prepareConfig struct {
 // "mcp:NAME", "manifest:NAME") and each action: the tool's name and, when it
 // declares one, its sdk.Tool.PermissionAction. permission.Visibility builds offered
 // from the rules that apply to a request, so a tool those rules deny outright is not
-// shown to the model. Offering decides visibility only, never authorization: a call
-// still goes through permission when it runs, whatever Request it came through.
+// shown to the model. Several Offer options narrow together: a tool is offered when
+// every one accepts it. Offering decides visibility only, never authorization: a
+// call still goes through permission when it runs, whatever Request it came through.
 func Offer(offered func(source, action string) bool) PrepareOption {
-	return func(c *prepareConfig) { c.offered = offered }
+	return func(c *prepareConfig) { c.offered = append(c.offered, offered) }
 }
 
-// only returns a Request with the entries whose actions offered accepts.
-func (q *Request) only(offered func(source, action string) bool) *Request {
-	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
-	for _, d := range q.defs {
+// OfferAll makes Prepare offer every tool of the placement, whatever Offer options
+// come with it (such as the visibility location.Location.Prepare applies by
+// default): for a runner that wants the unfiltered list on purpose.
+func OfferAll() PrepareOption {
+	return func(c *prepareConfig) { c.all = true }
+}
+
+// narrow returns q narrowed by cfg's Offer options: q itself when they hide
+// nothing, else a Request with the entries they accept. The last narrowing of q is
+// kept, so preparing again with the same outcome returns the same Request (callers
+// compare Requests to see whether the tool set changed).
+func (q *Request) narrow(cfg prepareConfig) *Request {
+	if cfg.all || len(cfg.offered) == 0 {
+		return q
+	}
+	offered := func(source, action string) bool {
+		for _, f := range cfg.offered {
+			if !f(source, action) {
+				return false
+			}
+		}
+		return true
+	}
+	var hidden []bool // by index in q.defs; nil while nothing is hidden
+	for i, d := range q.defs {
 		e := q.entries[d.Name]
 		source := e.source.ID()
-		if !offered(source, d.Name) || (e.tool.PermissionAction != "" && !offered(source, e.tool.PermissionAction)) {
+		if offered(source, d.Name) && (e.tool.PermissionAction == "" || offered(source, e.tool.PermissionAction)) {
 			continue
 		}
-		out.entries[d.Name] = e
-		out.defs = append(out.defs, d)
+		if hidden == nil {
+			hidden = make([]bool, len(q.defs))
+		}
+		hidden[i] = true
 	}
+	if hidden == nil {
+		return q
+	}
+	if n := q.narrowed.Load(); n != nil && slices.Equal(n.hidden, hidden) {
+		return n.q
+	}
+	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
+	for i, d := range q.defs {
+		if !hidden[i] {
+			out.entries[d.Name] = q.entries[d.Name]
+			out.defs = append(out.defs, d)
+		}
+	}
+	q.narrowed.Store(&narrowing{hidden: hidden, q: out})
 	return out
+}
+
+// narrowing is a Request's last narrowing: which of its definitions were hidden,
+// and the Request that resulted.
+type narrowing struct {
+	hidden []bool
+	q      *Request
 }

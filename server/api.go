@@ -126,7 +126,11 @@ func (a *api) PrepareRequest(ctx context.Context, req *servepb.PrepareRequestReq
 	if err != nil {
 		return nil, err
 	}
-	q, err := loc.Prepare()
+	var opts []registry.PrepareOption
+	if req.AllTools {
+		opts = append(opts, registry.OfferAll())
+	}
+	q, err := loc.Prepare(opts...)
 	switch {
 	case errors.Is(err, location.ErrClosing):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())

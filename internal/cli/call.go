@@ -101,7 +101,9 @@ func (a *app) call(ctx context.Context, args []string) int {
 
 	if o.socket != "" {
 		return a.withRemote(ctx, "call", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
-			req, err := c.PrepareRequest(ctx, loc.ID, "")
+			// A person calls by name: a tool the rules deny is called too, so that
+			// the denial, and how to allow it, is what they see.
+			req, err := c.PrepareRequest(ctx, loc.ID, "", client.AllTools())
 			if err != nil {
 				return a.remoteError(ctx, "call", o.socket, err)
 			}
@@ -116,7 +118,7 @@ func (a *app) call(ctx context.Context, args []string) int {
 		})
 	}
 	return a.withLocation(ctx, "call", o.location, o.verbose, func(s *session) int {
-		q, err := s.loc.Prepare()
+		q, err := s.loc.Prepare(registry.OfferAll()) // as above
 		if err != nil {
 			a.errorf("toolhost call: %v", err)
 			return ExitFailure

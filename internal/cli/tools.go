@@ -20,13 +20,16 @@ type toolsOptions struct {
 	json     bool
 	verbose  bool
 	provider string
+	all      bool
 }
 
 func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	o := &toolsOptions{}
-	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--json] [--provider NAME] [--verbose]",
+	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--all] [--json] [--provider NAME] [--verbose]",
 		"activates the Location at DIR, lists the definitions of its tools sorted by name,\n"+
-			"and deactivates it. Sources that do not serve (a plugin or MCP server that\n"+
+			"and deactivates it. It lists what a model is offered: a tool the Location's\n"+
+			"permission rules deny outright (for every resource) is left out; --all lists\n"+
+			"every tool. Sources that do not serve (a plugin or MCP server that\n"+
 			"failed to start and is retried, a manifest tool whose command cannot run) are\n"+
 			"listed after the tools, with why, and the exit status is then 4.\n"+
 			"With --socket it lists what a running toolhost serve or dev serves instead, and\n"+
@@ -41,6 +44,7 @@ func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	fs.StringVar(&o.socket, "socket", "", remoteFlagHelp)
 	fs.StringVar(&o.tokenFile, "token-file", "", "with --socket 127.0.0.1:PORT, the `file` holding serve's token")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&o.all, "all", false, "list every tool, those the permission rules deny outright included")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
 	fs.StringVar(&o.provider, "provider", "", "check the definitions for a provider `profile`: openai, anthropic or gemini")
 	return fs, o
@@ -67,7 +71,11 @@ func (a *app) tools(ctx context.Context, args []string) int {
 	}
 	if o.socket != "" {
 		return a.withRemote(ctx, "tools", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
-			req, err := c.PrepareRequest(ctx, loc.ID, o.provider)
+			var opts []client.PrepareOption
+			if o.all {
+				opts = append(opts, client.AllTools())
+			}
+			req, err := c.PrepareRequest(ctx, loc.ID, o.provider, opts...)
 			if err != nil {
 				return a.remoteError(ctx, "tools", o.socket, err)
 			}
@@ -93,7 +101,11 @@ func (a *app) tools(ctx context.Context, args []string) int {
 		})
 	}
 	return a.withLocation(ctx, "tools", o.location, o.verbose, func(s *session) int {
-		q, err := s.loc.Prepare()
+		var opts []registry.PrepareOption
+		if o.all {
+			opts = append(opts, registry.OfferAll())
+		}
+		q, err := s.loc.Prepare(opts...)
 		if err != nil {
 			a.errorf("toolhost tools: %v", err)
 			return ExitFailure

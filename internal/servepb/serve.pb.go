@@ -1411,7 +1411,12 @@ type PrepareRequestRequest struct {
 	LocationId string                 `protobuf:"bytes,2,opt,name=location_id,json=locationId,proto3" json:"location_id,omitempty"`
 	// provider is "", "openai", "anthropic" or "gemini". Empty: no checks, the
 	// definitions exactly as registered.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	// all_tools offers every tool of the Location. By default the Request offers
+	// only what the Location's permission rules leave visible: a tool whose source
+	// and action a rule denies for every resource is left out. Calls go through
+	// permission either way.
+	AllTools      bool `protobuf:"varint,4,opt,name=all_tools,json=allTools,proto3" json:"all_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1465,6 +1470,13 @@ func (x *PrepareRequestRequest) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *PrepareRequestRequest) GetAllTools() bool {
+	if x != nil {
+		return x.AllTools
+	}
+	return false
 }
 
 type PrepareRequestResponse struct {
@@ -3976,12 +3988,13 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\rR\n" +
 	"generation\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\x05R\x03pid\"q\n" +
+	"\x03pid\x18\x05 \x01(\x05R\x03pid\"\x8e\x01\n" +
 	"\x15PrepareRequestRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vlocation_id\x18\x02 \x01(\tR\n" +
 	"locationId\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\xb4\x01\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x1b\n" +
+	"\tall_tools\x18\x04 \x01(\bR\ballTools\"\xb4\x01\n" +
 	"\x16PrepareRequestResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12?\n" +
