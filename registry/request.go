@@ -124,7 +124,9 @@ func (s *Settlement) Text() string {
 
 // Settle runs one call through the pipeline: resolve the captured registration, run
 // the before hooks, validate input, execute, validate output, project, bound, run the
-// after hooks. Whatever the outcome, the text the model sees is bounded. Hooks run only when the tool resolved (not for Unknown or Unavailable).
+// after hooks. Whatever the outcome, the text the model sees is bounded (a refusal's
+// too: see boundMessage). Hooks run only when the tool resolved (not for Unknown or
+// Unavailable).
 //
 // It returns a Settlement for every model-visible result (see Outcome). It returns an
 // error, and no Settlement, when the call was interrupted (errors.Is(err,
