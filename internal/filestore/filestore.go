@@ -112,8 +112,8 @@ func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
 	return SyncDir(dir)
 }
 
-// removeTemps removes the temporary files of the path; the lock is held, so none
-// is being written.
+// removeTemps removes the temporary files (or directories) of the path; the lock
+// is held, so none is being written.
 func (l *Locked) removeTemps() ([]string, error) {
 	names, err := filepath.Glob(tempPattern(l.path))
 	if err != nil {
@@ -122,7 +122,7 @@ func (l *Locked) removeTemps() ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, n := range names {
-		if err := os.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.RemoveAll(n); err != nil {
 			errs = append(errs, err)
 			continue
 		}
