@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -99,6 +100,9 @@ type Server struct {
 	// pendingSeq numbers asks and interactions as they become pending, so that a
 	// new watcher is replayed them in that order.
 	pendingSeq uint64
+
+	// maxHeld is the most progress events one handle's streams held at once.
+	maxHeld atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownErr  error
