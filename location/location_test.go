@@ -38,8 +38,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("LOCATION_HELPER") == "host" {
+	switch os.Getenv("LOCATION_HELPER") {
+	case "host":
 		helperHost()
+	case "lock":
+		helperLock()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

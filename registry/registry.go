@@ -187,12 +187,12 @@ func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err e
 	if id == Application {
 		return nil, fmt.Errorf("registry: location id must not be empty")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	limits = mergeLimits(limits, r.placements[Application].limits)
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if _, ok := r.placements[id]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrLocationOpen, id)
 	}

@@ -19,7 +19,10 @@ import (
 	"github.com/toolhost/toolhost/sdk"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	registry.RunTestHelper()
+	goleak.VerifyTestMain(m)
+}
 
 func newRegistry(t testing.TB) *registry.Registry {
 	t.Helper()

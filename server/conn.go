@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -35,7 +36,10 @@ type handle struct {
 	conn     *conn
 	requests map[string]*request
 	closed   bool
+	cause    error         // why it was closed
 	done     chan struct{} // closed when the handle ends: its WatchAsks streams end
+
+	held atomic.Int64 // progress events its SettleStreams hold for the client (see progressSender)
 }
 
 // request is a prepared registry Request held for its handle.
@@ -110,6 +114,7 @@ func (h *handle) close(cause error) bool {
 		return false
 	}
 	h.closed = true
+	h.cause = cause
 	delete(c.handles, h.id)
 	cancels := h.cancelsLocked()
 	h.requests = nil

@@ -2431,8 +2431,12 @@ type Progress struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Progress float64                `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
 	// total is 0 when unknown.
-	Total         float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
-	Message       string  `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Total   float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	Message string  `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// skipped counts the progress events of the call not sent since the previous
+	// one: a stream whose client reads slower than the tool reports keeps only the
+	// latest event (the final event of a call is never skipped).
+	Skipped       uint64 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2486,6 +2490,13 @@ func (x *Progress) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Progress) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 // CallError is a call that ended without a settlement: nothing to show the model.
@@ -4076,11 +4087,12 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"=\n" +
 	"\aProblem\x12\x18\n" +
 	"\apointer\x18\x01 \x01(\tR\apointer\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"V\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"p\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xa8\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\x04R\askipped\"\xa8\x01\n" +
 	"\tCallError\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.toolhost.serve.v1.CallError.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"J\n" +
