@@ -21,6 +21,8 @@ type procRunner struct {
 	box    *sandbox.Box
 	stdout *pluginpb.StdoutFilter // the activation line taken out
 	stderr io.ReadCloser
+	// maxActivationLine bounds the activation line read off stdout.
+	maxActivationLine int
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
@@ -31,9 +33,9 @@ type procRunner struct {
 	killed     atomic.Bool // Kill was called: go-plugin or the host ended the process
 }
 
-func newProcRunner(box *sandbox.Box) *procRunner {
+func newProcRunner(box *sandbox.Box, maxActivationLine int) *procRunner {
 	box.Cmd.Stdin = nil // never the host's stdin
-	return &procRunner{box: box, exited: make(chan struct{})}
+	return &procRunner{box: box, exited: make(chan struct{}), maxActivationLine: maxActivationLine}
 }
 
 func (r *procRunner) Start(context.Context) error {
@@ -42,7 +44,7 @@ func (r *procRunner) Start(context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.stdout = pluginpb.NewStdoutFilter(stdout)
+	r.stdout = pluginpb.NewStdoutFilter(stdout, r.maxActivationLine)
 	if r.stderr, err = r.box.Cmd.StderrPipe(); err != nil {
 		return err
 	}
