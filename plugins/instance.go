@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
@@ -282,6 +283,7 @@ type Instance struct {
 	proc       *procRunner     // nil when reattached
 	attached   *attachedRunner // set when reattached
 	stderr     *proc.Ring
+	log        *pluginLog
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	watch      *callWatch  // the call timeout and the scope's end, for every call
@@ -318,6 +320,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	}
 	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{},
 		watch: newCallWatch(sc.Context(), cfg.CallTimeout), registering: make(chan struct{}, maxRegistrations)}
+	inst.log = &pluginLog{name: cfg.Name, logs: loglimit.New(cfg.Logger, 0, 0), tail: inst.stderr}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
@@ -343,8 +346,11 @@ func (inst *Instance) start(ctx context.Context) error {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           cfg.Logger,
 		StartTimeout:     cfg.StartTimeout,
-		Stderr:           inst.stderr,
-		SkipHostEnv:      true,
+		// What the plugin writes to os.Stderr and os.Stdout comes over the
+		// connection; its stderr itself, procRunner gives to inst.log.
+		SyncStderr:  inst.log.writer("stderr"),
+		SyncStdout:  inst.log.writer("stdout"),
+		SkipHostEnv: true,
 		GRPCDialOptions: append(pluginpb.DialOptions(),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
@@ -410,12 +416,15 @@ func (inst *Instance) start(ctx context.Context) error {
 			if w := box.Warning(); w != "" {
 				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 			}
-			inst.proc = newProcRunner(box, activationLineLimit(cfg.Limits))
+			inst.proc = newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
 			return inst.proc, nil
 		}
 	}
 	inst.client = plugin.NewClient(clientCfg)
-	// Registered first, so it runs last: the process stops after the tools are gone.
+	// Registered first, so it runs last: what the plugin logged is reported once its
+	// process and the reading of its stderr have ended.
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.log.logs.Close(); return nil })
+	// The process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -106,7 +107,7 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 		Limits:      inst.cfg.Limits,
 	})
 	if err != nil {
-		inst.cfg.Logger.Warn("refused a registration", "plugin", inst.cfg.Name, "error", err)
+		inst.log.logs.Log(hclog.Warn, "refused a registration", "plugin", inst.cfg.Name, "error", err.Error())
 	}
 	return err
 }

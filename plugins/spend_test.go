@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -125,15 +127,20 @@ func TestCostlySchemasOfAPluginAreRefused(t *testing.T) {
 	}
 }
 
-func TestCaseVariantOfABuiltinIsRefused(t *testing.T) {
-	h := newHost(t)
+// builtinRead registers a built-in "read" in h's Location until the test ends.
+func builtinRead(t *testing.T, h *host) {
 	release, err := h.reg.Register(registry.Batch{Location: h.loc, Source: registry.Source{Kind: "builtin"}, Tools: map[string]sdk.Tool{
 		"read": {InputSchema: json.RawMessage(`{}`), Execute: func(context.Context, sdk.Invocation, json.RawMessage) (sdk.Output, error) { return sdk.Output{}, nil }},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	t.Cleanup(release)
+}
+
+func TestCaseVariantOfABuiltinIsRefused(t *testing.T) {
+	h := newHost(t)
+	builtinRead(t, h)
 	h.startSpender(t)
 	for _, name := range []string{"Read", "READ"} {
 		var got string
@@ -232,4 +239,109 @@ func TestShutdownDuringARegistrationStorm(t *testing.T) {
 	if proctest.Running(pid) {
 		t.Errorf("the plugin %d outlived its host", pid)
 	}
+}
+
+// syncBuffer is a log output written by many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.WriteString(string(p))
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logCount counts the JSON log lines containing one of markers, and adds up the
+// lines the reports of held-back lines counted.
+func logCount(t *testing.T, log string, markers ...string) (logged, heldBack int) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var e struct {
+			Message string `json:"@message"`
+			Lines   int    `json:"lines"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if strings.HasPrefix(e.Message, "log lines held back") {
+			heldBack += e.Lines
+			continue
+		}
+		for _, m := range markers {
+			if strings.Contains(line, m) {
+				logged++
+				break
+			}
+		}
+	}
+	return logged, heldBack
+}
+
+// A plugin's log lines reach the host's log with its name, and a flood of them is
+// held back past the plugin's budget and counted: every line is logged or counted.
+func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
+	for _, tt := range []struct {
+		name, tool, input string
+		markers           []string
+		total             int
+	}{
+		{"PlainStderrLines", "stderr", `{"lines":20000,"mode":"fd2"}`, []string{"plain line"}, 20000},
+		{"HCLogLinesAndMalformedOnes", "stderr", `{"lines":5000,"mode":"json"}`, []string{"json line", "a string"}, 10000},
+		{"RefusedRegistrations", "refuse", `{"n":3000}`, []string{"refused a registration"}, 3000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			builtinRead(t, h) // what "refuse" takes
+			out := &syncBuffer{}
+			logger := hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Info, JSONFormat: true})
+			cfg := plugins.Config{Name: "spender", Path: spenderBinary(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second, Logger: logger}
+			inst, err := plugins.Start(context.Background(), h.root, cfg, h.target(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.track(inst)
+			if s := h.mustCall(tt.tool, tt.input); s.Outcome != registry.Completed {
+				t.Fatalf("%s: %s", tt.tool, s.Text())
+			}
+			if err := inst.Stop(context.Background()); err != nil { // its stderr read to the end, its budget's report made
+				t.Fatal(err)
+			}
+			log := out.String()
+			logged, heldBack := logCount(t, log, tt.markers...)
+			t.Logf("%d lines logged (%d bytes of log), %d held back and counted", logged, len(log), heldBack)
+			if logged+heldBack != tt.total {
+				t.Errorf("%d logged and %d held back of %d lines", logged, heldBack, tt.total)
+			}
+			if heldBack == 0 {
+				t.Errorf("%d bytes of log, none held back: the flood was not bounded", len(log))
+			}
+			if !strings.Contains(log, `"plugin":"spender"`) {
+				t.Errorf("the plugin's lines do not name it:\n%.2000s", log)
+			}
+		})
+	}
+	t.Run("LinesOnOsStderrReachTheLog", func(t *testing.T) {
+		h := newHost(t)
+		out := &syncBuffer{}
+		logger := hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Info, JSONFormat: true})
+		cfg := plugins.Config{Name: "spender", Path: spenderBinary(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second, Logger: logger}
+		inst, err := plugins.Start(context.Background(), h.root, cfg, h.target(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.track(inst)
+		h.mustCall("stderr", `{"lines":2,"mode":"os"}`)
+		waitFor(t, func() bool { return strings.Count(out.String(), "on os.Stderr") == 2 })
+		if log := out.String(); !strings.Contains(log, `"plugin":"spender"`) || !strings.Contains(log, `"stream":"stderr"`) {
+			t.Errorf("log: %s", log)
+		}
+	})
 }

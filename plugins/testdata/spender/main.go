@@ -61,7 +61,7 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 	ctx := stream.Context()
 	var in struct {
 		MiB, N, Conns, Depth, Lines int
-		JSON                        bool
+		Mode                        string // of stderr: "fd2", "os" (os.Stderr), "json" or mixed
 		Names                       []string
 	}
 	json.Unmarshal(req.Input, &in)
@@ -89,9 +89,10 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		fd2 := os.NewFile(2, "stderr") // go-plugin redirected os.Stderr over the connection
 		for i := range in.Lines {
 			switch {
-			case in.JSON:
-				fmt.Fprintf(fd2, `{"@level":"info","@message":"json line %d %s","@timestamp":"2026-01-02T15:04:05.000000Z"}`+"\n", i, strings.ReplaceAll(Evil, "\x1b", `\u001b`))
-			case i%2 == 0:
+			case in.Mode == "json":
+				fmt.Fprintf(fd2, `{"@level":"warn","@message":"json line %d","@timestamp":"2026-01-02T15:04:05.000000Z","n":%d}`+"\n", i, i)
+				fmt.Fprintln(fd2, `{"@level":"error","@message":{"not":"a string"}}`) // go-plugin panicked on this
+			case in.Mode == "fd2" || in.Mode == "" && i%2 == 0:
 				fmt.Fprintf(fd2, "plain line %d on fd 2 %s\n", i, Evil)
 			default:
 				fmt.Fprintf(os.Stderr, "plain line %d on os.Stderr %s\n", i, Evil)
