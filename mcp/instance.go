@@ -108,7 +108,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	defer stop()
 
 	if cfg.URL == "" {
-		proc, err := startProcess(cfg)
+		proc, err := startProcess(cfg, inst.logs)
 		if err != nil {
 			return err
 		}

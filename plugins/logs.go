@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -55,7 +56,7 @@ func (p *pluginLog) line(stream string, line []byte, cut int) {
 	}
 	text := string(line)
 	if cut > 0 {
-		text += "… (" + itoa(cut) + " bytes cut)"
+		text += "… (" + strconv.Itoa(cut) + " bytes cut)"
 	}
 	p.logs.Log(p.plainLevel(text), text, "plugin", p.name, "stream", stream)
 }
@@ -176,9 +177,4 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 		b = b[i+1:]
 	}
 	return n, nil
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

@@ -45,9 +45,11 @@ func spenderBinary(t testing.TB) string {
 	return spenderBin
 }
 
-func (h *host) startSpender(t *testing.T) *plugins.Instance {
+// startSpender starts the spender plugin, its tools' names prefixed with prefix.
+func (h *host) startSpender(t *testing.T, prefix string) *plugins.Instance {
 	t.Helper()
-	cfg := plugins.Config{Name: "spender", Path: spenderBinary(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second}
+	cfg := plugins.Config{Name: "spender", Path: spenderBinary(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second,
+		Options: json.RawMessage(fmt.Sprintf(`{"prefix":%q}`, prefix))}
 	inst, err := plugins.Start(context.Background(), h.root, cfg, h.target(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,10 @@ func (h *host) callJSON(t *testing.T, name, input string, v any) {
 
 func TestHugeRegistrationsAreRefusedUnread(t *testing.T) {
 	h := newHost(t)
-	h.startSpender(t)
+	if _, err := h.supervise(h.config(nil, ""), plugins.Budget{}); err != nil { // a well-behaved neighbour
+		t.Fatal(err)
+	}
+	h.startSpender(t, "s_")
 	const mib, n = 24, 8
 	for _, conns := range []int{0, 4} { // its own connection; four of its own making
 		t.Run(fmt.Sprintf("%dConnections", max(conns, 1)), func(t *testing.T) {
@@ -83,7 +88,7 @@ func TestHugeRegistrationsAreRefusedUnread(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			var answers map[string]int
-			h.callJSON(t, "big", fmt.Sprintf(`{"mib":%d,"n":%d,"conns":%d}`, mib, n, conns), &answers)
+			h.callJSON(t, "s_huge", fmt.Sprintf(`{"mib":%d,"n":%d,"conns":%d}`, mib, n, conns), &answers)
 			runtime.ReadMemStats(&after)
 			refused := 0
 			for a, k := range answers {
@@ -103,16 +108,21 @@ func TestHugeRegistrationsAreRefusedUnread(t *testing.T) {
 	}
 	t.Run("AWellBehavedBatchStillRegisters", func(t *testing.T) {
 		var got string
-		h.callJSON(t, "names", `{"names":["after_the_flood"]}`, &got)
+		h.callJSON(t, "s_names", `{"names":["after_the_flood"]}`, &got)
 		if got != "registered" {
 			t.Fatalf("names: %s", got)
+		}
+	})
+	t.Run("TheNeighbourKeepsWorking", func(t *testing.T) {
+		if s := h.mustCall("echo", `{"text":"still here"}`); !strings.Contains(s.Text(), "still here") {
+			t.Fatalf("echo: %s", s.Text())
 		}
 	})
 }
 
 func TestCostlySchemasOfAPluginAreRefused(t *testing.T) {
 	h := newHost(t)
-	h.startSpender(t)
+	h.startSpender(t, "")
 	for _, depth := range []int{9000, 2000} {
 		var got string
 		h.callJSON(t, "deep", fmt.Sprintf(`{"depth":%d}`, depth), &got)
@@ -141,7 +151,7 @@ func builtinRead(t *testing.T, h *host) {
 func TestCaseVariantOfABuiltinIsRefused(t *testing.T) {
 	h := newHost(t)
 	builtinRead(t, h)
-	h.startSpender(t)
+	h.startSpender(t, "")
 	for _, name := range []string{"Read", "READ"} {
 		var got string
 		h.callJSON(t, "names", fmt.Sprintf(`{"names":[%q]}`, name), &got)

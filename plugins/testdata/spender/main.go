@@ -33,6 +33,7 @@ type server struct {
 	toolsID uint32
 	tools   pluginpb.ToolsClient
 	nextReg atomic.Uint64
+	prefix  string // before the names of its tools (options: {"prefix": ...})
 }
 
 func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*pluginpb.ActivateResponse, error) {
@@ -42,9 +43,12 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 	}
 	s.tools, s.toolsID = pluginpb.NewToolsClient(conn), req.ToolsBrokerId
 	s.nextReg.Store(1000)
+	var opts struct{ Prefix string }
+	json.Unmarshal(req.Options, &opts)
+	s.prefix = opts.Prefix
 	obj := []byte(`{"type":"object"}`)
-	_, err = s.tools.Register(ctx, &pluginpb.RegisterRequest{Registration: 1, Tools: []*pluginpb.ToolDefinition{
-		{Name: "big", Description: "registers huge batches at once", InputSchema: obj},
+	defs := []*pluginpb.ToolDefinition{
+		{Name: "huge", Description: "registers huge batches at once", InputSchema: obj},
 		{Name: "deep", Description: "registers a deeply nested schema", InputSchema: obj},
 		{Name: "storm", Description: "registers costly schemas without end", InputSchema: obj},
 		{Name: "names", Description: "registers the names it is given", InputSchema: obj},
@@ -53,7 +57,11 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "ansi", Description: "says " + Evil + "\nsecond line", InputSchema: obj},
 		{Name: "fail", Description: "fails", InputSchema: obj},
 		{Name: "crash", Description: "exits", InputSchema: obj},
-	}})
+	}
+	for _, d := range defs {
+		d.Name = s.prefix + d.Name
+	}
+	_, err = s.tools.Register(ctx, &pluginpb.RegisterRequest{Registration: 1, Tools: defs})
 	return &pluginpb.ActivateResponse{}, err
 }
 
@@ -65,8 +73,8 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		Names                       []string
 	}
 	json.Unmarshal(req.Input, &in)
-	switch req.Tool {
-	case "big":
+	switch strings.TrimPrefix(req.Tool, s.prefix) {
+	case "huge":
 		return reply(stream, s.big(ctx, in.MiB, in.N, in.Conns))
 	case "deep":
 		schema := strings.Repeat(`{"items":`, in.Depth) + "{}" + strings.Repeat("}", in.Depth)
