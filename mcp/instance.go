@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -43,6 +44,7 @@ type Instance struct {
 	relist     chan struct{} // a tools/list_changed is pending
 	token      atomic.Uint64
 	inFlight   atomic.Int64
+	logs       *loglimit.Logger // the server's notifications/message (log.go)
 
 	progressMu sync.Mutex
 	progress   map[string]*progressSink
@@ -76,7 +78,9 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		cfg: cfg, target: target, generation: gen, scope: sc,
 		dead: make(chan struct{}), relist: make(chan struct{}, 1),
 		progress: map[string]*progressSink{}, tools: map[string]*registered{}, changed: make(chan struct{}),
+		logs: loglimit.New(cfg.Logger, 0, 0),
 	}
+	_ = sc.Defer(ctx, func(context.Context) error { inst.logs.Close(); return nil }) // runs last
 	if err := inst.start(ctx); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		serr := &StartError{Server: cfg.Name, Err: err}
@@ -104,7 +108,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	defer stop()
 
 	if cfg.URL == "" {
-		proc, err := startProcess(cfg)
+		proc, err := startProcess(cfg, inst.logs)
 		if err != nil {
 			return err
 		}

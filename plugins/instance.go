@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
@@ -92,7 +93,12 @@ type Config struct {
 	// Overrides are the tool names the plugin may take over from another source of
 	// its Location (registry.Batch.Overrides).
 	Overrides []string
-	// Limits bound what each generation of the plugin holds (registry.Batch.Limits).
+	// Limits bound what each generation of the plugin holds (registry.Batch.Limits),
+	// and with it what the host takes from the plugin before looking: a message on
+	// its Tools capability, and its activation line, may be at most
+	// registerMessageLimit(Limits) (twice MaxSchemaBytes and 1 MiB, 9 MiB by
+	// default); a longer one is refused before it is read. At most
+	// maxRegistrations of its registrations are received at a time.
 	Limits registry.SourceLimits
 	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
 	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
@@ -277,6 +283,7 @@ type Instance struct {
 	proc       *procRunner     // nil when reattached
 	attached   *attachedRunner // set when reattached
 	stderr     *proc.Ring
+	log        *pluginLog
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	watch      *callWatch  // the call timeout and the scope's end, for every call
@@ -285,6 +292,9 @@ type Instance struct {
 	// about (granted plugins only): call id → context.Context.
 	calls    sync.Map
 	nextCall atomic.Uint64
+
+	// registering holds a token per registration being received (see admit).
+	registering chan struct{}
 
 	mu   sync.Mutex
 	regs map[uint64]*registry.Registration // by the plugin-chosen registration id
@@ -309,7 +319,8 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
 	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{},
-		watch: newCallWatch(sc.Context(), cfg.CallTimeout)}
+		watch: newCallWatch(sc.Context(), cfg.CallTimeout), registering: make(chan struct{}, maxRegistrations)}
+	inst.log = &pluginLog{name: cfg.Name, logs: loglimit.New(cfg.Logger, 0, 0), tail: inst.stderr}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
@@ -335,8 +346,11 @@ func (inst *Instance) start(ctx context.Context) error {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           cfg.Logger,
 		StartTimeout:     cfg.StartTimeout,
-		Stderr:           inst.stderr,
-		SkipHostEnv:      true,
+		// What the plugin writes to os.Stderr and os.Stdout comes over the
+		// connection; its stderr itself, procRunner gives to inst.log.
+		SyncStderr:  inst.log.writer("stderr"),
+		SyncStdout:  inst.log.writer("stdout"),
+		SkipHostEnv: true,
 		GRPCDialOptions: append(pluginpb.DialOptions(),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
@@ -402,12 +416,15 @@ func (inst *Instance) start(ctx context.Context) error {
 			if w := box.Warning(); w != "" {
 				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 			}
-			inst.proc = newProcRunner(box)
+			inst.proc = newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
 			return inst.proc, nil
 		}
 	}
 	inst.client = plugin.NewClient(clientCfg)
-	// Registered first, so it runs last: the process stops after the tools are gone.
+	// Registered first, so it runs last: what the plugin logged is reported once its
+	// process and the reading of its stderr have ended.
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.log.logs.Close(); return nil })
+	// The process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
 
@@ -431,7 +448,9 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The Tools capability: one broker id, one connection, served until the plugin's
 	// broker closes with the process.
 	inst.acceptAndServe(toolsBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
+		s := grpc.NewServer(append(append(opts, inst.onlyThePlugin(),
+			grpc.MaxRecvMsgSize(registerMessageLimit(cfg.Limits)), grpc.MaxConcurrentStreams(maxRegistrations), grpc.InTapHandle(inst.admit)),
+			pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
@@ -485,7 +504,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The activation's own registrations came with its answer, in the order made (a
 	// plugin built with an older sdk sent them over the Tools capability instead).
 	for _, req := range res.Registrations {
-		if err := inst.registerBatch(req); err != nil {
+		if err := inst.registerUntil(actx, req); err != nil {
 			return fmt.Errorf("its activation failed: %w", err)
 		}
 	}

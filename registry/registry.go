@@ -418,6 +418,9 @@ func (r *Registry) buildEntries(b Batch) ([]*entry, error) {
 		authored = append(authored, k)
 	}
 	sort.Strings(authored) // deterministic: the first bad entry in name order is named
+	if err := measureBatch(b, authored); err != nil {
+		return nil, err // before anything is compiled
+	}
 	fail := func(name string, err error) error {
 		return &RegistrationError{Tool: name, Source: b.Source.String(), Err: err}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -188,7 +189,7 @@ func (a *app) printProgress(p sdk.Progress) {
 
 // printSettlement writes the human form: the content (an error prefixed with its
 // outcome) — or, when there is none, the structured output indented — then the
-// managed paths. --json shows both.
+// managed paths, inert on a terminal (termtext). --json shows both, exactly.
 func (a *app) printSettlement(s *registry.Settlement) {
 	var b bytes.Buffer
 	if s.IsError() {
@@ -216,5 +217,5 @@ func (a *app) printSettlement(s *registry.Settlement) {
 	for _, p := range s.ManagedPaths {
 		fmt.Fprintf(&b, "full output: %s\n", p)
 	}
-	a.stdout.Write(b.Bytes())
+	io.WriteString(a.stdout, termtext.Inert(b.String())) // --json prints it exactly
 }

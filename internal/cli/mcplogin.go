@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
 )
@@ -87,7 +88,7 @@ func (a *app) mcpLogin(ctx context.Context, args []string) int {
 		a.errorf("toolhost mcp-login: %v", err)
 		return ExitFailure
 	}
-	opts := mcp.LoginOptions{Out: a.stdout, ListenAddr: o.listen, ClientID: o.clientID}
+	opts := mcp.LoginOptions{Out: termtext.NewWriter(a.stdout), ListenAddr: o.listen, ClientID: o.clientID} // the server chooses what it prints
 	if o.clientSecretEnv != "" {
 		opts.ClientSecret = os.Getenv(o.clientSecretEnv)
 		if opts.ClientSecret == "" {

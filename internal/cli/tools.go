@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
@@ -152,14 +153,14 @@ func (a *app) listTools(o *toolsOptions, profile provider.Profile, loc string, d
 	a.printToolTable(defs, nil)
 	for _, d := range defs {
 		for _, p := range problems[d.Name] {
-			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
+			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, termtext.Inert(p.String()))
 		}
 	}
 	for _, s := range notServing {
 		if s.Error != "" {
-			fmt.Fprintf(a.stdout, "%s: %s: %s\n", s.ID, s.State, indentLines(s.Error))
+			fmt.Fprintf(a.stdout, "%s: %s: %s\n", termtext.Line(s.ID), termtext.Line(s.State), indentLines(termtext.Inert(s.Error)))
 		} else {
-			fmt.Fprintf(a.stdout, "%s: %s\n", s.ID, s.State)
+			fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Line(s.ID), termtext.Line(s.State))
 		}
 	}
 	return code
@@ -201,7 +202,7 @@ func (a *app) printToolTable(defs []registry.Definition, notRunning []string) {
 		fmt.Fprintln(tw, "NAME\tDESCRIPTION")
 		for _, d := range defs {
 			first, _, _ := strings.Cut(strings.TrimSpace(d.Description), "\n")
-			fmt.Fprintf(tw, "%s\t%s\n", d.Name, strings.TrimSpace(first))
+			fmt.Fprintf(tw, "%s\t%s\n", termtext.Line(d.Name), termtext.Line(strings.TrimSpace(first)))
 		}
 		tw.Flush()
 	}
