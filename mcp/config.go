@@ -8,10 +8,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/restart"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // DefaultMaxMessageBytes is the default cap on one message from a server.
@@ -54,7 +54,7 @@ type Config struct {
 	// *MessageTooLargeError. Default DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// Budget limits restarts after crashes.
-	Budget Budget
+	Budget supervise.Budget
 	// Authorize, if set, is called before each call is forwarded to the server, with
 	// the tool's registered name; a non-nil error is returned as the call's result,
 	// unchanged, and the server is not called. MCP servers are untrusted: the host
@@ -87,9 +87,6 @@ func (c Config) withDefaults() Config {
 	c.Budget = c.Budget.WithDefaults()
 	return c
 }
-
-// Budget limits restarts after crashes (see restart.Budget).
-type Budget = restart.Budget
 
 // Target is where a server's tools go.
 type Target struct {

@@ -623,25 +623,22 @@ func (inst *Instance) Generation() uint64 { return inst.generation }
 // Scope returns the instance's scope.
 func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
-// Exited returns a channel closed when the plugin process has exited, for whatever
+// Done returns a channel closed when the plugin process has exited, for whatever
 // reason.
-func (inst *Instance) Exited() <-chan struct{} { return inst.exited }
+func (inst *Instance) Done() <-chan struct{} { return inst.exited }
 
 // Stop closes the instance's scope: its tools are unregistered, its in-flight
 // executions end as interruptions, and its process is stopped (asked, then killed as
 // a group after the grace). Idempotent.
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
-// crashed closes the scope of an instance whose process exited on its own, so
-// in-flight calls fail with the crash rather than as interruptions.
-func (inst *Instance) crashed(ctx context.Context) *CrashError {
+// Crash describes the exit of a plugin process that ended on its own (a
+// *CrashError, with its exit status and stderr); see supervise.Generation.
+func (inst *Instance) Crash() error {
 	cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
 	if inst.proc != nil {
 		cerr.Status = inst.proc.exitStatus()
 	}
-	ctx, cancel := context.WithTimeout(ctx, inst.cfg.StopGrace)
-	defer cancel()
-	_ = inst.scope.CloseWithCause(ctx, cerr)
 	return cerr
 }
 
@@ -708,6 +705,10 @@ func (inst *Instance) closeRegistration(id uint64) error {
 	g.Withdraw()
 	return nil
 }
+
+// Release unregisters every tool of the plugin, newest batch first; its calls in
+// flight go on. Stop releases them too. Idempotent.
+func (inst *Instance) Release() { inst.releaseAll() }
 
 // releaseAll removes every batch, newest first.
 func (inst *Instance) releaseAll() {

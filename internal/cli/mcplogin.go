@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type mcpLoginOptions struct {
@@ -127,7 +128,7 @@ func (a *app) loginOnFirstUse(ctx context.Context, loc *location.Location) {
 	}
 	for _, st := range loc.Sources() {
 		var auth *mcp.AuthRequiredError
-		if st.Kind != location.KindMCP || st.State == location.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
+		if st.Kind != location.KindMCP || st.State == supervise.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
 			continue
 		}
 		var m *location.MCPServerConfig
