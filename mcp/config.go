@@ -3,11 +3,11 @@ package mcp
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -110,10 +110,7 @@ func (e *StartError) Error() string {
 	if e.URL != "" {
 		msg = fmt.Sprintf("mcp: start server %q at %s: %v", e.Server, e.URL, e.Err)
 	}
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nserver stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "server", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -130,10 +127,7 @@ type CrashError struct {
 
 func (e *CrashError) Error() string {
 	msg := fmt.Sprintf("mcp: server %q (generation %d) ended unexpectedly: %s", e.Server, e.Generation, e.Status)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nserver stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "server", e.Stderr)
 }
 
 // MessageTooLargeError reports a message from a server over Config.MaxMessageBytes.
@@ -177,11 +171,3 @@ func (e *CallError) Error() string {
 }
 
 func (e *CallError) Unwrap() error { return e.Err }
-
-func indent(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "  " + strings.Join(lines, "\n  ")
-}

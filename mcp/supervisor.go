@@ -18,29 +18,28 @@ type Supervisor = supervise.Supervisor[Config, *Instance]
 // Supervise starts the server's first generation in a child scope of parent and
 // watches it (supervise.Start). A failed first start is returned as a *StartError.
 func Supervise(ctx context.Context, parent *scope.Scope, cfg Config, target Target) (*Supervisor, error) {
-	return supervise.Start(ctx, parent, program{target}, cfg, target.hold())
+	return supervise.Start(ctx, parent, program(target), cfg)
 }
 
 // Keep is Supervise for a Location that degrades rather than fails (supervise.Keep):
 // a failed first start (a *StartError with the server's stderr) is kept as the last
 // error and retried under the budget.
 func Keep(ctx context.Context, parent *scope.Scope, cfg Config, target Target) (*Supervisor, error) {
-	return supervise.Keep(ctx, parent, program{target}, cfg, target.hold())
+	return supervise.Keep(ctx, parent, program(target), cfg)
 }
 
-// program starts generations of an MCP server for its Supervisor.
-type program struct{ target Target }
+// program starts generations of an MCP server into its target for its Supervisor
+// (supervise.Program); the budget is the config's.
+type program Target
+
+func (p program) Start(ctx context.Context, parent *scope.Scope, cfg Config, gen uint64) (*Instance, error) {
+	return Start(ctx, parent, cfg, Target(p), gen)
+}
 
 func (p program) Prepare(cfg Config) (Config, supervise.Settings) {
 	cfg = cfg.withDefaults()
-	return cfg, supervise.Settings{Kind: "mcp", Name: cfg.Name, Noun: "MCP server",
-		StartTimeout: cfg.StartTimeout, StopGrace: cfg.StopGrace, Budget: cfg.Budget, Logger: cfg.Logger}
-}
-
-func (p program) Start(ctx context.Context, parent *scope.Scope, cfg Config, gen uint64) (*Instance, error) {
-	return Start(ctx, parent, cfg, p.target, gen)
-}
-
-func (t Target) hold() supervise.Target {
-	return supervise.Target{Registry: t.Registry, Location: t.Location}
+	return cfg, supervise.Settings{
+		Kind: "mcp", Name: cfg.Name, Noun: "MCP server", Registry: p.Registry, Location: p.Location,
+		StartTimeout: cfg.StartTimeout, StopGrace: cfg.StopGrace, Budget: cfg.Budget, Logger: cfg.Logger,
+	}
 }

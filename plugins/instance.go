@@ -223,10 +223,7 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q did not start: %v", e.Plugin, e.Err)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nplugin stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "plugin", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -247,18 +244,7 @@ type CrashError struct {
 
 func (e *CrashError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q (generation %d) exited unexpectedly: %s", e.Plugin, e.Generation, e.Status)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nplugin stderr (last lines):\n" + indent(tail)
-	}
-	return msg
-}
-
-func indent(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "  " + strings.Join(lines, "\n  ")
+	return proc.WithStderr(msg, "plugin", e.Stderr)
 }
 
 // Instance is one running generation of a plugin: one process and one scope. Its

@@ -51,7 +51,7 @@ type Program[C any, G Generation] interface {
 	Start(ctx context.Context, parent *scope.Scope, cfg C, gen uint64) (G, error)
 }
 
-// Settings is what a Supervisor needs to know of a program's config.
+// Settings is what a Supervisor needs to know of a program and its config.
 type Settings struct {
 	// Kind is the registry source kind of the program's tools ("plugin", "mcp");
 	// Name is its name in the Location config. Kind:Name identifies it in logs.
@@ -68,11 +68,8 @@ type Settings struct {
 	Budget Budget
 	// Logger receives the supervisor's reports (crashes, restarts, reloads).
 	Logger hclog.Logger
-}
-
-// Target is where a supervised program's tools are held while it restarts.
-type Target struct {
-	// Registry, if set, holds the program's tools (registry.Hold) in Location.
+	// Registry, if set, holds the program's tools (registry.Hold) in Location while
+	// it restarts.
 	Registry *registry.Registry
 	Location string
 }
@@ -135,8 +132,8 @@ type Supervisor[C any, G Generation] struct {
 // watches it. A failed first start is returned (and nothing is left running); later
 // failures are restarts' business and show in State. Closing parent (or the
 // supervisor, see Close) stops everything.
-func Start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C, target Target) (*Supervisor[C, G], error) {
-	return start(ctx, parent, prog, cfg, target, false)
+func Start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C) (*Supervisor[C, G], error) {
+	return start(ctx, parent, prog, cfg, false)
 }
 
 // Keep is Start for a Location that degrades rather than fails: a failed first start
@@ -144,11 +141,11 @@ func Start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog P
 // retried under the budget as after a crash, until a generation runs or the budget
 // is spent (Failed). Keep fails only when parent is closed. It returns after the
 // first attempt, so a program that starts has registered its tools.
-func Keep[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C, target Target) (*Supervisor[C, G], error) {
-	return start(ctx, parent, prog, cfg, target, true)
+func Keep[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C) (*Supervisor[C, G], error) {
+	return start(ctx, parent, prog, cfg, true)
 }
 
-func start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C, target Target, keep bool) (*Supervisor[C, G], error) {
+func start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog Program[C, G], cfg C, keep bool) (*Supervisor[C, G], error) {
 	sc, err := parent.Child()
 	if err != nil {
 		return nil, err
@@ -156,11 +153,11 @@ func start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog P
 	cfg, set := prepare(prog, cfg)
 	s := &Supervisor[C, G]{prog: prog, scope: sc, cfg: cfg, set: set, state: Starting,
 		swapped: make(chan struct{}), changed: make(chan struct{})}
-	if target.Registry != nil {
+	if set.Registry != nil {
 		// While the program restarts its tools stay advertised, and calls wait for the
 		// successor up to its start timeout (plus the backoff before it).
 		wait := set.StartTimeout + set.Budget.MaxBackoff
-		if h, err := target.Registry.Hold(sc.Context(), target.Location, registry.Source{Kind: set.Kind, Name: set.Name}, wait); err == nil {
+		if h, err := set.Registry.Hold(sc.Context(), set.Location, registry.Source{Kind: set.Kind, Name: set.Name}, wait); err == nil {
 			s.hold = h
 			_ = sc.Defer(ctx, func(context.Context) error { h.Release(); return nil })
 		}
