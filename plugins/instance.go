@@ -493,6 +493,9 @@ func (inst *Instance) handshakeError(err error, activating bool) error {
 	select {
 	case <-inst.proc.exited:
 		if !inst.proc.killedByHost() {
+			if activating {
+				return fmt.Errorf("the plugin exited before it finished its activation (%s)", inst.proc.exitStatus())
+			}
 			return fmt.Errorf("the plugin exited before it served (%s)", inst.proc.exitStatus())
 		}
 	case <-time.After(100 * time.Millisecond):
@@ -598,10 +601,20 @@ func checkDigest(path, want string) error {
 		return fmt.Errorf("plugin binary: %w", err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(want) {
-		return fmt.Errorf("%w: %s has sha256 %s, the config pins %s; refusing to start it", ErrChecksum, path, got, want)
+		return &checksumError{path: path, got: got, want: want}
 	}
 	return nil
 }
+
+// checksumError is ErrChecksum with its particulars; its text does not repeat
+// ErrChecksum's package prefix inside the StartError that carries it.
+type checksumError struct{ path, got, want string }
+
+func (e *checksumError) Error() string {
+	return fmt.Sprintf("checksum mismatch: %s has sha256 %s, the config pins %s; refusing to start it", e.path, e.got, e.want)
+}
+
+func (e *checksumError) Is(target error) bool { return target == ErrChecksum }
 
 // Generation returns the instance's generation.
 func (inst *Instance) Generation() uint64 { return inst.generation }

@@ -435,11 +435,11 @@ func TestStartFaults(t *testing.T) {
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
 		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
 		// Activated as it starts (pluginpb.StartActivationVersion): it exits before its handshake.
-		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited before it served (exit status 4", "cannot open the cache database"}},
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited before it finished its activation (exit status 4", "cannot open the cache database"}},
 		{"MalformedActivationLine", map[string]string{"FAULT": "fake_activation"}, "", nil, []string{"its activation failed: malformed activation line"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
-		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},
+		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{`plugins: plugin "fault" did not start: checksum mismatch: `, "refusing to start"}},
 		{"MissingBinary", nil, "", func(c *plugins.Config) { c.Path = "/nonexistent/plugin" }, []string{"no such file"}},
 	}
 	for _, tt := range tests {

@@ -137,7 +137,8 @@ func Start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog P
 }
 
 // Keep is Start for a Location that degrades rather than fails: a failed first start
-// is not returned but kept as the last error (state Restarting), and the program is
+// is not returned (nor logged) but kept as the last error (state Restarting), for the
+// caller to report, and the program is
 // retried under the budget as after a crash, until a generation runs or the budget
 // is spent (Failed). Keep fails only when parent is closed. It returns after the
 // first attempt, so a program that starts has registered its tools.
@@ -168,10 +169,11 @@ func start[C any, G Generation](ctx context.Context, parent *scope.Scope, prog P
 		return nil, err
 	}
 	if err != nil {
+		// Not logged: the caller reports it (a Location lists the sources that do not
+		// serve), and State says it from now on; the retries follow.
 		s.mu.Lock()
-		s.state, s.err = Restarting, err // reported from now on; the retries follow
+		s.state, s.err = Restarting, err
 		s.mu.Unlock()
-		set.Logger.Error(set.Noun+" did not start; retrying under the crash budget", "source", set.id(), "error", err)
 		_ = sc.Go(func(ctx context.Context) {
 			s.restart(ctx, err, 0)
 			s.watch(ctx)
