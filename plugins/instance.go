@@ -50,8 +50,8 @@ type Config struct {
 	SHA256 string
 	// Env is the plugin's whole environment: the host's own is never inherited. The
 	// go-plugin handshake variables are added, and the Go runtime's settings
-	// GOMAXPROCS=PluginGOMAXPROCS() and GOGC=PluginGOGC unless Env sets them (a
-	// plugin's "env" in the Location config).
+	// GOMAXPROCS (a quarter of the host's, at least 1) and GOGC=200 unless Env sets
+	// them (a plugin's "env" in the Location config).
 	Env map[string]string
 	// Options is passed to the plugin's activation (a JSON object, or nil).
 	Options json.RawMessage
@@ -61,7 +61,8 @@ type Config struct {
 	// its process group is killed. Default 5s.
 	StopGrace time.Duration
 	// SocketDir is where the private (mode 0700) socket directory of each process is
-	// made. Default: DefaultSocketDir().
+	// made. Default: $XDG_RUNTIME_DIR, else /dev/shm, else the system temporary
+	// directory (the first where one can be made).
 	SocketDir string
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
@@ -137,9 +138,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.SocketDir == "" {
-		c.SocketDir = DefaultSocketDir()
+		c.SocketDir = defaultSocketDir()
 	}
-	for k, v := range map[string]string{"GOMAXPROCS": strconv.Itoa(PluginGOMAXPROCS()), "GOGC": PluginGOGC} {
+	for k, v := range map[string]string{"GOMAXPROCS": strconv.Itoa(pluginGOMAXPROCS()), "GOGC": pluginGOGC} {
 		if _, set := c.Env[k]; !set {
 			c.Env = maps.Clone(c.Env)
 			if c.Env == nil {
@@ -151,32 +152,26 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// PluginGOGC is the GOGC a plugin gets unless its config's env sets one. A plugin's
-// live heap is small, so at the default of 100 its collector runs every 4 MiB of
-// allocation: every twenty 64 KiB calls or so. At 200 (a heap goal of at least
-// 8 MiB) a 64 KiB call's median came out 0.82-0.85 of bare go-plugin's against
-// 0.94-0.99, and throughput with 64 callers 0.73-0.76 against 0.65-0.70 (2 CPUs,
-// alternating; 400 was no better than 200). The cost is up to 4 MiB more heap per
-// plugin process before its first collection.
-const PluginGOGC = "200"
+// pluginGOGC is the GOGC a plugin gets unless its config's env sets one. A plugin's
+// live heap is small, so at the default of 100 its collector would run every few
+// calls; a higher goal trades up to a few MiB more heap per plugin process for
+// fewer collections on the call path (BENCHMARKS.md).
+const pluginGOGC = "200"
 
-// PluginGOMAXPROCS is the GOMAXPROCS a plugin gets unless its config's env sets one:
+// pluginGOMAXPROCS is the GOMAXPROCS a plugin gets unless its config's env sets one:
 // a quarter of the host's own (the CPUs the host may use), at least 1. A plugin
-// serves one host, whose calls come a few at a time; each processor its runtime has
-// spins looking for work between messages, on the CPUs the host needs to make the
-// next call. On two CPUs one processor made a plugin's 64-byte call 13% faster and
-// raised throughput with 8 callers by a fifth (see BENCHMARKS.md). A plugin with
-// parallel work of its own sets GOMAXPROCS in its env.
-func PluginGOMAXPROCS() int { return max(1, runtime.GOMAXPROCS(0)/4) }
+// serves one host, whose calls come a few at a time, and each processor its runtime
+// has spins looking for work on the CPUs the host needs for the next call
+// (BENCHMARKS.md). A plugin with parallel work of its own sets GOMAXPROCS in its env.
+func pluginGOMAXPROCS() int { return max(1, runtime.GOMAXPROCS(0)/4) }
 
-// DefaultSocketDir is where plugin sockets go unless configured: a memory file
+// defaultSocketDir is where plugin sockets go unless configured: a memory file
 // system when there is one, because every launch creates and removes a directory and
-// two sockets, and on a disk-backed /tmp that costs milliseconds (3.2 ms against
-// 67 µs on tmpfs, measured on the project's VM; see BENCHMARKS.md). In order:
+// two sockets, which costs far more on a disk-backed /tmp (BENCHMARKS.md). In order:
 // $XDG_RUNTIME_DIR (the per-user runtime directory meant for sockets), /dev/shm,
 // then the system temporary directory. The directory made inside it is private
 // (mode 0700) wherever it is.
-func DefaultSocketDir() string {
+func defaultSocketDir() string {
 	socketDirOnce.Do(func() {
 		socketDir = os.TempDir()
 		for _, dir := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
