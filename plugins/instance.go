@@ -304,7 +304,51 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	return inst, nil
 }
 
+// start launches (or attaches to) the plugin, serves it its capabilities and runs
+// its activation, in that order; each step is a method below. Whatever it started
+// is stopped by the instance's scope, which Start closes on an error.
 func (inst *Instance) start(ctx context.Context) error {
+	req := inst.activateRequest()
+	clientCfg, atStart, err := inst.clientConfig(req)
+	if err != nil {
+		return err
+	}
+	inst.client = plugin.NewClient(clientCfg)
+	// Registered first, so it runs last: the process stops after the tools are gone.
+	_ = inst.scope.Defer(ctx, inst.stop)
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+	if err := inst.connect(atStart != ""); err != nil {
+		return err
+	}
+	inst.serveCapabilities()
+	return inst.activate(ctx, req)
+}
+
+// activateRequest is the plugin's activation request. The capabilities' broker ids
+// are fixed, so the request can go with the launch.
+func (inst *Instance) activateRequest() *pluginpb.ActivateRequest {
+	req := &pluginpb.ActivateRequest{
+		Directory:               inst.target.Directory,
+		WorkspaceId:             inst.target.WorkspaceID,
+		Options:                 inst.cfg.Options,
+		ToolsBrokerId:           toolsBrokerID,
+		RegistrationsInResponse: true,
+		FlatResults:             true,
+	}
+	if inst.cfg.Services != nil {
+		req.ServicesBrokerId = servicesBrokerID
+	}
+	if len(inst.cfg.Grants) > 0 {
+		req.InteractionBrokerId = interactionBrokerID
+	}
+	return req
+}
+
+// clientConfig is go-plugin's config for the plugin: the protocol versions offered,
+// the host token, and how the process is launched in its sandbox (or attached to).
+// atStart is the encoded activation request when the plugin is offered activation at
+// start (pluginpb.StartActivationVersion), else "".
+func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.ClientConfig, atStart string, _ error) {
 	cfg := inst.cfg
 	plugins := plugin.PluginSet{pluginpb.PluginName: &hostPlugin{}}
 	clientCfg := &plugin.ClientConfig{
@@ -321,80 +365,64 @@ func (inst *Instance) start(ctx context.Context) error {
 		GRPCDialOptions: append(pluginpb.DialOptions(),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
-	token := rand.Text() // see pluginpb.HostTokenEnv
-	// The capabilities' broker ids are fixed, so the request can go with the launch.
-	req := &pluginpb.ActivateRequest{
-		Directory:               inst.target.Directory,
-		WorkspaceId:             inst.target.WorkspaceID,
-		Options:                 cfg.Options,
-		ToolsBrokerId:           toolsBrokerID,
-		RegistrationsInResponse: true,
-		FlatResults:             true,
+	if cfg.Reattach != nil {
+		rc, err := cfg.Reattach.Config()
+		if err != nil {
+			return nil, "", err
+		}
+		inst.attached = newAttachedRunner(rc.Pid)
+		rc.ReattachFunc = func() (runner.AttachedRunner, error) { return inst.attached, nil }
+		clientCfg.Reattach = rc
+		return clientCfg, "", nil
 	}
-	if cfg.Services != nil {
-		req.ServicesBrokerId = servicesBrokerID
-	}
-	if len(cfg.Grants) > 0 {
-		req.InteractionBrokerId = interactionBrokerID
-	}
-	// The request for an activation at the start, if offered: not to a plugin with
-	// the Location services, which it may use while it activates, before its server
-	// (and with it the broker its connection to them needs) is up.
-	var atStart string
-	if cfg.Reattach == nil && cfg.Services == nil {
+
+	// Activation at start, if offered: not to a plugin with the Location services,
+	// which it may use while it activates, before its server (and with it the broker
+	// its connection to them needs) is up.
+	if cfg.Services == nil {
 		value, ok, err := pluginpb.EncodeActivateRequest(req)
 		if err != nil {
-			return fmt.Errorf("encode the activation request: %w", err)
+			return nil, "", fmt.Errorf("encode the activation request: %w", err)
 		}
 		if ok {
 			atStart = value
 			clientCfg.VersionedPlugins[pluginpb.StartActivationVersion] = plugins
 		}
 	}
-	if cfg.Reattach == nil {
-		// inst.client is set before the connection is dialled, and go-plugin has
-		// read the plugin's version from its handshake by then.
-		perConn := func() bool { return inst.client.NegotiatedVersion() >= pluginpb.ConnTokenVersion }
-		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
+	token := rand.Text() // see pluginpb.HostTokenEnv
+	// inst.client is set before the connection is dialled, and go-plugin has read the
+	// plugin's version from its handshake by then.
+	perConn := func() bool { return inst.client.NegotiatedVersion() >= pluginpb.ConnTokenVersion }
+	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
+	if _, err := os.Stat(cfg.Path); err != nil {
+		return nil, "", fmt.Errorf("plugin binary: %w", err)
 	}
-	if cfg.Reattach != nil {
-		rc, err := cfg.Reattach.Config()
+	clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
+	clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+		env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+		env = append(env, pluginpb.HostTokenEnv+"="+token)
+		if atStart != "" {
+			env = append(env, pluginpb.StartActivationEnv+"="+atStart)
+		}
+		box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		inst.attached = newAttachedRunner(rc.Pid)
-		rc.ReattachFunc = func() (runner.AttachedRunner, error) { return inst.attached, nil }
-		clientCfg.Reattach = rc
-	} else {
-		if _, err := os.Stat(cfg.Path); err != nil {
-			return fmt.Errorf("plugin binary: %w", err)
+		if w := box.Warning(); w != "" {
+			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
-		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
-		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
-			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
-			env = append(env, pluginpb.HostTokenEnv+"="+token)
-			if atStart != "" {
-				env = append(env, pluginpb.StartActivationEnv+"="+atStart)
-			}
-			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
-			if err != nil {
-				return nil, err
-			}
-			if w := box.Warning(); w != "" {
-				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
-			}
-			inst.proc = newProcRunner(box)
-			return inst.proc, nil
-		}
+		inst.proc = newProcRunner(box)
+		return inst.proc, nil
 	}
-	inst.client = plugin.NewClient(clientCfg)
-	// Registered first, so it runs last: the process stops after the tools are gone.
-	_ = inst.scope.Defer(ctx, inst.stop)
-	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+	return clientCfg, atStart, nil
+}
 
+// connect launches (or attaches to) the plugin and completes go-plugin's handshake
+// (activating: the plugin activates as it starts).
+func (inst *Instance) connect(activating bool) error {
 	rpcClient, err := inst.client.Client()
 	if err != nil {
-		return inst.handshakeError(err, atStart != "")
+		return inst.handshakeError(err, activating)
 	}
 	inst.rpcClient = rpcClient
 	raw, err := rpcClient.Dispense(pluginpb.PluginName)
@@ -408,15 +436,20 @@ func (inst *Instance) start(ctx context.Context) error {
 	} else {
 		inst.exited = inst.attached.exited
 	}
+	return nil
+}
 
-	// The Tools capability: one broker id, one connection, served until the plugin's
-	// broker closes with the process.
+// serveCapabilities serves the plugin its capabilities on their broker ids: the
+// Tools capability always, the Location services to a trusted plugin, the
+// Interaction capability to a granted one. Each has one connection, served until the
+// plugin's broker closes with the process.
+func (inst *Instance) serveCapabilities() {
+	cfg := inst.cfg
 	inst.acceptAndServe(toolsBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
-
 	if svc := cfg.Services; svc != nil {
 		inst.acceptAndServe(servicesBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
@@ -425,7 +458,6 @@ func (inst *Instance) start(ctx context.Context) error {
 			return s
 		})
 	}
-
 	if len(cfg.Grants) > 0 {
 		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
@@ -433,12 +465,19 @@ func (inst *Instance) start(ctx context.Context) error {
 			return s
 		})
 	}
+}
 
+// activate takes the outcome of the activation the plugin made as it started, or
+// calls Activate with req, within the start timeout, and registers the activation's
+// registrations.
+func (inst *Instance) activate(ctx context.Context, req *pluginpb.ActivateRequest) error {
+	cfg := inst.cfg
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
 	var res *pluginpb.ActivateResponse
+	var err error
 	if inst.proc != nil && inst.client.NegotiatedVersion() >= pluginpb.StartActivationVersion {
 		res, err = inst.activatedAtStart(actx)
 	} else {
