@@ -25,6 +25,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // BuildCacheEnv names the environment variable that overrides the default build cache
@@ -182,7 +183,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.sources = append(l.sources, &source{kind: KindBuiltin, state: Running})
+	l.sources = append(l.sources, &source{kind: KindBuiltin, state: supervise.Running})
 
 	plugs := make([]*source, len(cfg.Plugins))
 	servers := make([]*source, len(cfg.MCPServers))
@@ -191,7 +192,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	// Each source gets its own scope, made here, one at a time; the sources then
 	// start in parallel.
 	for i, pc := range cfg.Plugins {
-		src := &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
+		src := &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: supervise.Starting}
 		plugs[i] = src
 		psc, err := sc.Child()
 		if err != nil {
@@ -202,10 +203,11 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			sup, err := l.startPlugin(ctx, psc, pc)
 			src.mu.Lock()
 			defer src.mu.Unlock()
-			src.plugin = sup
-			if sup == nil {
+			if sup != nil {
+				src.sup = sup
+			} else {
 				_ = psc.Close(context.WithoutCancel(ctx))
-				src.state, src.err = Failed, err
+				src.state, src.err = supervise.Failed, err
 			}
 		})
 	}
@@ -213,7 +215,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
 	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
 	for i, mc := range cfg.MCPServers {
-		src := &source{kind: KindMCP, name: mc.Name, state: Starting}
+		src := &source{kind: KindMCP, name: mc.Name, state: supervise.Starting}
 		servers[i] = src
 		msc, err := sc.Child()
 		if err != nil {
@@ -224,7 +226,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		if err != nil {
 			// Like a server that cannot start: the source fails, the Location serves.
 			_ = msc.Close(ctx)
-			src.state, src.err = Failed, err
+			src.state, src.err = supervise.Failed, err
 			continue
 		}
 		wg.Go(func() {
@@ -248,9 +250,10 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			}, mcp.Target{Registry: opts.Registry, Location: id})
 			src.mu.Lock()
 			defer src.mu.Unlock()
-			src.server = sup
-			if sup == nil { // only when the Location scope closed meanwhile
-				src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+			if sup != nil {
+				src.sup = sup
+			} else { // only when the Location scope closed meanwhile
+				src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
 				lost[i] = src.err
 			}
 		})
@@ -402,11 +405,9 @@ func (l *Location) Config() *Config { return l.cfg }
 func (l *Location) Plugins() []*plugins.Supervisor {
 	var out []*plugins.Supervisor
 	for _, s := range l.sources {
-		s.mu.Lock()
-		if s.plugin != nil {
-			out = append(out, s.plugin)
+		if sup, ok := s.supervisor().(*plugins.Supervisor); ok {
+			out = append(out, sup)
 		}
-		s.mu.Unlock()
 	}
 	return out
 }
@@ -415,8 +416,8 @@ func (l *Location) Plugins() []*plugins.Supervisor {
 func (l *Location) MCPServers() []*mcp.Supervisor {
 	var out []*mcp.Supervisor
 	for _, s := range l.sources {
-		if s.server != nil {
-			out = append(out, s.server)
+		if sup, ok := s.supervisor().(*mcp.Supervisor); ok {
+			out = append(out, sup)
 		}
 	}
 	return out

@@ -28,6 +28,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 var (
@@ -190,7 +191,7 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	}
 	if got := l.Plugins(); len(got) != 1 || got[0].Name() != "echo" {
 		t.Fatalf("Plugins() = %v", got)
-	} else if st, err := got[0].State(); st != plugins.Running {
+	} else if st, err := got[0].State(); st != supervise.Running {
 		t.Errorf("plugin state %s (%v), want running", st, err)
 	}
 	pids := proctest.Children(echoBin)
@@ -417,7 +418,7 @@ func sourceErr(t *testing.T, l *location.Location, id string) location.SourceSta
 	for {
 		ch := l.SourcesChanged()
 		for _, st := range l.Sources() {
-			if st.ID == id && (st.State == location.Restarting || st.State == location.Failed) && st.Err != nil {
+			if st.ID == id && (st.State == supervise.Restarting || st.State == supervise.Failed) && st.Err != nil {
 				return st
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 func TestImportMCPConfigsValid(t *testing.T) {
@@ -202,7 +203,7 @@ func TestActivateRemoteServer(t *testing.T) {
 				remote = &s
 			}
 		}
-		if remote == nil || remote.State == location.Running || remote.Err == nil {
+		if remote == nil || remote.State == supervise.Running || remote.Err == nil {
 			t.Fatalf("%s: remote source %+v, want it not serving with an error", tc.name, remote)
 		}
 		for _, want := range tc.want {

@@ -10,33 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
-)
-
-// State is a source's condition (see SourceStatus).
-type State = restart.State
-
-// The states a source reports.
-const (
-	// Starting: its first generation (or one asked for with RestartSource) is starting.
-	Starting = restart.Starting
-	// Running: it serves. Its last error may still be set: a reload or restart by
-	// hand that failed while the running generation kept serving.
-	Running = restart.Running
-	// Restarting: it crashed or failed to start and is being retried under its
-	// restart budget. Its tools stay advertised; calls wait for the next generation.
-	Restarting = restart.Restarting
-	// Failed: it cannot serve — its budget is spent, its build failed, or its command
-	// cannot be executed. Its tools are not advertised. RestartSource tries again.
-	Failed = restart.Failed
-	// Stopped: the Location is closing.
-	Stopped = restart.Stopped
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // The kinds of source a Location has.
@@ -53,8 +34,15 @@ type SourceStatus struct {
 	// name in the config ("" for the built-ins). ID is "kind:name" ("builtin" alone),
 	// as permission rules name sources and as RestartSource takes them.
 	Kind, Name, ID string
-	// State is the source's condition.
-	State State
+	// State is the source's condition. Starting: its first generation (or one asked
+	// for with RestartSource) is starting. Running: it serves; Err may still be set,
+	// by a reload or restart by hand that failed while the serving generation went
+	// on. Restarting: it crashed or failed to start and is retried under its restart
+	// budget; its tools stay advertised and calls wait for the next generation.
+	// Failed: it cannot serve (its budget is spent, its build failed, or its command
+	// cannot run); its tools are not advertised, and RestartSource tries again.
+	// Stopped: the Location is closing.
+	State supervise.State
 	// Generation counts the source's generations that started (0: none yet). PID is
 	// the current generation's process (0: none, or not a process of its own).
 	Generation uint64
@@ -89,15 +77,22 @@ type source struct {
 	kind, name string
 
 	mu     sync.Mutex
-	plugin *plugins.Supervisor // a plugin that got as far as starting
-	server *mcp.Supervisor
-	state  State // static sources (built-ins, manifest tools, unbuilt plugins)
+	sup    supervised      // a plugin that got as far as starting, or an MCP server
+	state  supervise.State // static sources (built-ins, manifest tools, unbuilt plugins)
 	err    error
 	stderr string
 
 	pc   *PluginConfig
 	tool *manifest.Tool
 	op   sync.Mutex // serializes RestartSource
+}
+
+// supervised is what a Location needs of a supervisor, whatever it supervises
+// (*plugins.Supervisor, *mcp.Supervisor).
+type supervised interface {
+	Status() supervise.Status
+	Changed() <-chan struct{}
+	Restart(context.Context) error
 }
 
 func (s *source) id() string {
@@ -107,29 +102,27 @@ func (s *source) id() string {
 	return s.kind + ":" + s.name
 }
 
+// supervisor returns the source's supervisor, or nil when it has none.
+func (s *source) supervisor() supervised {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sup
+}
+
 func (s *source) status() SourceStatus {
 	s.mu.Lock()
-	plugin, server := s.plugin, s.server
+	sup := s.sup
 	st := SourceStatus{Kind: s.kind, Name: s.name, ID: s.id(), State: s.state, Err: s.err, Stderr: s.stderr}
 	s.mu.Unlock()
-	switch {
-	case plugin != nil:
-		st.State, st.Err = plugin.State()
-		st.Restarts = plugin.Restarts()
-		if inst := plugin.Current(); inst != nil {
-			st.Generation, st.PID = inst.Generation(), inst.PID()
-			mode, confined := inst.Containment()
-			st.Containment, st.Confined = string(mode), confined
-			st.Stderr = inst.Stderr()
-		}
-	case server != nil:
-		st.State, st.Err = server.State()
-		st.Restarts = server.Restarts()
-		if inst := server.Current(); inst != nil {
-			st.Generation, st.PID = inst.Generation(), inst.PID()
-			mode, confined := inst.Containment()
-			st.Containment, st.Confined = string(mode), confined
-			st.Stderr = inst.Stderr()
+	if sup != nil {
+		sst := sup.Status()
+		st.State, st.Err, st.Restarts = sst.State, sst.Err, sst.Restarts
+		if g := sst.Current; g != nil {
+			st.Generation, st.PID, st.Stderr = g.Generation(), g.PID(), g.Stderr()
+			if c, ok := g.(interface{ Containment() (sandbox.Mode, bool) }); ok {
+				mode, confined := c.Containment()
+				st.Containment, st.Confined = string(mode), confined
+			}
 		}
 	}
 	// A start that failed says why on its stderr; prefer that to a live tail.
@@ -148,13 +141,8 @@ func (s *source) status() SourceStatus {
 }
 
 func (s *source) changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.plugin != nil:
-		return s.plugin.Changed()
-	case s.server != nil:
-		return s.server.Changed()
+	if sup := s.supervisor(); sup != nil {
+		return sup.Changed()
 	}
 	return nil
 }
@@ -167,7 +155,7 @@ func (l *Location) Sources() []SourceStatus {
 	for _, s := range l.sources {
 		st := s.status()
 		if l.scope.Context().Err() != nil {
-			st.State = Stopped
+			st.State = supervise.Stopped
 		}
 		out = append(out, st)
 	}
@@ -256,7 +244,7 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindPlugin:
 		return l.restartPlugin(ctx, s)
 	case KindMCP:
-		return s.server.Restart(ctx)
+		return s.supervisor().Restart(ctx)
 	case KindManifest:
 		return l.restartManifest(ctx, s)
 	}
@@ -264,30 +252,28 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 }
 
 func (l *Location) restartPlugin(ctx context.Context, s *source) error {
-	s.mu.Lock()
-	sup := s.plugin
-	s.mu.Unlock()
+	sup, _ := s.supervisor().(*plugins.Supervisor)
 	if sup == nil { // its build failed: build and start it now
 		psc, err := l.scope.Child()
 		if err != nil {
 			return err
 		}
 		s.mu.Lock()
-		s.state, s.err = Starting, nil
+		s.state, s.err = supervise.Starting, nil
 		s.mu.Unlock()
 		sup, err := l.startPlugin(ctx, psc, *s.pc)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil {
 			_ = psc.Close(context.WithoutCancel(ctx))
-			s.state, s.err = Failed, err
+			s.state, s.err = supervise.Failed, err
 			var be *BuildError
 			if errors.As(err, &be) {
 				s.stderr = be.Output
 			}
 			return err
 		}
-		s.plugin = sup
+		s.sup = sup
 		l.follow(s)
 		_, err = sup.State()
 		return err
@@ -308,7 +294,7 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 	s.mu.Lock()
 	state := s.state
 	s.mu.Unlock()
-	if state == Running {
+	if state == supervise.Running {
 		return nil // nothing runs between calls: a manifest tool has nothing to restart
 	}
 	if err := manifest.Check(*s.tool); err != nil {
@@ -330,7 +316,7 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 		return err
 	}
 	s.mu.Lock()
-	s.state, s.err, s.stderr = Running, nil, ""
+	s.state, s.err, s.stderr = supervise.Running, nil, ""
 	s.mu.Unlock()
 	return nil
 }
@@ -368,19 +354,19 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 		if err != nil {
 			name = t.Name
 		}
-		s := &source{kind: KindManifest, name: name, tool: &t, state: Running}
+		s := &source{kind: KindManifest, name: name, tool: &t, state: supervise.Running}
 		if slices.ContainsFunc(l.sources, func(o *source) bool { return o.id() == s.id() }) {
 			continue // a config tool wins over a file's of the same name
 		}
 		l.sources = append(l.sources, s)
 		if err := manifest.Check(t); err != nil {
-			s.state, s.err = Failed, err
+			s.state, s.err = supervise.Failed, err
 			logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
 			continue
 		}
 		release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{t}, l.manifestAuthorizer(), logger)
 		if len(warnings) > 0 {
-			s.state, s.err = Failed, errors.Join(warnings...)
+			s.state, s.err = supervise.Failed, errors.Join(warnings...)
 		}
 		if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
 			return err
@@ -405,7 +391,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		cfg.Path = path
 	}
 	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.cfg.WorkspaceID}
-	sup, err := plugins.Keep(ctx, sc, cfg, target, plugins.Budget{})
+	sup, err := plugins.Keep(ctx, sc, cfg, target, supervise.Budget{})
 	if err != nil {
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
@@ -436,7 +422,7 @@ func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
 func describe(sts []SourceStatus) string {
 	var b strings.Builder
 	for _, st := range sts {
-		if st.State == Running {
+		if st.State == supervise.Running {
 			continue
 		}
 		fmt.Fprintf(&b, "\n  %s: %s: %v", st.ID, st.State, st.Err)

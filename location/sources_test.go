@@ -13,6 +13,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // withOptions is echoPlugin with the test plugin's options and more config fields.
@@ -100,7 +101,7 @@ func TestNamesBelongToSources(t *testing.T) {
 			ch := l.SourcesChanged()
 			var refused []error
 			for _, st := range l.Sources() {
-				if st.Err != nil && st.State != location.Running {
+				if st.Err != nil && st.State != supervise.Running {
 					refused = append(refused, st.Err)
 				}
 			}

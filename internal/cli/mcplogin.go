@@ -11,6 +11,7 @@ import (
 	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type mcpLoginOptions struct {
@@ -128,7 +129,7 @@ func (a *app) loginOnFirstUse(ctx context.Context, loc *location.Location) {
 	}
 	for _, st := range loc.Sources() {
 		var auth *mcp.AuthRequiredError
-		if st.Kind != location.KindMCP || st.State == location.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
+		if st.Kind != location.KindMCP || st.State == supervise.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
 			continue
 		}
 		var m *location.MCPServerConfig

@@ -10,9 +10,9 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/termtext"
-	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type toolsOptions struct {
@@ -114,7 +114,7 @@ func (a *app) tools(ctx context.Context, args []string) int {
 		defs, problems := checkProvider(profile, q.Definitions())
 		var notServing []sourceJSON
 		for _, st := range s.loc.Sources() {
-			if st.State != location.Running {
+			if st.State != supervise.Running {
 				j := sourceJSON{ID: st.ID, State: string(st.State)}
 				if st.Err != nil {
 					j.Error = st.Err.Error()
