@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 var (
@@ -77,7 +78,7 @@ func (h *host) callJSON(t *testing.T, name, input string, v any) {
 
 func TestHugeRegistrationsAreRefusedUnread(t *testing.T) {
 	h := newHost(t)
-	if _, err := h.supervise(h.config(nil, ""), plugins.Budget{}); err != nil { // a well-behaved neighbour
+	if _, err := h.supervise(h.config(nil, ""), supervise.Budget{}); err != nil { // a well-behaved neighbour
 		t.Fatal(err)
 	}
 	h.startSpender(t, "s_")
