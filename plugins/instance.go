@@ -525,6 +525,9 @@ func (inst *Instance) activate(ctx context.Context, req *pluginpb.ActivateReques
 	// plugin built with an older sdk sent them over the Tools capability instead).
 	for _, req := range res.Registrations {
 		if err := inst.registerUntil(actx, req); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return fmt.Errorf("its registrations were not made within the start timeout (%s)", cfg.StartTimeout)
+			}
 			return fmt.Errorf("its activation failed: %w", err)
 		}
 	}
