@@ -28,7 +28,7 @@
 // reading); nothing else is held while it is taken, and it is never held across a
 // call into a tool, a hook or an Owner. An entry's closed flag is atomic, so a
 // settlement checks it without the lock. Requests are immutable once prepared.
-// Storage.mu guards the in-process side of managed storage; the quota's accounting
-// is shared between processes through the directory under a file lock (see
-// [Storage]). Neither lock is taken while the other is held.
+// Managed storage holds no lock in memory: the quota's accounting is shared by
+// every process through the directory, under its lock file (see [Storage]), which
+// is never taken while mu is held.
 package registry

@@ -38,6 +38,7 @@ type handle struct {
 	closed   bool
 	cause    error         // why it was closed
 	done     chan struct{} // closed when the handle ends: its WatchAsks streams end
+	unread   chan struct{} // closed when it ends for not reading (see unreadError)
 
 	held atomic.Int64 // progress events its SettleStreams hold for the client (see progressSender)
 }
@@ -73,7 +74,7 @@ func connFrom(ctx context.Context) *conn {
 
 // open opens a new handle on c.
 func (c *conn) open() (*handle, error) {
-	h := &handle{id: newID("cl_"), conn: c, requests: map[string]*request{}, done: make(chan struct{})}
+	h := &handle{id: newID("cl_"), conn: c, requests: map[string]*request{}, done: make(chan struct{}), unread: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -119,6 +120,9 @@ func (h *handle) close(cause error) bool {
 	cancels := h.cancelsLocked()
 	h.requests = nil
 	c.mu.Unlock()
+	if _, ok := cause.(*unreadError); ok {
+		close(h.unread)
+	}
 	close(h.done)
 	for _, cancel := range cancels {
 		cancel(cause)

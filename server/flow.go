@@ -31,18 +31,19 @@ func (e *unreadError) Error() string {
 		"read every stream you open, then open a new client handle", e.id, e.held)
 }
 
-// hold counts one more progress event held by h's streams, unless they hold
-// maxHeldProgress already; it reports whether it did.
-func (h *handle) hold(s *Server) bool {
+// hold counts up to n more progress events held by h's streams, as many as keep
+// them within maxHeldProgress, and returns how many it counted.
+func (h *handle) hold(s *Server, n int) int {
 	for {
-		n := h.held.Load()
-		if n >= maxHeldProgress {
-			return false
+		cur := h.held.Load()
+		k := min(int64(n), maxHeldProgress-cur)
+		if k <= 0 {
+			return 0
 		}
-		if h.held.CompareAndSwap(n, n+1) {
-			for m := s.maxHeld.Load(); n+1 > m && !s.maxHeld.CompareAndSwap(m, n+1); m = s.maxHeld.Load() {
+		if h.held.CompareAndSwap(cur, cur+k) {
+			for m := s.maxHeld.Load(); cur+k > m && !s.maxHeld.CompareAndSwap(m, cur+k); m = s.maxHeld.Load() {
 			}
-			return true
+			return int(k)
 		}
 	}
 }
@@ -58,26 +59,31 @@ func (h *handle) closedStatus() error {
 	return status.Errorf(codes.Canceled, "client handle %s closed", h.id)
 }
 
+// maxQueuedProgress bounds the progress events one SettleStream keeps to send.
+const maxQueuedProgress = 16
+
 // progressSender sends a call's events on its SettleStream from one goroutine, so
 // a slow client never blocks the tool reporting progress, and bounds what it keeps
-// for a client that reads slowly or not at all: one progress event, the latest —
-// a newer one replaces it and is counted, and the next event sent carries the
-// count (Progress.skipped) — and the final event, which is never dropped. While a
-// send waits for the client, the event it holds counts against its handle's
-// maxHeldProgress. Progress is kept ahead of the final event.
+// for a client that reads slowly or not at all: up to maxQueuedProgress progress
+// events, then the latest replaces the newest kept one — the count of events
+// replaced or dropped reaches the client in the next event sent (Progress.skipped)
+// — and the final event, which is never dropped. The events kept while a send
+// waits for the client count against the handle's maxHeldProgress; what the handle
+// cannot count is dropped, and the handle closed. Progress is kept ahead of the
+// final event.
 type progressSender struct {
 	s      *Server
 	h      *handle
 	stream servepb.Toolhost_SettleStreamServer
 
 	mu       sync.Mutex
-	pending  *servepb.Progress    // the latest event not sent yet
-	skipped  uint64               // events replaced since the last one sent
+	queue    []*servepb.Progress  // kept to send, oldest first
+	carry    uint64               // events dropped, for the next event's skipped
+	heldN    int                  // of queue, counted in h.held
 	final    *servepb.SettleEvent // the final event, not sent yet
 	finished bool                 // the final event was given: no more progress
 	stopped  bool                 // the RPC returns: no more sends
 	sending  bool                 // a send is in progress
-	held     bool                 // pending counts in h.held
 	started  bool                 // the goroutine runs (from the first event on)
 	err      error                // the first send error
 	wake     chan struct{}        // set when started
@@ -88,7 +94,7 @@ func newProgressSender(s *Server, h *handle, stream servepb.Toolhost_SettleStrea
 	return &progressSender{s: s, h: h, stream: stream}
 }
 
-// push keeps ev as the latest progress event. It never blocks.
+// push keeps ev to send. It never blocks.
 func (p *progressSender) push(ev sdk.Progress) {
 	p.mu.Lock()
 	if p.finished || p.stopped {
@@ -100,22 +106,28 @@ func (p *progressSender) push(ev sdk.Progress) {
 		p.wake, p.sent = make(chan struct{}, 1), make(chan struct{})
 		go p.run()
 	}
-	if p.sending && !p.held { // a send waits, and no event is held yet
-		if !p.h.hold(p.s) {
-			// The handle holds all it may: this event is not kept, and the
-			// handle is closed.
-			p.skipped++
-			p.mu.Unlock()
-			p.h.close(&unreadError{id: p.h.id, held: maxHeldProgress})
-			return
+	pe := &servepb.Progress{Progress: ev.Progress, Total: ev.Total, Message: ev.Message}
+	unread := false
+	switch {
+	case len(p.queue) == maxQueuedProgress: // the latest wins
+		last := len(p.queue) - 1
+		pe.Skipped = p.queue[last].Skipped + 1
+		p.queue[last] = pe
+	case p.sending && p.h.hold(p.s, 1) == 0: // the handle holds all it may
+		p.carry++
+		unread = true
+	default:
+		if p.sending {
+			p.heldN++
 		}
-		p.held = true
+		pe.Skipped, p.carry = p.carry, 0
+		p.queue = append(p.queue, pe)
 	}
-	if p.pending != nil {
-		p.skipped++
-	}
-	p.pending = &servepb.Progress{Progress: ev.Progress, Total: ev.Total, Message: ev.Message}
 	p.mu.Unlock()
+	if unread {
+		p.h.close(&unreadError{id: p.h.id, held: maxHeldProgress})
+		return
+	}
 	p.poke()
 }
 
@@ -131,9 +143,9 @@ func (p *progressSender) run() {
 	for {
 		p.mu.Lock()
 		p.sending = false
-		if p.held {
-			p.held = false
-			p.h.held.Add(-1)
+		if p.heldN > 0 {
+			p.h.held.Add(int64(-p.heldN))
+			p.heldN = 0
 		}
 		if p.stopped || p.err != nil {
 			p.mu.Unlock()
@@ -142,10 +154,9 @@ func (p *progressSender) run() {
 		var ev *servepb.SettleEvent
 		last := false
 		switch {
-		case p.pending != nil:
-			p.pending.Skipped, p.skipped = p.skipped, 0
-			ev = &servepb.SettleEvent{Event: &servepb.SettleEvent_Progress{Progress: p.pending}}
-			p.pending = nil
+		case len(p.queue) > 0:
+			ev = &servepb.SettleEvent{Event: &servepb.SettleEvent_Progress{Progress: p.queue[0]}}
+			p.queue = append(p.queue[:0], p.queue[1:]...)
 		case p.final != nil:
 			ev, p.final, last = p.final, nil, true
 		}
@@ -155,7 +166,29 @@ func (p *progressSender) run() {
 			continue
 		}
 		p.sending = true
+		// What stays queued is held while this send waits; what the handle
+		// cannot count is dropped (counted in the next event) and it is closed.
+		unread := false
+		if n := len(p.queue); n > 0 {
+			p.heldN = p.h.hold(p.s, n)
+			if drop := n - p.heldN; drop > 0 {
+				var skipped uint64
+				for _, d := range p.queue[:drop] {
+					skipped += d.Skipped + 1
+				}
+				p.queue = append(p.queue[:0], p.queue[drop:]...)
+				if len(p.queue) > 0 {
+					p.queue[0].Skipped += skipped
+				} else {
+					p.carry += skipped
+				}
+				unread = true
+			}
+		}
 		p.mu.Unlock()
+		if unread {
+			p.h.close(&unreadError{id: p.h.id, held: maxHeldProgress})
+		}
 		err := p.stream.Send(ev)
 		p.mu.Lock()
 		if err != nil && p.err == nil {
@@ -169,8 +202,8 @@ func (p *progressSender) run() {
 }
 
 // finish sends final after the progress kept, and returns the RPC's result: nil,
-// the send's error, or, when the handle closes first (its client stopped reading
-// or closed it), a status saying so.
+// the send's error, or, when the handle is closed as unread first, a status saying
+// so.
 func (p *progressSender) finish(final *servepb.SettleEvent) error {
 	p.mu.Lock()
 	p.finished = true
@@ -183,7 +216,7 @@ func (p *progressSender) finish(final *servepb.SettleEvent) error {
 	p.poke()
 	select {
 	case <-p.sent:
-	case <-p.h.done:
+	case <-p.h.unread:
 		select {
 		case <-p.sent:
 		default:

@@ -127,7 +127,7 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 12
+	const n = 40
 	st, err := rpc.SettleStream(ctx, &servepb.SettleRequest{ClientId: open.ClientId, RequestId: prep.RequestId, Name: "flood",
 		InputJson: fmt.Sprintf(`{"n": %d}`, n), Invocation: &servepb.Invocation{SessionId: "s", ToolCallId: "c1"}})
 	if err != nil {

@@ -14,13 +14,11 @@
 package filestore
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // LockPath returns the lock file of path: a hidden sibling, ".NAME.lock".
@@ -35,8 +33,9 @@ func tempPattern(path string) string {
 
 // Locked is a held lock of one file (see Lock). Unlock releases it.
 type Locked struct {
-	path string
-	f    *os.File
+	path    string
+	f       *os.File
+	removed []string // the temporary files Lock removed
 }
 
 // Lock takes the exclusive lock of path, creating its directory (mode 0700 if
@@ -57,7 +56,7 @@ func Lock(path string) (*Locked, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	l := &Locked{path: path, f: f}
-	if _, err := l.removeTemps(); err != nil {
+	if l.removed, err = l.removeTemps(); err != nil {
 		l.Unlock()
 		return nil, err
 	}
@@ -174,16 +173,5 @@ func Clean(path string) ([]string, error) {
 		return nil, err
 	}
 	defer l.Unlock()
-	return l.removeTemps()
-}
-
-// IsTemp reports whether name (a base name) is a temporary file of a file in the
-// same directory, as Write makes them.
-func IsTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")
-}
-
-// TempName returns a fresh name for a temporary file beside path: ".NAME.<random>.tmp".
-func TempName(path string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+rand.Text()+".tmp")
+	return l.removed, nil
 }
