@@ -47,6 +47,8 @@ type Call struct {
 	// Progress, if set, receives the executor's progress events. It must be safe for
 	// concurrent use and must not block for long.
 	Progress func(sdk.Progress)
+
+	obs *observation // the Observer's view of this settlement; nil without one
 }
 
 // Outcome classifies a settlement. Its value is the stable string runners persist and
@@ -125,10 +127,20 @@ func (s *Settlement) Text() string {
 // context.Canceled)), hit a defect (*DefectError) or failed operationally
 // (*OperationalError).
 func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
+	if o := q.reg.observer; o != nil {
+		return q.observed(ctx, o, call)
+	}
+	call.obs = nil // a Call a hook passed on from another Registry's settlement
+	return q.settleCall(ctx, call)
+}
+
+// settleCall is Settle, its observer (if any) set in call.
+func (q *Request) settleCall(ctx context.Context, call Call) (*Settlement, error) {
 	e, ok := q.entries[call.Name]
 	if !ok {
 		return refusal(call, Unknown, fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name), nil), nil
 	}
+	call.obs.resolved(e.source)
 	e, done, reason, err := q.resolve(ctx, e)
 	if err != nil {
 		return nil, err
@@ -143,6 +155,7 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	defer done()
 
 	hooks := q.reg.hooksFor(q.location)
+	ctx = call.obs.step(ctx, StepBeforeHooks)
 	call, s, err := runBefore(ctx, hooks, call)
 	if err != nil {
 		return nil, err
@@ -152,11 +165,13 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 			return nil, err
 		}
 	}
+	ctx = call.obs.step(ctx, StepAfterHooks)
 	return runAfter(ctx, hooks, call, s)
 }
 
 // settle validates the input, executes the resolved entry and publishes its output.
 func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement, error) {
+	call.obs.step(ctx, StepValidateInput)
 	input := bytes.TrimSpace(call.Input)
 	if len(input) == 0 {
 		input = []byte("{}")
@@ -172,7 +187,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
-	out, err := q.execute(ctx, e, call, input)
+	out, err := q.execute(call.obs.step(ctx, StepExecute), e, call, input)
 	if err != nil {
 		var failure *sdk.ToolFailure
 		var decodeErr *sdk.InputDecodingError
@@ -194,6 +209,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		return nil, err // interruption, defect or operational failure
 	}
 
+	call.obs.step(ctx, StepValidateOutput)
 	decoded, problems := e.output.validate(out.JSON)
 	if problems != nil {
 		return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
@@ -206,6 +222,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		structured = out.Structured
 	}
 
+	call.obs.step(ctx, StepProject)
 	content, err := project(e, input, out)
 	if err != nil {
 		return nil, err
@@ -218,6 +235,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
+	call.obs.step(ctx, StepBound)
 	content, structured, managed, err := bound(q.store, q.limits, content, structured)
 	if err != nil {
 		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
