@@ -33,7 +33,8 @@ type Observer interface {
 
 // Settling follows one settlement. Its methods are called from the settling
 // goroutine, in order: Resolved at most once, Step as each step begins (a step ends
-// where the next one begins, or at End), End exactly once.
+// where the next one begins, or at End; the hook steps only when the placement has
+// hooks), End exactly once.
 type Settling interface {
 	// Resolved names the source of the tool the call's name was captured for.
 	Resolved(source Source)

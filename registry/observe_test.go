@@ -84,12 +84,12 @@ func TestObserverSeesEveryStepInOrder(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, tool, input, want string }{
 		{"Completed", "echo", `{"text":"hi"}`,
-			"start  echo|resolved plugin:p|before_hooks|validate_input|execute|validate_output|project|bound|after_hooks|end completed"},
+			"start  echo|resolved plugin:p|validate_input|execute|validate_output|project|bound|end completed"},
 		{"InvalidInputSkipsExecutionButNotTheAfterHooks", "echo", `{"text":1}`,
-			"start  echo|resolved plugin:p|before_hooks|validate_input|after_hooks|end invalid_input"},
+			"start  echo|resolved plugin:p|validate_input|end invalid_input"},
 		{"UnknownEndsAtOnce", "nope", `{}`, "start  nope|end unknown"},
 		{"OperationalFailureEndsWithTheError", "echo", `{"text":"fail"}`,
-			"start  echo|resolved plugin:p|before_hooks|validate_input|execute|end error"},
+			"start  echo|resolved plugin:p|validate_input|execute|end error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(settleAndTake(tc.tool, tc.input), "|"); got != tc.want {
@@ -102,5 +102,33 @@ func TestObserverSeesEveryStepInOrder(t *testing.T) {
 	}
 	if !slices.Contains(rec.events, "execute") {
 		t.Fatal("no execute step recorded")
+	}
+}
+
+func TestObserverSeesTheHookStepsOnlyWithHooks(t *testing.T) {
+	rec := &recorder{}
+	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(registry.Options{Storage: st, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": constTool("hi")}})
+	release, err := r.AddHook(registry.Application, func(_ context.Context, _ registry.Call, s *registry.Settlement) (*registry.Settlement, error) {
+		return s, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	q, _ := r.Prepare(registry.Application)
+	if _, err := q.Settle(context.Background(), registry.Call{Name: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "start  echo|resolved |before_hooks|validate_input|execute|validate_output|project|bound|after_hooks|end completed"
+	if got := strings.Join(rec.events, "|"); got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}
 }

@@ -155,7 +155,9 @@ func (q *Request) settleCall(ctx context.Context, call Call) (*Settlement, error
 	defer done()
 
 	hooks := q.reg.hooksFor(q.location)
-	ctx = call.obs.step(ctx, StepBeforeHooks)
+	if len(hooks) > 0 {
+		ctx = call.obs.step(ctx, StepBeforeHooks)
+	}
 	call, s, err := runBefore(ctx, hooks, call)
 	if err != nil {
 		return nil, err
@@ -165,7 +167,9 @@ func (q *Request) settleCall(ctx context.Context, call Call) (*Settlement, error
 			return nil, err
 		}
 	}
-	ctx = call.obs.step(ctx, StepAfterHooks)
+	if len(hooks) > 0 {
+		ctx = call.obs.step(ctx, StepAfterHooks)
+	}
 	return runAfter(ctx, hooks, call, s)
 }
 

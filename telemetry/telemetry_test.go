@@ -51,7 +51,7 @@ type receiver struct {
 	metrics []*colmetricspb.ExportMetricsServiceRequest
 }
 
-func startReceiver(t *testing.T) *receiver {
+func startReceiver(t testing.TB) *receiver {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,7 +106,7 @@ func (r *receiver) spansOf(traceID string) []*tracepb.Span {
 
 // otlpEnv points the OTEL_* variables at r, for the test (so it cannot run in
 // parallel), and returns them as a plugin's config env.
-func otlpEnv(t *testing.T, r *receiver) map[string]string {
+func otlpEnv(t testing.TB, r *receiver) map[string]string {
 	env := map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + r.addr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
@@ -123,7 +123,7 @@ func otlpEnv(t *testing.T, r *receiver) map[string]string {
 
 // workspace writes a Location config running the test plugin with the given extra
 // plugin fields and permission rules, and returns its directory.
-func workspace(t *testing.T, pluginFields, rules string) string {
+func workspace(t testing.TB, pluginFields, rules string) string {
 	t.Helper()
 	dir, err := location.Canonicalize(t.TempDir())
 	if err != nil {
@@ -139,7 +139,7 @@ func workspace(t *testing.T, pluginFields, rules string) string {
 	return dir
 }
 
-func newRegistry(t *testing.T, obs registry.Observer) *registry.Registry {
+func newRegistry(t testing.TB, obs registry.Observer) *registry.Registry {
 	t.Helper()
 	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
 	if err != nil {
