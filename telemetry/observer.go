@@ -25,11 +25,11 @@ type callKey struct{ location, session, call string }
 
 // settling is one settlement being observed.
 type settling struct {
-	t     *Telemetry
-	key   callKey
-	tool  string
-	agent string
-	start time.Time
+	t           *Telemetry
+	key         callKey
+	tool        string
+	agent       string
+	start       time.Time
 	inputBytes  int
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
@@ -51,8 +51,8 @@ const (
 func (o observer) StartSettle(ctx context.Context, location string, call *registry.Call) (context.Context, registry.Settling) {
 	t := o.t
 	s := &settling{
-		t:     t,
-		key:   callKey{location, call.Invocation.SessionID, call.Invocation.ToolCallID},
+		t:          t,
+		key:        callKey{location, call.Invocation.SessionID, call.Invocation.ToolCallID},
 		tool:       call.Name,
 		agent:      call.Invocation.Agent,
 		start:      time.Now(),

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/toolhost/toolhost/location"
