@@ -60,6 +60,9 @@ type Options struct {
 	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
 	// allows. A forced mode the kernel refuses fails the source's start.
 	SandboxMode sandbox.Mode
+	// ObservePermission, if set, is told of every decision of the Location's
+	// permission service, with the Location's id (see permission.Options.Observe).
+	ObservePermission func(ctx context.Context, location string, d permission.Decision)
 }
 
 // Location is one activated workspace: a Location scope holding the registry placement
@@ -315,6 +318,7 @@ func (l *Location) startServices(ctx context.Context, opts Options, env []string
 		StateFile:  stateFile,
 		Asker:      opts.Asker,
 		ConfigHint: filepath.Join(l.id, filepath.FromSlash(ConfigPath)),
+		Observe:    observeIn(l.id, opts.ObservePermission),
 	})
 	if err != nil {
 		return err
@@ -332,6 +336,14 @@ func (l *Location) startServices(ctx context.Context, opts Options, env []string
 		return err
 	}
 	return l.scope.Defer(ctx, func(context.Context) error { release(); return nil })
+}
+
+// observeIn binds observe to the Location id; nil stays nil.
+func observeIn(id string, observe func(context.Context, string, permission.Decision)) func(context.Context, permission.Decision) {
+	if observe == nil {
+		return nil
+	}
+	return func(ctx context.Context, d permission.Decision) { observe(ctx, id, d) }
 }
 
 // defaultStateDir is where saved approvals live by default, or "" when env names no

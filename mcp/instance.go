@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -595,6 +596,9 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		params := &gomcp.CallToolParams{Name: original, Arguments: args}
 		token := strconv.FormatUint(inst.generation, 10) + "-" + strconv.FormatUint(inst.token.Add(1), 10)
 		params.SetProgressToken(token)
+		callCtx, span := tracectx.StartMCPCall(callCtx, inst.cfg.Name, original)
+		defer span.End()
+		params.Meta = tracectx.ToMeta(callCtx, params.Meta)
 		sink := inst.addSink(ctx, token)
 		res, err := inst.session.CallTool(callCtx, params)
 		inst.removeSink(token, sink)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -81,6 +82,7 @@ func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.C
 		s.mu.Unlock()
 	}()
 
+	ctx = tracectx.FromMeta(ctx, req.Params.Meta) // the client's trace, if it sent one
 	ctx = context.WithValue(ctx, sessionKey{}, req.Session)
 	ctx = sdk.WithInteractor(ctx, clientInteractor{req.Session})
 	input := req.Params.Arguments

@@ -83,3 +83,24 @@ func (s *Service) effectOf(source, action, resource string) Effect {
 	}
 	return Ask
 }
+
+// deciderLocked says what decided eff for req, whose resources had the effects
+// each: the index of the last configured rule matching the first resource with
+// effect eff (-1: none matched), and whether a saved approval allowed it. The
+// caller holds s.mu.
+func (s *Service) deciderLocked(req Request, each []Effect, eff Effect) (rule int, approved bool) {
+	source := req.Source.ToolSource
+	for i, res := range resourcesOf(req) {
+		if each[i] != eff {
+			continue
+		}
+		rule = -1
+		for j, r := range s.rules {
+			if (r.Source == "" || Match(r.Source, source)) && Match(r.Action, req.Action) && Match(r.Resource, res) {
+				rule = j
+			}
+		}
+		return rule, eff == Allow && (rule < 0 || s.rules[rule].Effect == Ask)
+	}
+	return -1, false
+}

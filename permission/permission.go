@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/sdk"
@@ -118,6 +119,37 @@ type Options struct {
 	// ConfigHint names where rules are configured (such as the config file's path);
 	// the hint of a deny (see [DeniedError]) uses it to say how to allow a request.
 	ConfigHint string
+	// Observe, if set, is told of every decision Assert makes, as Assert returns
+	// (traces, metrics, an audit trail). It is called from Assert's goroutine,
+	// for many requests at once, and must not block or modify the Decision.
+	Observe func(ctx context.Context, d Decision)
+}
+
+// Decision is what Assert decided for one request, and how.
+type Decision struct {
+	// Request is the request Assert was given.
+	Request Request
+	// Effect is the policy's effect before anyone was asked: Allow, Deny or Ask.
+	Effect Effect
+	// Rule is the index in Options.Rules of the configured rule that decided (for
+	// the first resource that had Effect), or -1 when no rule matched it (then the
+	// default, Ask, or a saved approval decided).
+	Rule int
+	// Approved reports that a saved approval turned Ask into Allow.
+	Approved bool
+	// Asked reports that a person was asked. Reply is their answer, "" when the ask
+	// ended without one (the call's context ended, the asker failed, the session
+	// ended, another answer settled it); Saved, that an "always" answer saved an
+	// approval.
+	Asked bool
+	Reply Reply
+	Saved bool
+	// Allowed reports that Assert returned nil.
+	Allowed bool
+	// Start is when Assert began; Waited is how long the ask waited (0 when nobody
+	// was asked).
+	Start  time.Time
+	Waited time.Duration
 }
 
 // PendingAsk is an ask waiting for an answer.
@@ -129,10 +161,11 @@ type PendingAsk struct {
 // Service evaluates one Location's policy and manages its approvals and asks. It is
 // safe for concurrent use. Close it when the Location closes.
 type Service struct {
-	rules []Rule
-	file  string
-	asker Asker
-	hint  string
+	rules   []Rule
+	file    string
+	asker   Asker
+	hint    string
+	observe func(context.Context, Decision)
 
 	// saveMu serializes writers of saved (and of the state file); readers use mu.
 	saveMu sync.Mutex
@@ -154,6 +187,7 @@ type pending struct {
 	cancel context.CancelCauseFunc // ends the Asker's context
 	done   chan struct{}
 	err    error
+	reply  Reply // the answer that resolved it, if one did
 }
 
 // errAnswered is the cause given to an Asker's context when its ask was resolved
@@ -180,6 +214,7 @@ func New(opts Options) (*Service, error) {
 		file:    opts.StateFile,
 		asker:   opts.Asker,
 		hint:    opts.ConfigHint,
+		observe: opts.Observe,
 		pending: map[string]*pending{},
 	}
 	if s.file != "" {
@@ -276,10 +311,27 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 	if req.Action == "" {
 		return errors.New("permission: request has no action")
 	}
+	if s.observe == nil {
+		return s.assert(ctx, req, nil)
+	}
+	d := Decision{Request: req, Rule: -1, Start: time.Now()}
+	err := s.assert(ctx, req, &d)
+	d.Allowed = err == nil
+	d.Saved = d.Asked && d.Reply == Always && err == nil
+	s.observe(ctx, d)
+	return err
+}
+
+// assert is Assert, filling in d (when not nil) as it decides.
+func (s *Service) assert(ctx context.Context, req Request, d *Decision) error {
 	s.mu.Lock()
 	eff, each := s.evaluateLocked(req.Source.ToolSource, req.Action, req.Resources)
 	if eff == Ask && s.refreshLocked() == nil { // another process may have saved an approval
 		eff, each = s.evaluateLocked(req.Source.ToolSource, req.Action, req.Resources)
+	}
+	if d != nil {
+		d.Effect = eff
+		d.Rule, d.Approved = s.deciderLocked(req, each, eff)
 	}
 	switch {
 	case eff == Allow:
@@ -306,6 +358,9 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 	s.pending[p.id] = p
 	s.mu.Unlock()
 
+	if d != nil {
+		defer func() { d.Asked, d.Reply, d.Waited = true, p.reply, time.Since(d.Start) }()
+	}
 	ans, err := s.asker.Ask(askCtx, p.id, cloneRequest(req))
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -394,6 +449,7 @@ func (s *Service) resolve(p *pending, a Answer) error {
 	if !s.claim(p) {
 		return fmt.Errorf("%w: %q (already answered)", ErrUnknownAsk, p.id)
 	}
+	p.reply = a.Reply
 	switch a.Reply {
 	case Once:
 		s.finish(p, nil)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -171,6 +172,8 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
+		ctx, span := tracectx.StartPluginCall(ctx, inst.cfg.Name, name)
+		defer span.End()
 		// The request and its invocation in one allocation; no invocation at all
 		// when it is empty (the plugin's sdk takes nil as empty).
 		msgs := &struct {

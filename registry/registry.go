@@ -95,6 +95,8 @@ type Options struct {
 	Limits Limits
 	// MaxInputBytes bounds a call's raw input; default 4 MiB.
 	MaxInputBytes int
+	// Observer, if set, watches every settlement (see Observer).
+	Observer Observer
 }
 
 // Registry holds placements, registrations and hooks. It is safe for concurrent use:
@@ -103,6 +105,7 @@ type Registry struct {
 	storage       *Storage
 	maxInputBytes int
 	schemas       schemaCache
+	observer      Observer
 
 	mu         sync.RWMutex
 	placements map[string]*placement
@@ -171,6 +174,7 @@ func New(opts Options) (*Registry, error) {
 	return &Registry{
 		storage:       opts.Storage,
 		maxInputBytes: opts.MaxInputBytes,
+		observer:      opts.Observer,
 		placements:    map[string]*placement{Application: {limits: limits, names: map[string][]*entry{}}},
 		changed:       make(chan struct{}),
 	}, nil

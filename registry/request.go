@@ -50,6 +50,8 @@ type Call struct {
 	// Progress, if set, receives the executor's progress events. It must be safe for
 	// concurrent use and must not block for long.
 	Progress func(sdk.Progress)
+
+	obs *observation // the Observer's view of this settlement; nil without one
 }
 
 // Outcome classifies a settlement. Its value is the stable string runners persist and
@@ -133,10 +135,20 @@ func (s *Settlement) Text() string {
 // context.Canceled)), hit a defect (*DefectError) or failed operationally
 // (*OperationalError).
 func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
+	if o := q.reg.observer; o != nil {
+		return q.observed(ctx, o, call)
+	}
+	call.obs = nil // a Call a hook passed on from another Registry's settlement
+	return q.settleCall(ctx, call)
+}
+
+// settleCall is Settle, its observer (if any) set in call.
+func (q *Request) settleCall(ctx context.Context, call Call) (*Settlement, error) {
 	e, ok := q.entries[call.Name]
 	if !ok {
 		return q.refuse(call, Unknown, refusalText{head: fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name)})
 	}
+	call.obs.resolved(e.source)
 	e, done, reason, err := q.resolve(ctx, e)
 	if err != nil {
 		return nil, err
@@ -151,6 +163,9 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	defer done()
 
 	hooks := q.reg.hooksFor(q.location)
+	if len(hooks) > 0 {
+		ctx = call.obs.step(ctx, StepBeforeHooks)
+	}
 	call, refused, err := runBefore(ctx, hooks, call)
 	if err != nil {
 		return nil, err
@@ -164,11 +179,15 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(hooks) > 0 {
+		ctx = call.obs.step(ctx, StepAfterHooks)
+	}
 	return runAfter(ctx, hooks, call, s)
 }
 
 // settle validates the input, executes the resolved entry and publishes its output.
 func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement, error) {
+	call.obs.step(ctx, StepValidateInput)
 	input := bytes.TrimSpace(call.Input)
 	if len(input) == 0 {
 		input = []byte("{}")
@@ -184,7 +203,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
-	out, err := q.execute(ctx, e, call, input)
+	out, err := q.execute(call.obs.step(ctx, StepExecute), e, call, input)
 	if err != nil {
 		var failure *sdk.ToolFailure
 		var decodeErr *sdk.InputDecodingError
@@ -206,6 +225,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		return nil, err // interruption, defect or operational failure
 	}
 
+	call.obs.step(ctx, StepValidateOutput)
 	decoded, problems := e.output.validate(out.JSON)
 	if problems != nil {
 		return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, problems))
@@ -218,6 +238,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		structured = out.Structured
 	}
 
+	call.obs.step(ctx, StepProject)
 	content, err := project(e, input, out)
 	if err != nil {
 		return nil, err
@@ -230,6 +251,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		}
 	}
 
+	call.obs.step(ctx, StepBound)
 	content, structured, managed, err := bound(q.store, q.limits, content, structured)
 	if err != nil {
 		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/internal/tracectx"
 )
 
 // Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs to
@@ -460,6 +461,7 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 	if s.interaction != nil && req.Call != 0 {
 		ctx = WithInteractor(ctx, hostInteractor{client: s.interaction, call: req.Call})
 	}
+	ctx = tracectx.FromIncoming(ctx) // the tool's own spans join the host's trace
 	inv := Invocation{}
 	if i := req.Invocation; i != nil {
 		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/servepb"
+	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/provider"
@@ -244,6 +245,7 @@ func (a *api) settle(ctx context.Context, req *servepb.SettleRequest, progress f
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx = tracectx.FromIncoming(ctx) // the runner's trace, if it sent one
 	inv := req.GetInvocation()
 	if inv.GetToolCallId() == "" {
 		return nil, nil, status.Error(codes.InvalidArgument, "invocation.tool_call_id is required")

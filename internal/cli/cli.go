@@ -254,7 +254,17 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
 
-	reg, err := openRegistry()
+	tel, stopTelemetry, err := startTelemetry(ctx, false)
+	if err != nil {
+		a.errorf("toolhost %s: %v", cmd, err)
+		return ExitFailure
+	}
+	defer func() {
+		if err := stopTelemetry(); err != nil {
+			a.errorf("toolhost %s: %v", cmd, err)
+		}
+	}()
+	reg, err := openObservedRegistry(tel)
 	if err != nil {
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
@@ -268,7 +278,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 			a.errorf("toolhost %s: deactivate: %v", cmd, err)
 		}
 	}()
-	loc, err := location.Activate(ctx, root, dir, location.Options{Registry: reg, Logger: logger, Asker: a.asker})
+	loc, err := location.Activate(ctx, root, dir, location.Options{Registry: reg, Logger: logger, Asker: a.asker, ObservePermission: tel.ObservePermission()})
 	if err != nil {
 		if ctx.Err() != nil {
 			a.errorf("interrupted")

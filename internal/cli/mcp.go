@@ -124,7 +124,16 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		defer removeToken(tokenFile, token)
 	}
 
-	reg, err := openRegistry()
+	tel, stopTelemetry, err := startTelemetry(ctx, false)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := stopTelemetry(); err != nil {
+			a.errorf("toolhost mcp: %v", err)
+		}
+	}()
+	reg, err := openObservedRegistry(tel)
 	if err != nil {
 		return fail(err)
 	}
@@ -140,7 +149,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	defer srv.Close()
 	logger.RegisterSink(srv.LogSink())
 
-	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv}
+	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, ObservePermission: tel.ObservePermission()}
 	if o.dev {
 		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
 			return fail(err)

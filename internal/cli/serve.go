@@ -25,10 +25,11 @@ type serveOptions struct {
 	tokenFile string
 	locations []string
 	verbose   bool
+	metrics   string
 	debounce  time.Duration // dev only
 }
 
-const serveSynopsis = "[--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]] [--verbose]"
+const serveSynopsis = "[--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]] [--metrics 127.0.0.1:PORT] [--verbose]"
 
 func (a *app) serveFlags(name, synopsis, description string) (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
@@ -41,6 +42,7 @@ func (a *app) serveFlags(name, synopsis, description string) (*flag.FlagSet, *se
 		return nil
 	})
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`address`/metrics, loopback only\n(127.0.0.1:PORT, [::1]:PORT); see README's Observability")
 	return fs, o
 }
 
@@ -139,12 +141,34 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		where = "unix://" + lis.Addr().String()
 	}
 
-	reg, err := openRegistry()
+	tel, stopTelemetry, err := startTelemetry(ctx, o.metrics != "")
 	if err != nil {
 		lis.Close()
 		return fail(err)
 	}
-	locOpts := location.Options{Logger: logger}
+	defer func() {
+		if err := stopTelemetry(); err != nil {
+			a.errorf("toolhost %s: %v", name, err)
+		}
+	}()
+	if o.metrics != "" {
+		addr, stop, err := serveMetrics(o.metrics, tel, logger)
+		if err != nil {
+			lis.Close()
+			if errors.Is(err, server.ErrNotLoopback) {
+				return a.usageError(fs, "%v", err)
+			}
+			return fail(err)
+		}
+		defer stop()
+		o.metrics = addr.String()
+	}
+	reg, err := openObservedRegistry(tel)
+	if err != nil {
+		lis.Close()
+		return fail(err)
+	}
+	locOpts := location.Options{Logger: logger, ObservePermission: tel.ObservePermission()}
 	var onActivate func(*location.Location) func()
 	if hook != nil {
 		cache, err := location.BuildCacheDir("", os.Environ())
@@ -155,6 +179,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		locOpts.BuildCache = cache
 		onActivate = hook(o, logger, cache)
 	}
+	onActivate = watchWith(tel, onActivate)
 
 	root := scope.New(context.WithoutCancel(ctx))
 	defer func() {
@@ -197,6 +222,9 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		summaries = append(summaries, fmt.Sprintf("location %s: %d tools, %d plugins\n", loc.ID(), n, len(loc.Plugins())))
 	}
 	fmt.Fprintf(a.stdout, "serving on %s\n", where)
+	if o.metrics != "" {
+		fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", o.metrics)
+	}
 	for _, line := range summaries {
 		io.WriteString(a.stdout, line)
 	}

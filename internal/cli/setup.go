@@ -10,8 +10,8 @@ import (
 )
 
 // openRegistry opens the default managed storage and a registry over it, as every
-// command that settles calls does.
-func openRegistry() (*registry.Registry, error) {
+// command that settles calls does; obs, if set, observes its settlements.
+func openRegistry(obs registry.Observer) (*registry.Registry, error) {
 	dir, err := registry.DefaultStorageDir()
 	if err != nil {
 		return nil, err
@@ -20,7 +20,7 @@ func openRegistry() (*registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return registry.New(registry.Options{Storage: st})
+	return registry.New(registry.Options{Storage: st, Observer: obs})
 }
 
 // writeToken makes a new bearer token and writes it, alone, to file made absolute.

@@ -1,0 +1,260 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/registry"
+)
+
+// observer is the registry.Observer of a Telemetry.
+type observer struct{ t *Telemetry }
+
+// callKey identifies a settlement in flight, as a permission request names it.
+type callKey struct{ location, session, call string }
+
+// settling is one settlement being observed.
+type settling struct {
+	t           *Telemetry
+	key         callKey
+	tool        string
+	agent       string
+	start       time.Time
+	inputBytes  int
+	inputSHA256 [sha256.Size]byte // only with an audit trail
+
+	source string
+	span   trace.Span // the settlement's, nil when traces are off
+	step   trace.Span // the current step's
+
+	mu        sync.Mutex
+	decisions []auditDecision
+}
+
+// Outcomes of settlements that ended with an error rather than a Settlement.
+const (
+	outcomeInterrupted = "interrupted"
+	outcomeDefect      = "defect"
+	outcomeOperational = "operational_failure"
+)
+
+func (o observer) StartSettle(ctx context.Context, location string, call *registry.Call) (context.Context, registry.Settling) {
+	t := o.t
+	s := &settling{
+		t:          t,
+		key:        callKey{location, call.Invocation.SessionID, call.Invocation.ToolCallID},
+		tool:       call.Name,
+		agent:      call.Invocation.Agent,
+		start:      time.Now(),
+		inputBytes: len(call.Input),
+	}
+	if t.tracer != nil {
+		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle", trace.WithAttributes(
+			attribute.String("toolhost.location", location),
+			attribute.String("toolhost.tool", call.Name),
+			attribute.String("toolhost.session", call.Invocation.SessionID),
+			attribute.String("toolhost.tool_call_id", call.Invocation.ToolCallID),
+			attribute.Int("toolhost.input.bytes", len(call.Input)),
+		))
+	}
+	if t.audit != nil {
+		s.inputSHA256 = sha256.Sum256(call.Input)
+		t.mu.Lock()
+		t.inflight[s.key] = s
+		t.mu.Unlock()
+	}
+	return ctx, s
+}
+
+func (s *settling) Resolved(src registry.Source) {
+	s.source = src.ID()
+	if s.span != nil {
+		s.span.SetAttributes(attribute.String("toolhost.source", s.source))
+	}
+}
+
+func (s *settling) Step(ctx context.Context, step registry.Step) context.Context {
+	if s.span == nil {
+		return ctx
+	}
+	if s.step != nil {
+		s.step.End()
+	}
+	ctx, s.step = s.t.tracer.Start(trace.ContextWithSpan(ctx, s.span), "toolhost."+string(step))
+	return ctx
+}
+
+func (s *settling) End(st *registry.Settlement, err error) {
+	t := s.t
+	elapsed := time.Since(s.start)
+	outcome := outcomeOf(st, err)
+	if s.step != nil {
+		s.step.End()
+	}
+	if s.span != nil {
+		s.span.SetAttributes(attribute.String("toolhost.outcome", outcome))
+		if st != nil {
+			s.span.SetAttributes(attribute.Int("toolhost.output.bytes", outputBytes(st)))
+		}
+		if err != nil {
+			s.span.SetStatus(codes.Error, outcome)
+		}
+		s.span.End()
+	}
+	if t.inst != nil {
+		attrs := metric.WithAttributes(
+			attribute.String("toolhost.location", s.key.location),
+			attribute.String("toolhost.source", s.source),
+			attribute.String("toolhost.tool", s.tool),
+			attribute.String("toolhost.outcome", outcome),
+		)
+		ctx := context.Background()
+		t.inst.calls.Add(ctx, 1, attrs)
+		t.inst.duration.Record(ctx, elapsed.Seconds(), attrs)
+	}
+	if t.audit != nil {
+		t.mu.Lock()
+		if t.inflight[s.key] == s {
+			delete(t.inflight, s.key)
+		}
+		t.mu.Unlock()
+		line := auditSettlement{
+			auditHead:   auditHead{Time: s.start.UTC(), Event: "settlement", Location: s.key.location},
+			Session:     s.key.session,
+			Agent:       s.agent,
+			ToolCallID:  s.key.call,
+			Source:      s.source,
+			Tool:        s.tool,
+			Outcome:     outcome,
+			DurationMS:  float64(elapsed.Microseconds()) / 1000,
+			InputBytes:  s.inputBytes,
+			InputSHA256: hex.EncodeToString(s.inputSHA256[:]),
+		}
+		if st != nil {
+			line.OutputBytes, line.OutputSHA256 = outputDigest(st)
+			line.Managed = len(st.ManagedPaths)
+		}
+		if s.span != nil {
+			line.TraceID = s.span.SpanContext().TraceID().String()
+		}
+		s.mu.Lock()
+		line.Permission = s.decisions
+		s.mu.Unlock()
+		t.audit.write(line)
+	}
+}
+
+// outcomeOf is the Settlement's outcome, or the kind of error that ended the call.
+func outcomeOf(st *registry.Settlement, err error) string {
+	var defect *registry.DefectError
+	switch {
+	case err == nil:
+		return string(st.Outcome)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return outcomeInterrupted
+	case errors.As(err, &defect):
+		return outcomeDefect
+	}
+	return outcomeOperational
+}
+
+// outputBytes is the size of what a settlement publishes: its parts' text and data
+// and its structured output.
+func outputBytes(st *registry.Settlement) int {
+	n := len(st.Structured)
+	for _, p := range st.Content {
+		n += len(p.Text) + len(p.Data)
+	}
+	return n
+}
+
+// outputDigest is outputBytes and the SHA-256 of those bytes in order (each part's
+// text, then its data, then the structured output).
+func outputDigest(st *registry.Settlement) (int, string) {
+	h := sha256.New()
+	for _, p := range st.Content {
+		h.Write([]byte(p.Text))
+		h.Write(p.Data)
+	}
+	h.Write(st.Structured)
+	return outputBytes(st), hex.EncodeToString(h.Sum(nil))
+}
+
+// decided receives a permission decision of the Location loc: it counts it, adds
+// spans for it (and for the person's ask) under the span it was made in, or else
+// under its settlement's current step, and adds it to its settlement's audit line.
+func (t *Telemetry) decided(ctx context.Context, loc string, d permission.Decision) {
+	end := time.Now()
+	t.mu.Lock()
+	s := t.inflight[callKey{loc, d.Request.SessionID, d.Request.Source.CallID}]
+	l := t.locations[loc]
+	t.mu.Unlock()
+	if t.inst != nil {
+		t.inst.decisions.Add(context.Background(), 1, metric.WithAttributes(
+			attribute.String("toolhost.location", loc),
+			attribute.String("toolhost.effect", string(d.Effect)),
+			attribute.Bool("toolhost.asked", d.Asked),
+			attribute.Bool("toolhost.allowed", d.Allowed),
+		))
+	}
+	if t.tracer != nil {
+		parent := trace.SpanFromContext(ctx)
+		if !parent.IsRecording() && s != nil && s.step != nil {
+			parent = s.step // a trusted plugin's request arrives on a context of its own
+		}
+		if parent.IsRecording() {
+			pctx := trace.ContextWithSpan(context.Background(), parent)
+			attrs := []attribute.KeyValue{
+				attribute.String("toolhost.permission.action", d.Request.Action),
+				attribute.String("toolhost.effect", string(d.Effect)),
+				attribute.Int("toolhost.permission.rule", d.Rule),
+				attribute.Bool("toolhost.asked", d.Asked),
+				attribute.Bool("toolhost.allowed", d.Allowed),
+			}
+			if d.Asked {
+				attrs = append(attrs, attribute.String("toolhost.permission.reply", string(d.Reply)))
+			}
+			dctx, span := t.tracer.Start(pctx, "toolhost.permission", trace.WithTimestamp(d.Start), trace.WithAttributes(attrs...))
+			if d.Asked {
+				_, ask := t.tracer.Start(dctx, "toolhost.permission.ask", trace.WithTimestamp(d.Start))
+				ask.End(trace.WithTimestamp(d.Start.Add(d.Waited)))
+			}
+			span.End(trace.WithTimestamp(end))
+		}
+	}
+	if t.audit != nil && s != nil {
+		ad := auditDecision{
+			Action:    d.Request.Action,
+			Resources: len(d.Request.Resources),
+			Effect:    string(d.Effect),
+			Approved:  d.Approved,
+			Asked:     d.Asked,
+			Reply:     string(d.Reply),
+			Saved:     d.Saved,
+			Allowed:   d.Allowed,
+		}
+		if d.Asked {
+			ad.WaitMS = float64(d.Waited.Microseconds()) / 1000
+		}
+		if d.Rule >= 0 {
+			ad.Rule = &auditRule{Index: d.Rule}
+			if l != nil && d.Rule < len(l.Config().Permission) {
+				r := l.Config().Permission[d.Rule]
+				ad.Rule.Action, ad.Rule.Resource, ad.Rule.Effect, ad.Rule.Source = r.Action, r.Resource, string(r.Effect), r.Source
+			}
+		}
+		s.mu.Lock()
+		s.decisions = append(s.decisions, ad)
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,254 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/toolhost/toolhost/internal/tracectx"
+	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/registry"
+)
+
+// Options configure Start.
+type Options struct {
+	// Getenv reads the OTEL_* variables that decide whether traces and metrics are
+	// exported (the exporters read their own settings from the process environment).
+	// Default: os.Getenv.
+	Getenv func(string) string
+	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME (or
+	// OTEL_RESOURCE_ATTRIBUTES) sets one; default "toolhost".
+	ServiceName string
+	// Prometheus makes Handler serve the metrics as Prometheus text (whatever
+	// OTEL_METRICS_EXPORTER says).
+	Prometheus bool
+	// AuditDir, if set, is where the audit trail is written (see AuditDir); it is
+	// made, mode 0700, if missing.
+	AuditDir string
+	// AuditMaxBytes is the size at which audit.jsonl is rotated; default 16 MiB.
+	// AuditKeep is how many rotated files are kept; default 8.
+	AuditMaxBytes int64
+	AuditKeep     int
+}
+
+// Telemetry is what Start configured: the tracer and meter providers, the
+// Prometheus registry and the audit trail, any of which may be off. Its methods are
+// safe for concurrent use. Shutdown flushes and closes it.
+type Telemetry struct {
+	tp     *sdktrace.TracerProvider // nil: traces off
+	tracer trace.Tracer             // nil: traces off
+	mp     *sdkmetric.MeterProvider // nil: metrics off
+	inst   *instruments             // nil: metrics off
+	prom   *prometheus.Registry     // nil: no Prometheus endpoint
+	audit  *auditLog                // nil: no audit trail
+
+	storage atomic.Pointer[registry.Storage]
+
+	mu        sync.Mutex
+	locations map[string]*location.Location // watched, for metrics and rule texts
+	inflight  map[callKey]*settling         // settlements in flight, for their permission decisions
+}
+
+// Start configures telemetry from opts and the environment. It fails when an
+// exporter variable names an unknown exporter or protocol, or the audit directory
+// cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
+// what is buffered.
+func Start(ctx context.Context, opts Options) (*Telemetry, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if opts.ServiceName == "" {
+		opts.ServiceName = "toolhost"
+	}
+	t := &Telemetry{locations: map[string]*location.Location{}, inflight: map[callKey]*settling{}}
+	traces, metrics := exporting(getenv, "TRACES"), exporting(getenv, "METRICS")
+	var res *resource.Resource
+	if traces || metrics || opts.Prometheus {
+		var err error
+		res, err = resource.New(ctx,
+			resource.WithAttributes(attribute.String("service.name", opts.ServiceName)),
+			resource.WithFromEnv(), resource.WithTelemetrySDK())
+		if err != nil && res == nil {
+			return nil, fmt.Errorf("telemetry: resource: %w", err)
+		}
+	}
+	if traces {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: traces: %w", err)
+		}
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		t.tracer = t.tp.Tracer(tracectx.Scope)
+	}
+	var readers []sdkmetric.Option
+	if metrics {
+		r, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			t.Shutdown(ctx)
+			return nil, fmt.Errorf("telemetry: metrics: %w", err)
+		}
+		readers = append(readers, sdkmetric.WithReader(r))
+	}
+	if opts.Prometheus {
+		t.prom = prometheus.NewRegistry()
+		r, err := otelprom.New(otelprom.WithRegisterer(t.prom))
+		if err != nil {
+			t.Shutdown(ctx)
+			return nil, fmt.Errorf("telemetry: prometheus: %w", err)
+		}
+		readers = append(readers, sdkmetric.WithReader(r))
+	}
+	if len(readers) > 0 {
+		t.mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
+		inst, err := newInstruments(t.mp.Meter(tracectx.Scope), t)
+		if err != nil {
+			t.Shutdown(ctx)
+			return nil, err
+		}
+		t.inst = inst
+	}
+	if opts.AuditDir != "" {
+		a, err := openAudit(opts.AuditDir, opts.AuditMaxBytes, opts.AuditKeep)
+		if err != nil {
+			t.Shutdown(ctx)
+			return nil, err
+		}
+		t.audit = a
+	}
+	return t, nil
+}
+
+// exporting reports whether the OTEL_* variables ask for signal ("TRACES",
+// "METRICS") to be exported: OTEL_<signal>_EXPORTER names an exporter other than
+// "none", or is unset while an OTLP endpoint is configured; never when
+// OTEL_SDK_DISABLED is "true".
+func exporting(getenv func(string) string, signal string) bool {
+	if getenv("OTEL_SDK_DISABLED") == "true" {
+		return false
+	}
+	if v := getenv("OTEL_" + signal + "_EXPORTER"); v != "" {
+		return v != "none"
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+}
+
+// on reports whether anything observes settlements.
+func (t *Telemetry) on() bool { return t.tracer != nil || t.inst != nil || t.audit != nil }
+
+// Observer returns the registry.Observer of settlements (registry.Options.Observer),
+// or nil when traces, metrics and the audit trail are all off.
+func (t *Telemetry) Observer() registry.Observer {
+	if t == nil || !t.on() {
+		return nil
+	}
+	return observer{t}
+}
+
+// ObservePermission returns the receiver of permission decisions
+// (location.Options.ObservePermission), or nil when everything is off.
+func (t *Telemetry) ObservePermission() func(context.Context, string, permission.Decision) {
+	if t == nil || !t.on() {
+		return nil
+	}
+	return t.decided
+}
+
+// SetStorage names the managed storage whose bytes per Location the
+// toolhost.storage.bytes metric reports.
+func (t *Telemetry) SetStorage(st *registry.Storage) { t.storage.Store(st) }
+
+// Tracer returns the tracer of toolhost's spans; a no-op one when traces are off.
+// A plugin that starts telemetry uses it for spans of its own: under a tool's
+// context they join the host's trace.
+func (t *Telemetry) Tracer() trace.Tracer {
+	if t == nil || t.tracer == nil {
+		return noop.NewTracerProvider().Tracer(tracectx.Scope)
+	}
+	return t.tracer
+}
+
+// Handler serves the metrics as Prometheus text, or is nil without
+// Options.Prometheus.
+func (t *Telemetry) Handler() http.Handler {
+	if t.prom == nil {
+		return nil
+	}
+	return promhttp.HandlerFor(t.prom, promhttp.HandlerOpts{})
+}
+
+// Shutdown exports what is buffered, stops the exporters and closes the audit
+// trail, within ctx. It is idempotent only in that later calls do nothing useful;
+// call it once.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.Shutdown(ctx))
+	}
+	if t.audit != nil {
+		errs = append(errs, t.audit.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry: shut down: %w", err)
+	}
+	return nil
+}
+
+// instruments are the metrics toolhost records.
+type instruments struct {
+	calls     metric.Int64Counter
+	duration  metric.Float64Histogram
+	decisions metric.Int64Counter
+}
+
+func newInstruments(m metric.Meter, t *Telemetry) (*instruments, error) {
+	var in instruments
+	var errs [7]error
+	in.calls, errs[0] = m.Int64Counter("toolhost.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("Settled calls, by Location, source, tool and outcome."))
+	in.duration, errs[1] = m.Float64Histogram("toolhost.call.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a call's start to its settlement, by Location, source, tool and outcome."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+	in.decisions, errs[2] = m.Int64Counter("toolhost.permission.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Permission decisions, by Location, the policy's effect (allow, deny, ask), whether a person was asked and whether the request was allowed."))
+	sourceState, e3 := m.Int64ObservableGauge("toolhost.source.state", metric.WithUnit("{source}"),
+		metric.WithDescription("1 for each source of a watched Location in its current state (starting, running, restarting, failed, stopped)."))
+	sourceRestarts, e4 := m.Int64ObservableCounter("toolhost.source.restarts", metric.WithUnit("{restart}"),
+		metric.WithDescription("Generations of a source started again after a crash or failed start, since its last restart by hand."))
+	sourceContained, e5 := m.Int64ObservableGauge("toolhost.source.containment", metric.WithUnit("{source}"),
+		metric.WithDescription("1 for each running source process, by how its process tree is held (namespace, cgroup, subreaper, none) and whether Landlock confines it."))
+	storageBytes, e6 := m.Int64ObservableGauge("toolhost.storage.bytes", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of managed storage (oversized output) retained for each Location."))
+	errs[3], errs[4], errs[5], errs[6] = e3, e4, e5, e6
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("telemetry: instruments: %w", err)
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		t.observeSources(o, sourceState, sourceRestarts, sourceContained, storageBytes)
+		return nil
+	}, sourceState, sourceRestarts, sourceContained, storageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: instruments: %w", err)
+	}
+	return &in, nil
+}
