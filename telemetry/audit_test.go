@@ -15,6 +15,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 	"github.com/toolhost/toolhost/telemetry"
 )
 
@@ -184,7 +185,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 	var restarted bool
 	for _, s := range sources {
-		if s.Generation >= 2 && s.State == string(location.Running) {
+		if s.Generation >= 2 && s.State == string(supervise.Running) {
 			restarted = true
 		}
 	}
