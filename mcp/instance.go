@@ -303,10 +303,15 @@ func (inst *Instance) Crash() error {
 		}
 		return cerr
 	}
+	// The session may end (its stdout closed) a moment before the process is reaped:
+	// give the exit status a moment to say how it ended. A server that lives on with
+	// its stdout closed is killed by the scope's close that follows.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
 	select {
 	case <-inst.proc.Exited():
 		cerr.Status = inst.proc.Status()
-	default:
+	case <-t.C:
 	}
 	cerr.Stderr = inst.proc.stderrTail.String()
 	return cerr

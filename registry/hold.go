@@ -73,6 +73,20 @@ func (h *Hold) Fail(reason error) {
 	h.clearLocked()
 }
 
+// Up says the source's new generation has registered what it registers as it
+// starts: the tools of its earlier generations that it did not register again stop
+// being advertised, and calls waiting for them settle Unavailable. A supervisor calls
+// it after every start that succeeded.
+func (h *Hold) Up() {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.reason = nil
+	h.clearLocked()
+}
+
 // Release ends the hold: retained tools stop being advertised and waiting calls
 // settle Unavailable. Idempotent.
 func (h *Hold) Release() {
@@ -102,6 +116,11 @@ func (h *Hold) clearLocked() {
 		h.p.version++
 		h.r.changedLocked()
 	}
+	h.wakeLocked()
+}
+
+// wakeLocked wakes the calls waiting for the source. r.mu is held.
+func (h *Hold) wakeLocked() {
 	close(h.changed)
 	h.changed = make(chan struct{})
 }
@@ -134,15 +153,23 @@ func (p *placement) retainLocked(g *Registration) {
 	}
 }
 
-// registeredLocked notes that src registered a batch: what its earlier generations
-// left retained is superseded, and waiters look again. r.mu is held.
-func (p *placement) registeredLocked(src Source) {
+// registeredLocked notes that src registered entries: what its earlier generations
+// left retained under their names is superseded, and waiters look again. A source
+// may register its tools in several batches (an MCP server, one per tool): the other
+// retained names stay until it is up (Hold.Up). r.mu is held.
+func (p *placement) registeredLocked(src Source, entries []*entry) {
 	h := p.holdOf(src)
 	if h == nil {
 		return
 	}
 	h.reason = nil
-	h.clearLocked()
+	for _, e := range entries {
+		if _, ok := h.retained[e.name]; ok {
+			delete(h.retained, e.name)
+			p.version++
+		}
+	}
+	h.wakeLocked()
 }
 
 // retainedFor returns the entries p keeps advertised for names it has no active entry

@@ -74,6 +74,37 @@ func TestHold(t *testing.T) {
 			t.Fatalf("after failing, advertised %v", q2.Definitions())
 		}
 	})
+	t.Run("ASuccessorRegisteringBatchByBatchLeavesTheRestHeldUntilUp", func(t *testing.T) {
+		r := newRegistry(t)
+		openLocation(t, r, "/l")
+		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Release)
+		for _, name := range []string{"a", "b", "c"} { // one batch a tool, as an MCP server registers
+			crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{name: constTool(name)}})()
+		}
+		q, _ := r.Prepare("/l")
+		got := make(chan *registry.Settlement, 1)
+		go func() {
+			s, _ := q.Settle(context.Background(), registry.Call{Name: "b", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+			got <- s
+		}()
+		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"a": constTool("a")}})
+		if q2, _ := r.Prepare("/l"); len(q2.Definitions()) != 3 {
+			t.Fatalf("after the successor's first batch, advertised %v, want a, b and c", q2.Definitions())
+		}
+		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"b": constTool("b")}})
+		if s := <-got; s == nil || s.Outcome != registry.Completed {
+			t.Fatalf("settlement %+v, want completed on the successor's b", s)
+		}
+		h.Up() // the successor has started without c
+		q3, _ := r.Prepare("/l")
+		if defs := q3.Definitions(); len(defs) != 2 {
+			t.Fatalf("once the successor is up, advertised %v, want a and b", defs)
+		}
+	})
 	t.Run("AReloadIsNotRetained", func(t *testing.T) {
 		r, _, _, release := setup(t)
 		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"other": constTool("two")}})

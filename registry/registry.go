@@ -348,7 +348,7 @@ func (r *Registry) add(b Batch, old *Registration) (*Registration, error) {
 		}
 	}
 	p.account(b.Source, entries, +1)
-	p.registeredLocked(b.Source)
+	p.registeredLocked(b.Source, entries)
 	p.version++
 	r.changedLocked()
 	return g, nil

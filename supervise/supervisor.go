@@ -213,14 +213,18 @@ func (s *Supervisor[C, G]) startNext(ctx context.Context, cfg C) (G, error) {
 }
 
 // setRunning makes g, started with cfg, the current generation and wakes the watch,
-// so that it watches g from now on.
+// so that it watches g from now on. g has registered what it registers as it
+// starts, so the hold stops advertising what g did not register again.
 func (s *Supervisor[C, G]) setRunning(g G, cfg C, set Settings) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cfg, s.set, s.cur, s.curGen, s.state, s.err = cfg, set, g, g.Generation(), Running, nil
 	close(s.swapped)
 	s.swapped = make(chan struct{})
 	s.changedLocked()
+	s.mu.Unlock()
+	if s.hold != nil {
+		s.hold.Up()
+	}
 }
 
 // changedLocked wakes Changed's waiters; s.mu is held.
