@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"io"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,12 @@ type Box struct {
 	tmpDir  string
 	cgroup  string
 	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
+
+	world    *worldPlan // started in a world of its own (startWorld), or nil
+	layers   []string   // what holds a program of a world, known once started
+	childIO  []io.Closer
+	parentIO []*os.File    // the host's ends of the copying pipes (startWorld)
+	copying  []chan error  // the goroutines copying them
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)
@@ -87,6 +94,29 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// startTraced).
 		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
+	}
+	if c := spec.Confine; c != nil && mode == ModeNamespace {
+		if ok, _ := WorldAvailable(); ok {
+			// A world of its own (startWorld), Landlock and seccomp a second layer.
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path) // as exec.Cmd reads a relative path
+			}
+			if real, err := filepath.EvalSymlinks(path); err == nil {
+				path = real
+			}
+			b.plan.Path = path
+			if LandlockABI() > 0 {
+				b.plan.Confine = &Confinement{
+					Read:    append(append([]string{}, SystemRead...), c.Read...),
+					Write:   append(append([]string{"/dev/null"}, extraWrite...), c.Write...),
+					Network: c.Network,
+				}
+			}
+			b.world = newWorldPlan(path, c, extraWrite, dir)
+			env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+worldTmp)
+			b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, &syscall.SysProcAttr{}), true, true
+			return b, nil
+		}
 	}
 	if c := spec.Confine; c != nil {
 		if LandlockABI() == 0 {
@@ -200,8 +230,9 @@ func (b *Box) Mode() Mode { return b.mode }
 // Warning is what the box could not do (confinement unavailable), or "".
 func (b *Box) Warning() string { return b.warning }
 
-// Confined reports whether Landlock confines the program.
-func (b *Box) Confined() bool { return b.plan.Confine != nil }
+// Confined reports whether the program is confined: in a world of its own, or by
+// Landlock.
+func (b *Box) Confined() bool { return b.world != nil || b.plan.Confine != nil }
 
 // ProcessesCapped reports whether Limits.Processes binds the program's tree: through
 // a cgroup's pids.max, or through RLIMIT_NPROC in a user namespace of its own. Known
@@ -209,6 +240,9 @@ func (b *Box) Confined() bool { return b.plan.Confine != nil }
 func (b *Box) ProcessesCapped() bool {
 	if b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")) {
 		return true
+	}
+	if b.world != nil {
+		return os.Geteuid() != 0 // alone in its user namespace (startWorld)
 	}
 	// RLIMIT_NPROC does not bind a root user's processes, in any namespace.
 	attr := b.Cmd.SysProcAttr
@@ -220,7 +254,8 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// TempDir is the program's private temporary directory ("" when not confined).
+// TempDir is the program's private temporary directory on the host ("" when not
+// confined, or in a world, whose TMPDIR exists only in it).
 func (b *Box) TempDir() string { return b.tmpDir }
 
 // Spec returns the box's spec.
@@ -287,7 +322,13 @@ func (b *Box) Start() (err error) {
 
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
-	if b.confined {
+	if b.world != nil {
+		b.pids = newPidsCgroup(b.plan.Limits.Processes)
+		if err := b.startWorld(); err != nil {
+			b.Release()
+			return err
+		}
+	} else if b.confined {
 		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		if err := b.startConfined(); err != nil {
 			b.Release()
@@ -342,6 +383,9 @@ func (b *Box) PID() int {
 // *ExitError describing the program's own exit (not the launcher's). Call it once.
 func (b *Box) Wait() error {
 	werr := b.Cmd.Wait()
+	for _, done := range b.copying {
+		<-done
+	}
 	close(b.exited)
 	if b.mode == ModeNone {
 		return werr
@@ -547,4 +591,40 @@ func Expected(spec Spec) (mode Mode, confined bool) {
 		mode = DetectMode()
 	}
 	return mode, spec.Confine != nil && LandlockABI() > 0
+}
+
+// Layers names what holds the program, once started, for status and logs: its
+// namespaces ("pid", "mount", "ipc", "net", "user") and its TMPDIR's "tmpfs" caps
+// where it has a world of its own (see startWorld), else the containment mode;
+// "keyring" (a session keyring of its own), "fds" (nothing the host inherited),
+// "landlock N" (Landlock at ABI N), "seccomp", and how its processes and CPU are
+// capped ("pids cgroup" or "nproc").
+func (b *Box) Layers() []string {
+	if b.world != nil {
+		return b.layers
+	}
+	l := []string{string(b.mode)}
+	if b.mode == ModeNone {
+		return append(l, "fds")
+	}
+	l = append(l, "fds")
+	if b.plan.Confine != nil {
+		l = append(l, "landlock "+fmt.Sprint(LandlockABI()))
+		if seccompFilter(false, false) != nil {
+			l = append(l, "seccomp")
+		}
+	}
+	return append(l, b.limitLayers()...)
+}
+
+// limitLayers names how the program's processes are capped.
+func (b *Box) limitLayers() []string {
+	var l []string
+	switch {
+	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
+		l = append(l, "pids cgroup")
+	case b.ProcessesCapped():
+		l = append(l, "nproc")
+	}
+	return l
 }

@@ -16,3 +16,10 @@ func DisableThreadStart() (restore func()) {
 
 // ThreadStart reports whether confined programs start from a confined thread here.
 func ThreadStart() bool { return threadStart() }
+
+// DisableWorld makes confined programs start without a world of their own, as
+// where the kernel refuses the namespaces, until the returned function is called.
+func DisableWorld() (restore func()) {
+	worldDisabled = true
+	return func() { worldDisabled = false }
+}
