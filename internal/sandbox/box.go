@@ -2,10 +2,10 @@ package sandbox
 
 import (
 	"bufio"
-	"io"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +38,8 @@ type Box struct {
 	world    *worldPlan // started in a world of its own (startWorld), or nil
 	layers   []string   // what holds a program of a world, known once started
 	childIO  []io.Closer
-	parentIO []*os.File    // the host's ends of the copying pipes (startWorld)
-	copying  []chan error  // the goroutines copying them
+	parentIO []*os.File   // the host's ends of the copying pipes (startWorld)
+	copying  []chan error // the goroutines copying them
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)

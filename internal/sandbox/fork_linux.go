@@ -35,8 +35,8 @@ const atFDCWD = ^uintptr(99) // -100
 type childOp struct {
 	kind     uintptr // opMkdir ...
 	path     *byte
-	arg      *byte  // opBind: the source; opSymlink: the text; opMount: the file system type
-	data     *byte  // opMount: its options
+	arg      *byte   // opBind: the source; opSymlink: the text; opMount: the file system type
+	data     *byte   // opMount: its options
 	flags    uintptr // opMount: mount flags
 	attr     *unix.MountAttr
 	optional bool   // a failure skips it (and reports it as skipped)
@@ -47,8 +47,8 @@ const (
 	opMkdir = iota
 	opFile
 	opSymlink
-	opBind    // a recursive bind, then attr set recursively
-	opMount   // a new file system
+	opBind  // a recursive bind, then attr set recursively
+	opMount // a new file system
 )
 
 // childRule is a Landlock rule the child adds for a path that exists only in its
@@ -64,9 +64,9 @@ type childArgs struct {
 
 	// A user namespace of its own (a host without root): the child maps its own
 	// ids, as unshare -r does.
-	ownUser                       bool
+	ownUser                         bool
 	setgroupsPath, uidPath, gidPath *byte
-	deny, uidMap, gidMap          []byte
+	deny, uidMap, gidMap            []byte
 
 	private, root, tmpfs, oldroot, oldrootAbs, dot *byte
 	rootData                                       *byte

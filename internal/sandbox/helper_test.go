@@ -9,8 +9,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 

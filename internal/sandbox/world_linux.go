@@ -49,12 +49,12 @@ const worldTmp = "/tmp"
 type entryKind int8
 
 const (
-	entryDir     entryKind = iota // a directory made in the root tmpfs
-	entryBind                     // a directory or file bound from the host
-	entryLink                     // a symbolic link
-	entryTmpfs                    // the program's TMPDIR
-	entryProc                     // a fresh procfs
-	entryDevice                   // a device bound from the host
+	entryDir    entryKind = iota // a directory made in the root tmpfs
+	entryBind                    // a directory or file bound from the host
+	entryLink                    // a symbolic link
+	entryTmpfs                   // the program's TMPDIR
+	entryProc                    // a fresh procfs
+	entryDevice                  // a device bound from the host
 )
 
 // worldEntry is one thing in a world's root, at target.
