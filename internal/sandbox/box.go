@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnavailable is wrapped by the error of a start that Spec.Require refused
@@ -119,6 +121,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		}
 	}
 	if c := spec.Confine; c != nil {
+		b.plan.Filter, b.plan.Network = true, c.Network
 		if LandlockABI() == 0 {
 			if spec.Require {
 				return nil, fmt.Errorf("%w: %q requires confinement and this kernel has no Landlock", ErrUnavailable, spec.Name)
@@ -145,6 +148,9 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// startConfined), as its namespace's init, without a launcher.
 		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
 		return b, nil
+	}
+	if mode != ModeCgroup || !cpuShared() {
+		b.plan.Nice = sourceNice
 	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
@@ -264,6 +270,10 @@ func (b *Box) Spec() Spec { return b.spec }
 // Start returns once the program has started, confined and limited (or failed to:
 // the reason is the error). A failed Start releases everything.
 func (b *Box) Start() (err error) {
+	// Whatever the host holds without close-on-exec (its parent's leaks, a
+	// descriptor some code of the host opened so) stays out of every program it
+	// starts; exec.Cmd passes the ones it is given by duplicating them.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if b.mode == ModeNone {
 		return b.Cmd.Start()
 	}
@@ -322,20 +332,23 @@ func (b *Box) Start() (err error) {
 
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
-	if b.world != nil {
+	if b.world != nil || b.confined || threadStart() { // a start that can join it
 		b.pids = newPidsCgroup(b.plan.Limits.Processes)
+	}
+	if b.pids == "" || !cpuShared() {
+		b.plan.Nice = sourceNice
+	}
+	if b.world != nil {
 		if err := b.startWorld(); err != nil {
 			b.Release()
 			return err
 		}
 	} else if b.confined {
-		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		if err := b.startConfined(); err != nil {
 			b.Release()
 			return err
 		}
 	} else if threadStart() {
-		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		b.Cmd.SysProcAttr.Ptrace = true
 		if err := b.startTraced(); err != nil {
 			b.Release()
@@ -346,7 +359,7 @@ func (b *Box) startDirect() error {
 			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 		}
 		// Right after the clone: the program may run a little before its limits.
-		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false, b.plan.Nice); err != nil {
 			b.Kill()
 			_ = b.Wait()
 			return err
@@ -608,18 +621,21 @@ func (b *Box) Layers() []string {
 		return append(l, "fds")
 	}
 	l = append(l, "fds")
+	if b.direct && b.Cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWNET != 0 {
+		l = append(l, "net")
+	}
 	if b.plan.Confine != nil {
 		l = append(l, "landlock "+fmt.Sprint(LandlockABI()))
-		if seccompFilter(false, false) != nil {
-			l = append(l, "seccomp")
-		}
+	}
+	if b.plan.Filter && seccompFilter(b.plan.Network, false) != nil {
+		l = append(l, "seccomp")
 	}
 	return append(l, b.limitLayers()...)
 }
 
-// limitLayers names how the program's processes are capped.
+// limitLayers names how the program's processes are capped and its CPU shared.
 func (b *Box) limitLayers() []string {
-	var l []string
+	l := []string{CPUShare(b.pids != "" || b.cgroup != "")}
 	switch {
 	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
 		l = append(l, "pids cgroup")

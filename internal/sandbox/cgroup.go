@@ -62,6 +62,9 @@ func pidsRoot() (root, home string) {
 	pidsOnce.Do(func() {
 		if root := cgroupRoot(); root != "" && os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0) == nil {
 			pidsDir = root
+			// The cpu controller too, where it can be: each source's cgroup then
+			// has a CPU share of its own (cpu.weight, the default 100 for each).
+			cpuDelegated = os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0) == nil
 			return
 		}
 		mount := cgroupMount(func(fstype, options string) bool {
@@ -98,7 +101,30 @@ func PidsCgroupAvailable() bool {
 var (
 	pidsOnce          sync.Once
 	pidsDir, pidsHome string
+	cpuDelegated      bool // the cpu controller is enabled for the cgroups under pidsDir (v2)
 )
+
+// sourceNice is the scheduling priority (nice value) a contained program starts
+// with where its cgroup has no CPU share of its own: below the host's, so that
+// a busy source cannot starve the host's work for the others.
+const sourceNice = 5
+
+// cpuShared reports whether the cgroups made for sources have a CPU share of their
+// own (looking for the hierarchy once).
+func cpuShared() bool {
+	pidsRoot()
+	return cpuDelegated
+}
+
+// CPUShare says how a contained program's CPU is shared, for the layers: "cpu
+// weight" where its cgroup has the cpu controller (each source one share), else
+// "nice 5".
+func CPUShare(inCgroup bool) string {
+	if inCgroup && cpuDelegated {
+		return "cpu weight"
+	}
+	return fmt.Sprintf("nice %d", sourceNice)
+}
 
 // newPidsCgroup returns a directory under pidsRoot capped at max processes, "" when
 // it cannot: one from the reserve (see reserve; pids.max is rewritten when its cap

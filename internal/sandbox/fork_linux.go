@@ -80,6 +80,7 @@ type childArgs struct {
 	keyring bool
 
 	rlimits []childRlimit
+	nice    int // its scheduling priority, unless 0
 
 	dropCaps   bool // a root host: SECBIT_NOROOT, no ambient or inheritable capability
 	securebits uintptr
@@ -127,6 +128,7 @@ const (
 	stepFDs
 	stepKeyring
 	stepRlimit
+	stepNice
 	stepNoNewPrivs
 	stepCaps
 	stepLandlock
@@ -148,6 +150,7 @@ var stepNames = map[uint32]string{
 	stepFDs:          "set its file descriptors",
 	stepKeyring:      "join a new session keyring",
 	stepRlimit:       "set its resource limits",
+	stepNice:         "lower its scheduling priority",
 	stepNoNewPrivs:   "set no_new_privs",
 	stepCaps:         "drop its capabilities",
 	stepLandlock:     "apply Landlock",
@@ -336,6 +339,12 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		}
 	}
 	index = 0
+	if a.nice != 0 {
+		step = stepNice
+		if _, _, e = syscall.RawSyscall(unix.SYS_SETPRIORITY, unix.PRIO_PROCESS, 0, uintptr(a.nice)); e != 0 {
+			goto fail
+		}
+	}
 	step = stepNoNewPrivs
 	if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
 		goto fail

@@ -20,7 +20,7 @@ func LandlockABI() int {
 			abi = int(v)
 		}
 	})
-	if landlockDisabled {
+	if landlockDisabled || Off("landlock") {
 		return 0
 	}
 	return abi

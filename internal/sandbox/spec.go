@@ -2,8 +2,23 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 )
+
+// OffEnv, in the host's environment, names layers of confinement the host leaves
+// off, comma-separated: "world" (a confined program starts without a world of its
+// own, as where the kernel refuses the namespaces), "landlock", "seccomp". It is
+// for tests and diagnosis: each layer can be shown to hold alone. Whoever sets
+// the host's environment controls the host anyway.
+const OffEnv = "TOOLHOST_SANDBOX_OFF"
+
+// Off reports whether OffEnv turns layer off.
+func Off(layer string) bool {
+	v := os.Getenv(OffEnv)
+	return v != "" && slices.Contains(strings.Split(v, ","), layer)
+}
 
 // Spec says how a source's process is contained and confined. The zero value
 // contains nothing and confines nothing: the program runs as a plain child.

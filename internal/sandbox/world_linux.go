@@ -225,8 +225,8 @@ var worldDisabled bool
 // here (see startWorld), and if not, why. Probed once per process: a child is
 // cloned into new namespaces, builds a small world, and exits.
 func WorldAvailable() (bool, string) {
-	if worldDisabled {
-		return false, "disabled"
+	if worldDisabled || Off("world") {
+		return false, "turned off (" + OffEnv + ")"
 	}
 	worldState.once.Do(func() {
 		err := probeWorld()
