@@ -44,11 +44,11 @@ type plan struct {
 	NoNewPrivs bool         `json:"no_new_privs,omitempty"`
 	// Filter installs the seccomp filter (seccompFilter without world) and, unless
 	// Network, starts the program in a network namespace of its own.
-	Filter  bool `json:"filter,omitempty"`
-	Network bool `json:"network,omitempty"`
-	Limits     Limits       `json:"limits"`
-	Cgroup     string       `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
-	HostPID    bool         `json:"host_pid,omitempty"`
+	Filter  bool   `json:"filter,omitempty"`
+	Network bool   `json:"network,omitempty"`
+	Limits  Limits `json:"limits"`
+	Cgroup  string `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
+	HostPID bool   `json:"host_pid,omitempty"`
 	// Nice is the program's scheduling priority (0: the host's), where no cgroup
 	// gives it a CPU share of its own.
 	Nice int `json:"nice,omitempty"`
