@@ -12,12 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// inherited are the descriptors above 2 this process had before its main ran:
-// whatever its parent leaked to it.
+// inherited are the descriptors above 2 this process had before its main ran,
+// but the Go runtime's own (anonymous inodes: its epoll and eventfd): whatever
+// its parent leaked to it.
 var inherited = func() []int {
 	var fds []int
 	for fd := 3; fd < 1024; fd++ {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != 0 {
 			fds = append(fds, fd)
 		}
 	}
