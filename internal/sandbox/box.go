@@ -97,6 +97,10 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
 	}
+	if spec.Confine != nil {
+		// What dead hosts left (a host killed before it could remove its own).
+		sweepDeadHostsTemp()
+	}
 	if c := spec.Confine; c != nil && mode == ModeNamespace {
 		if ok, _ := WorldAvailable(); ok {
 			// A world of its own (startWorld), Landlock and seccomp a second layer.

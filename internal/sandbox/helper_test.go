@@ -65,6 +65,43 @@ func helper() bool {
 		line, _ := bufio.NewReader(out).ReadString('\n')
 		fmt.Print(line)
 		time.Sleep(time.Hour)
+	case "worldhost":
+		// A host that starts three confined forkers (in worlds where the machine
+		// allows), says ready, and waits to be killed; or, with SANDBOX_ONCE, runs one
+		// confined program to its end and exits as toolhost does.
+		n := 3
+		if os.Getenv("SANDBOX_ONCE") != "" {
+			n = 1
+		}
+		var boxes []*sandbox.Box
+		for range n {
+			b, err := sandbox.Command(sandbox.Spec{Name: "w", Confine: &sandbox.Confinement{}},
+				self, []string{self}, "/", []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker, "SANDBOX_EXIT=" + os.Getenv("SANDBOX_ONCE")})
+			if err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			out, _ := b.Cmd.StdoutPipe()
+			if err := b.Start(); err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				fmt.Println("forker said", line)
+				os.Exit(1)
+			}
+			boxes = append(boxes, b)
+		}
+		if os.Getenv("SANDBOX_ONCE") != "" {
+			for _, b := range boxes {
+				b.Wait()
+			}
+			sandbox.DropReserves()
+			os.Exit(0)
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
 	case "probe":
 		// The confinement probes: one line per attempt, "ok" or the error. First the
 		// limits the program runs with.
