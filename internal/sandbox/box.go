@@ -154,7 +154,7 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		return b, nil
 	}
 	if mode != ModeCgroup || !cpuShared() {
-		b.plan.Nice = sourceNice
+		b.plan.Nice = niceWithoutCgroup()
 	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
@@ -204,7 +204,7 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 // files and reports its credentials with the real ids. Alone in its user namespace,
 // its tree is what RLIMIT_NPROC counts.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 	}
@@ -212,10 +212,11 @@ func confinedNamespaceAttr() *syscall.SysProcAttr {
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
-// namespace when the host is not root), in its own process group, killed when the
+// namespace when the host is not root), in its own session and process group (a
+// session is a scheduling autogroup of its own, see CPUShare), killed when the
 // host dies.
 func namespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
@@ -340,7 +341,7 @@ func (b *Box) startDirect() error {
 		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 	}
 	if b.pids == "" || !cpuShared() {
-		b.plan.Nice = sourceNice
+		b.plan.Nice = niceWithoutCgroup()
 	}
 	if b.world != nil {
 		if err := b.startWorld(); err != nil {

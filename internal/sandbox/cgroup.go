@@ -105,9 +105,27 @@ var (
 )
 
 // sourceNice is the scheduling priority (nice value) a contained program starts
-// with where its cgroup has no CPU share of its own: below the host's, so that
-// a busy source cannot starve the host's work for the others.
+// with where neither its cgroup nor an autogroup gives it a CPU share of its own:
+// below the host's, so that a busy source cannot starve the host's work for the
+// others.
 const sourceNice = 5
+
+// autogroups reports whether the kernel gives each session a scheduling autogroup
+// (kernel.sched_autogroup_enabled): a contained program, in a session of its own,
+// then shares the CPU as one, with the host and with every other source.
+var autogroups = sync.OnceValue(func() bool {
+	data, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
+	return err == nil && strings.TrimSpace(string(data)) == "1"
+})
+
+// niceWithoutCgroup is the scheduling priority of a program no cgroup gives a CPU
+// share: the host's where an autogroup does, else sourceNice.
+func niceWithoutCgroup() int {
+	if autogroups() {
+		return 0
+	}
+	return sourceNice
+}
 
 // cpuShared reports whether the cgroups made for sources have a CPU share of their
 // own (looking for the hierarchy once).
@@ -117,11 +135,15 @@ func cpuShared() bool {
 }
 
 // CPUShare says how a contained program's CPU is shared, for the layers: "cpu
-// weight" where its cgroup has the cpu controller (each source one share), else
-// "nice 5".
+// weight" where its cgroup has the cpu controller (each source one share),
+// "autogroup" where the kernel gives its session one, else "nice 5" (below the
+// host).
 func CPUShare(inCgroup bool) string {
-	if inCgroup && cpuDelegated {
+	switch {
+	case inCgroup && cpuDelegated:
 		return "cpu weight"
+	case autogroups():
+		return "autogroup"
 	}
 	return fmt.Sprintf("nice %d", sourceNice)
 }

@@ -40,6 +40,7 @@ type childOp struct {
 	flags    uintptr // opMount: mount flags
 	attr     *unix.MountAttr
 	optional bool   // a failure skips it (and reports it as skipped)
+	top      bool   // opBind: attr on the bound directory only, not on its submounts
 	what     string // for the host's errors
 }
 
@@ -139,7 +140,7 @@ const (
 
 var stepNames = map[uint32]string{
 	stepUserMap:      "map its user and group ids in its user namespace",
-	stepProcessGroup: "make its process group",
+	stepProcessGroup: "make its session",
 	stepParentDeath:  "set its parent-death signal",
 	stepPrivate:      "make its mounts private",
 	stepRoot:         "mount its root",
@@ -213,7 +214,7 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		}
 	}
 	step = stepProcessGroup
-	if _, _, e = syscall.RawSyscall(unix.SYS_SETPGID, 0, 0, 0); e != 0 {
+	if _, _, e = syscall.RawSyscall(unix.SYS_SETSID, 0, 0, 0); e != 0 {
 		goto fail
 	}
 	step = stepParentDeath
@@ -263,7 +264,11 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		case opBind:
 			_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT, uintptr(unsafe.Pointer(op.arg)), uintptr(unsafe.Pointer(op.path)), 0, unix.MS_BIND|unix.MS_REC, 0, 0)
 			if e == 0 {
-				_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT_SETATTR, atFDCWD, uintptr(unsafe.Pointer(op.path)), unix.AT_RECURSIVE, uintptr(unsafe.Pointer(op.attr)), unsafe.Sizeof(*op.attr), 0)
+				fd = unix.AT_RECURSIVE
+				if op.top {
+					fd = 0
+				}
+				_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT_SETATTR, atFDCWD, uintptr(unsafe.Pointer(op.path)), fd, uintptr(unsafe.Pointer(op.attr)), unsafe.Sizeof(*op.attr), 0)
 			}
 		case opMount:
 			_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT, uintptr(unsafe.Pointer(op.arg)), uintptr(unsafe.Pointer(op.path)), uintptr(unsafe.Pointer(op.arg)), op.flags, uintptr(unsafe.Pointer(op.data)), 0)

@@ -117,9 +117,10 @@ func launch() int {
 		cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(hostPID))
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// Its own group, so a forwarded signal reaches the program's helpers as the
-	// host's group signal used to; outside a namespace it dies with this thread.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session and group, so a forwarded signal reaches the program's
+	// helpers as the host's group signal used to, and it has a scheduling autogroup
+	// of its own (see CPUShare); outside a namespace it dies with this thread.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if p.Mode != ModeNamespace {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}

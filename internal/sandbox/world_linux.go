@@ -99,7 +99,7 @@ func worldEntries(program string, c *Confinement, extraWrite []string, dir strin
 
 	var out []worldEntry
 	for _, e := range es {
-		if worldCovers(out, e) {
+		if worldCovers(out, e) || e.kind == entryLink && beneathLink(es, e.target) {
 			continue
 		}
 		out = append(out, e)
@@ -128,6 +128,18 @@ func worldCovers(es []worldEntry, e worldEntry) bool {
 			if e.kind == entryBind && (o.write || !e.write) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// beneathLink reports whether a proper ancestor of p is a link of es: p cannot be
+// made there, and what it names is seen through that link (/bin/true beneath
+// /bin -> usr/bin).
+func beneathLink(es []worldEntry, p string) bool {
+	for _, e := range es {
+		if e.kind == entryLink && e.target != p && isWithin(p, e.target) {
+			return true
 		}
 	}
 	return false

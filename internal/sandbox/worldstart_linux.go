@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,6 +344,19 @@ func worldOps(w *worldPlan) []childOp {
 				flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, optional: true, what: what})
 		}
 		done = append(done, e)
+	}
+	// The directories made in TMPDIR only to lead to what is bound beneath it (a
+	// plugin's socket directory, a Location under /tmp) are read-only: bound onto
+	// themselves, what is mounted in them keeps its own access.
+	if tmp := slices.IndexFunc(w.entries, func(e worldEntry) bool { return e.kind == entryTmpfs }); tmp >= 0 {
+		t := w.entries[tmp].target
+		for _, d := range slices.Sorted(maps.Keys(made)) {
+			if filepath.Dir(d) == t {
+				ops = append(ops, childOp{kind: opBind, path: cstr(d), arg: cstr(d), top: true,
+					attr: &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
+					what: "make " + d + " read-only"})
+			}
+		}
 	}
 	return ops
 }
