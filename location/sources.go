@@ -64,6 +64,8 @@ type SourceStatus struct {
 	// Confined reports whether Landlock confines it.
 	Containment string
 	Confined    bool
+	// Layers names what holds its process (see sandbox.Box.Layers).
+	Layers []string
 	// Restarts counts the generations started again after a crash or failed start.
 	Restarts int
 	// Err is the last error: why the source is not running, or the last failed
@@ -119,7 +121,7 @@ func (s *source) status() SourceStatus {
 		if inst := plugin.Current(); inst != nil {
 			st.Generation, st.PID = inst.Generation(), inst.PID()
 			mode, confined := inst.Containment()
-			st.Containment, st.Confined = string(mode), confined
+			st.Containment, st.Confined, st.Layers = string(mode), confined, inst.Layers()
 			st.Stderr = inst.Stderr()
 		}
 	case server != nil:
