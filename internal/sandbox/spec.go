@@ -104,10 +104,12 @@ func (t TmpLimits) withDefaults() TmpLimits {
 }
 
 // SystemRead are the paths a confined program may always read and execute:
-// libraries, certificates, time zones.
+// programs and libraries, certificates, the alternatives' links, time zones, the
+// loader's cache (and the devices of worldDevices). In a world they are all it
+// sees of the host's system.
 var SystemRead = []string{
 	"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
-	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/localtime",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives", "/etc/localtime",
 	"/etc/ld.so.cache", "/usr/share/zoneinfo", "/dev/urandom", "/dev/random", "/dev/zero",
 }
 
