@@ -9,10 +9,15 @@ import (
 
 // The raw start of a program in its world: one clone3 into new namespaces, then,
 // in the child, the world built and every confinement applied by plain system
-// calls before the execve. The child is a copy of the host (no CLONE_VM): it runs
-// worldChild, which may neither allocate, nor grow its stack, nor take a lock (the
+// calls before the execve. As os/exec's children, the child shares the host's
+// memory, and the calling thread waits, until its execve or exit (CLONE_VM,
+// CLONE_VFORK): nothing of the host's memory is copied. It runs the rest of
+// forkWorld, which may neither allocate, nor grow its stack, nor take a lock (the
 // runtime's fork hooks mark the stack so that a growth would crash), and never
 // returns. Everything it needs is prepared in childArgs by the host beforehand.
+
+// rawVforkSyscall is in vfork_linux_*.s.
+func rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
 
 //go:linkname runtime_BeforeFork syscall.runtime_BeforeFork
 func runtime_BeforeFork()
@@ -177,10 +182,12 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		nextfd int
 	)
 	runtime_BeforeFork()
-	r, _, e = syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&a.clone)), unsafe.Sizeof(a.clone), 0)
-	if e != 0 || r != 0 {
+	r, fd = rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&a.clone)), unsafe.Sizeof(a.clone), 0)
+	if fd != 0 || r != 0 {
+		// The parent, once the child has exec'd or exited: this frame's other
+		// variables are the child's now.
 		runtime_AfterFork()
-		return int(r), e
+		return int(r), syscall.Errno(fd)
 	}
 
 	// The child.

@@ -228,6 +228,7 @@ func (a *childArgs) prepare(program string, argv, env []string, w *worldPlan, l 
 		a.uidMap = fmt.Appendf(nil, "%d %d 1", os.Geteuid(), os.Geteuid())
 		a.gidMap = fmt.Appendf(nil, "%d %d 1", os.Getegid(), os.Getegid())
 	}
+	a.clone.flags |= unix.CLONE_VM | unix.CLONE_VFORK
 	a.clone.exitSignal = uint64(unix.SIGCHLD)
 	base := worldBase()
 	if base == "" {
