@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -321,6 +322,33 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	}
 }
 
+// hostPIDOf translates a pid the fault plugin reported: in a world of its own it
+// reports -(PID namespace inode * 100000 + its pid there), which the host finds in
+// its own /proc; 0 when no such process is left.
+func hostPIDOf(v int) int {
+	if v >= 0 {
+		return v
+	}
+	ns, nspid := fmt.Sprintf("pid:[%d]", -v/100000), strconv.Itoa(-v%100000)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == nspid {
+				pid, _ := strconv.Atoi(e.Name())
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
 func TestCrashLeavesNoProcess(t *testing.T) {
 	h := newHost(t)
 	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
@@ -331,6 +359,7 @@ func TestCrashLeavesNoProcess(t *testing.T) {
 	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
 		t.Fatalf("spawn: %v", err)
 	}
+	child = hostPIDOf(child)
 	gen := s.Current()
 	h.call(context.Background(), "crash", `{}`)
 	<-gen.Exited()
@@ -349,6 +378,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
 		t.Fatalf("spawn: %v", err)
 	}
+	child = hostPIDOf(child)
 	pid := s.Current().PID()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
