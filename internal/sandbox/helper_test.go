@@ -202,11 +202,13 @@ func helper() bool {
 		_, err = os.ReadFile("/proc/" + os.Getenv("SANDBOX_HOST_PID") + "/environ")
 		try("read-host-environ", err)
 		try("ptrace-host", unix.PtraceAttach(atoi(os.Getenv("SANDBOX_HOST_PID"))))
-		try("write-tmp", os.WriteFile(os.Getenv("TMPDIR")+"/x", []byte("x"), 0o600))
-		n, err := fill(os.Getenv("TMPDIR")+"/big", 1<<20, atoi(os.Getenv("SANDBOX_FILL_MIB")))
-		fmt.Printf("fill-bytes %d MiB: %v\n", n, err)
-		n, err = fill(os.Getenv("TMPDIR")+"/many", 0, atoi(os.Getenv("SANDBOX_FILL_FILES")))
-		fmt.Printf("fill-files %d: %v\n", n, err)
+		if tmp := os.Getenv("TMPDIR"); tmp != "" { // none without Landlock or a world
+			try("write-tmp", os.WriteFile(tmp+"/x", []byte("x"), 0o600))
+			n, err := fill(tmp+"/big", 1<<20, atoi(os.Getenv("SANDBOX_FILL_MIB")))
+			fmt.Printf("fill-bytes %d MiB: %v\n", n, err)
+			n, err = fill(tmp+"/many", 0, atoi(os.Getenv("SANDBOX_FILL_FILES")))
+			fmt.Printf("fill-files %d: %v\n", n, err)
+		}
 		if listen := os.Getenv("SANDBOX_LISTEN"); listen != "" {
 			l, err := net.Listen("unix", "@"+listen)
 			try("listen-abstract", err)
@@ -238,10 +240,11 @@ func helper() bool {
 		// extended attribute on the directory itself.
 		tmp := os.Getenv("TMPDIR")
 		entries, _ := os.ReadDir(tmp)
-		// In a world whose TMPDIR is /tmp, the directories that hold its own
-		// binary (a test binary under /tmp) are there too.
+		// In a world whose TMPDIR is /tmp, its own binary (a test binary under
+		// /tmp), or the directories that lead to it, are there too.
 		entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool {
-			return strings.HasPrefix(self, filepath.Join(tmp, e.Name())+"/")
+			p := filepath.Join(tmp, e.Name())
+			return p == self || strings.HasPrefix(self, p+"/")
 		})
 		fi, _ := os.Stat(tmp)
 		n, _ := unix.Listxattr(tmp, nil)
