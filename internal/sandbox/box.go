@@ -23,8 +23,12 @@ var ErrUnavailable = errors.New("sandbox: confinement unavailable")
 
 // Box is one contained (and possibly confined) run of a program. Cmd is the command
 // to start: the caller sets its standard input and outputs (or their pipes) as for
-// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. Safe for
-// concurrent use once started.
+// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. A program that
+// starts in a world of its own is not started by Cmd.Start (see startWorld): Cmd
+// then only describes it, and its Stdin, Stdout, Stderr (files, readers and
+// writers, or the pipes of StdinPipe, StdoutPipe, StderrPipe) and ExtraFiles are
+// passed as exec.Cmd would; Cmd.Process is set once it runs. Safe for concurrent
+// use once started.
 type Box struct {
 	// Cmd runs the program itself, or its launcher (cgroup and subreaper modes).
 	Cmd *exec.Cmd
@@ -599,7 +603,8 @@ func Supported(mode Mode) error {
 }
 
 // Expected returns the containment a box made from spec gets on this machine, and
-// whether Landlock confines it: what Mode and Confined report once it runs.
+// whether it is confined (a world of its own, or Landlock): what Mode and Confined
+// report once it runs.
 func Expected(spec Spec) (mode Mode, confined bool) {
 	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
 		return ModeNone, false
@@ -608,7 +613,11 @@ func Expected(spec Spec) (mode Mode, confined bool) {
 	if mode == "" {
 		mode = DetectMode()
 	}
-	return mode, spec.Confine != nil && LandlockABI() > 0
+	if spec.Confine == nil {
+		return mode, false
+	}
+	world, _ := WorldAvailable()
+	return mode, LandlockABI() > 0 || world && mode == ModeNamespace
 }
 
 // Layers names what holds the program, once started, for status and logs: its
