@@ -349,6 +349,28 @@ func hostPIDOf(v int) int {
 	return 0
 }
 
+// reportedPID is how the fault plugin running as host pid reports its pid (see
+// hostPIDOf): pid itself, or its encoding where it runs in a world of its own.
+func reportedPID(pid int) int {
+	mnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if own, _ := os.Readlink("/proc/self/ns/mnt"); mnt == own { // not in a world
+		return pid
+	}
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	var inode int
+	if _, err := fmt.Sscanf(ns, "pid:[%d]", &inode); err != nil {
+		return pid
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.Lines(string(status)) {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" {
+			nspid, _ := strconv.Atoi(f[len(f)-1])
+			return -(inode*100000 + nspid)
+		}
+	}
+	return pid
+}
+
 func TestCrashLeavesNoProcess(t *testing.T) {
 	h := newHost(t)
 	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
