@@ -209,7 +209,11 @@ func TestHostilePlugin(t *testing.T) {
 				t.Errorf("no attempt to signal %d", pid)
 			}
 		}
-		if logs := serveLogs.String(); !strings.Contains(logs, "refused a connection from a tool source's process") || !strings.Contains(logs, "source=hostile") {
+		// In a world of its own the serve socket does not exist for the plugin;
+		// elsewhere the server refuses its connection and names it.
+		if got := r["connect "+serveSock]; strings.Contains(got, "no such file or directory") {
+			t.Logf("the serve socket is not in the plugin's world: %s", got)
+		} else if logs := serveLogs.String(); !strings.Contains(logs, "refused a connection from a tool source's process") || !strings.Contains(logs, "source=hostile") {
 			t.Errorf("the serve socket's log %q does not name the refused source", logs)
 		}
 	})

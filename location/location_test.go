@@ -158,7 +158,30 @@ func names(defs []registry.Definition) []string {
 type echoResult struct {
 	Text      string `json:"text"`
 	PID       int    `json:"pid"`
+	PIDNS     string `json:"pid_ns"`
 	Directory string `json:"directory"`
+}
+
+// hostPIDOf is the host's pid of the init of PID namespace ns (a plugin in a
+// world of its own sees its own /proc, where it is pid 1), or 0.
+func hostPIDOf(ns string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 func callEcho(t *testing.T, l *location.Location, text string) echoResult {
@@ -178,6 +201,9 @@ func callEcho(t *testing.T, l *location.Location, text string) echoResult {
 	var out echoResult
 	if err := json.Unmarshal(s.Structured, &out); err != nil {
 		t.Fatalf("echo output %s: %v", s.Structured, err)
+	}
+	if out.PID == 1 && out.PIDNS != "" {
+		out.PID = hostPIDOf(out.PIDNS)
 	}
 	return out
 }

@@ -19,6 +19,9 @@ type SandboxConfig struct {
 	// MemoryBytes, Processes, OpenFiles cap the source's resources; zero means the
 	// default (see sandbox.Limits).
 	MemoryBytes, Processes, OpenFiles int64
+	// TmpBytes and TmpFiles cap its TMPDIR (a tmpfs of its own where it has a
+	// world, see sandbox.WorldAvailable); zero means the default (sandbox.TmpLimits).
+	TmpBytes, TmpFiles int64
 }
 
 type rawSandbox struct {
@@ -28,6 +31,8 @@ type rawSandbox struct {
 	Memory    string      `json:"memory"`
 	Processes json.Number `json:"processes"`
 	OpenFiles json.Number `json:"open_files"`
+	TmpSize   string      `json:"tmp_size"`
+	TmpFiles  json.Number `json:"tmp_files"`
 }
 
 // sandbox decodes a "sandbox" block at path; nil stays nil.
@@ -39,6 +44,7 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 		Network:   raw.Network,
 		Processes: d.count(path+"/processes", raw.Processes),
 		OpenFiles: d.count(path+"/open_files", raw.OpenFiles),
+		TmpFiles:  d.count(path+"/tmp_files", raw.TmpFiles),
 	}
 	for _, p := range raw.Read {
 		c.Read = append(c.Read, d.resolve(p))
@@ -52,6 +58,13 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 			d.problem(path+"/memory", "got %s, want a size of at least 1MiB such as \"512MiB\"", quote(raw.Memory))
 		}
 		c.MemoryBytes = n
+	}
+	if raw.TmpSize != "" {
+		n, err := sandbox.ParseBytes(raw.TmpSize)
+		if err != nil || n < 1<<20 {
+			d.problem(path+"/tmp_size", "got %s, want a size of at least 1MiB such as \"256MiB\"", quote(raw.TmpSize))
+		}
+		c.TmpBytes = n
 	}
 	return c
 }
@@ -68,6 +81,7 @@ func sandboxSpec(name string, c *SandboxConfig, require, confine bool, mode sand
 		spec.Confine = &sandbox.Confinement{}
 		if c != nil {
 			spec.Confine.Read, spec.Confine.Write, spec.Confine.Network = c.Read, c.Write, c.Network
+			spec.Confine.Tmp = sandbox.TmpLimits{Bytes: c.TmpBytes, Files: c.TmpFiles}
 		}
 	}
 	return spec

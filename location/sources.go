@@ -52,6 +52,8 @@ type SourceStatus struct {
 	// Confined reports whether Landlock confines it.
 	Containment string
 	Confined    bool
+	// Layers names what holds its process (see sandbox.Box.Layers).
+	Layers []string
 	// Restarts counts the generations started again after a crash or failed start.
 	Restarts int
 	// Err is the last error: why the source is not running, or the last failed
@@ -122,6 +124,9 @@ func (s *source) status() SourceStatus {
 			if c, ok := g.(interface{ Containment() (sandbox.Mode, bool) }); ok {
 				mode, confined := c.Containment()
 				st.Containment, st.Confined = string(mode), confined
+			}
+			if l, ok := g.(interface{ Layers() []string }); ok {
+				st.Layers = l.Layers()
 			}
 		}
 	}

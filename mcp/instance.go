@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +96,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	}
 	if gen <= 1 && inst.proc != nil { // a remote server has no process here
 		mode, confined := inst.Containment()
-		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String(), "processes_capped", inst.proc.Box.ProcessesCapped())
+		cfg.Logger.Info("mcp server sandbox", "server", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.Box.Spec().Limits.String(), "processes_capped", inst.proc.Box.ProcessesCapped(), "layers", strings.Join(inst.proc.Box.Layers(), ","))
 	}
 	return inst, nil
 }

@@ -310,7 +310,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	}
 	if gen <= 1 && inst.proc != nil {
 		mode, confined := inst.Containment()
-		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String(), "processes_capped", inst.proc.box.ProcessesCapped())
+		cfg.Logger.Info("plugin sandbox", "plugin", cfg.Name, "containment", mode, "confined", confined, "limits", inst.proc.box.Spec().Limits.String(), "processes_capped", inst.proc.box.ProcessesCapped(), "layers", strings.Join(inst.Layers(), ","))
 	}
 	return inst, nil
 }
@@ -796,6 +796,15 @@ func (inst *Instance) PID() int {
 
 // Stderr returns the tail of what the plugin wrote to stderr (about 8 KiB).
 func (inst *Instance) Stderr() string { return inst.stderr.String() }
+
+// Layers names what holds the plugin's process (see sandbox.Box.Layers); nil for a
+// reattached plugin.
+func (inst *Instance) Layers() []string {
+	if inst.proc == nil {
+		return nil
+	}
+	return inst.proc.box.Layers()
+}
 
 // Containment reports how the plugin's process tree is held together, and whether
 // Landlock confines it. A reattached plugin (-debug), which the host did not launch,

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -322,6 +323,55 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	}
 }
 
+// hostPIDOf translates a pid the fault plugin reported: in a world of its own it
+// reports -(PID namespace inode * 100000 + its pid there), which the host finds in
+// its own /proc; 0 when no such process is left.
+func hostPIDOf(v int) int {
+	if v >= 0 {
+		return v
+	}
+	ns, nspid := fmt.Sprintf("pid:[%d]", -v/100000), strconv.Itoa(-v%100000)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == nspid {
+				pid, _ := strconv.Atoi(e.Name())
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// reportedPID is how the fault plugin running as host pid reports its pid (see
+// hostPIDOf): pid itself, or its encoding where it runs in a world of its own.
+func reportedPID(pid int) int {
+	mnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if own, _ := os.Readlink("/proc/self/ns/mnt"); mnt == own { // not in a world
+		return pid
+	}
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	var inode int
+	if _, err := fmt.Sscanf(ns, "pid:[%d]", &inode); err != nil {
+		return pid
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.Lines(string(status)) {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" {
+			nspid, _ := strconv.Atoi(f[len(f)-1])
+			return -(inode*100000 + nspid)
+		}
+	}
+	return pid
+}
+
 func TestCrashLeavesNoProcess(t *testing.T) {
 	h := newHost(t)
 	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
@@ -332,6 +382,7 @@ func TestCrashLeavesNoProcess(t *testing.T) {
 	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
 		t.Fatalf("spawn: %v", err)
 	}
+	child = hostPIDOf(child)
 	gen := s.Current()
 	h.call(context.Background(), "crash", `{}`)
 	<-gen.Done()
@@ -350,6 +401,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	if err := json.Unmarshal(h.mustCall("spawn", `{}`).Structured, &child); err != nil || child == 0 {
 		t.Fatalf("spawn: %v", err)
 	}
+	child = hostPIDOf(child)
 	pid := s.Current().PID()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)

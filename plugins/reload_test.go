@@ -59,7 +59,7 @@ func TestReloadSameContractRunsCapturedCallsOnTheNewGeneration(t *testing.T) {
 		t.Fatalf("captured call after reload: %+v, %v", got, err)
 	}
 	var pid int
-	if err := json.Unmarshal(got.Structured, &pid); err != nil || pid != r.NewPID {
+	if err := json.Unmarshal(got.Structured, &pid); err != nil || hostPIDOf(pid) != r.NewPID {
 		t.Fatalf("captured call ran in pid %d (%v), want the new generation's %d", pid, err, r.NewPID)
 	}
 }
@@ -241,6 +241,7 @@ func TestReloadDrainsCallsWaitingForAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := s.Current().PID()
+	oldReported := reportedPID(old) // as the plugin reports it, while it runs
 	type res struct {
 		s   *registry.Settlement
 		err error
@@ -269,7 +270,7 @@ func TestReloadDrainsCallsWaitingForAuthorization(t *testing.T) {
 	answer <- nil
 	got := <-done
 	var pid int
-	if got.err != nil || json.Unmarshal(got.s.Structured, &pid) != nil || pid != old {
+	if got.err != nil || json.Unmarshal(got.s.Structured, &pid) != nil || pid != oldReported {
 		t.Fatalf("authorized call: %+v, %v; want it run by the old generation %d", got.s, got.err, old)
 	}
 	if r := <-reloaded; r.Interrupted || !gone(old) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnavailable is wrapped by the error of a start that Spec.Require refused
@@ -20,8 +23,12 @@ var ErrUnavailable = errors.New("sandbox: confinement unavailable")
 
 // Box is one contained (and possibly confined) run of a program. Cmd is the command
 // to start: the caller sets its standard input and outputs (or their pipes) as for
-// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. Safe for
-// concurrent use once started.
+// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. A program that
+// starts in a world of its own is not started by Cmd.Start (see startWorld): Cmd
+// then only describes it, and its Stdin, Stdout, Stderr (files, readers and
+// writers, or the pipes of StdinPipe, StdoutPipe, StderrPipe) and ExtraFiles are
+// passed as exec.Cmd would; Cmd.Process is set once it runs. Safe for concurrent
+// use once started.
 type Box struct {
 	// Cmd runs the program itself, or its launcher (cgroup and subreaper modes).
 	Cmd *exec.Cmd
@@ -33,6 +40,12 @@ type Box struct {
 	tmpDir  string
 	cgroup  string
 	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
+
+	world    *worldPlan // started in a world of its own (startWorld), or nil
+	layers   []string   // what holds a program of a world, known once started
+	childIO  []io.Closer
+	parentIO []*os.File   // the host's ends of the copying pipes (startWorld)
+	copying  []chan error // the goroutines copying them
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)
@@ -88,7 +101,35 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		b.Cmd, b.direct = b.directCmd(path, argv, dir, env, namespaceAttr()), true
 		return b, nil
 	}
+	if spec.Confine != nil {
+		// What dead hosts left (a host killed before it could remove its own).
+		sweepDeadHostsTemp()
+	}
+	if c := spec.Confine; c != nil && mode == ModeNamespace {
+		if ok, _ := WorldAvailable(); ok {
+			// A world of its own (startWorld), Landlock and seccomp a second layer.
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path) // as exec.Cmd reads a relative path
+			}
+			if real, err := filepath.EvalSymlinks(path); err == nil {
+				path = real
+			}
+			b.plan.Path = path
+			if LandlockABI() > 0 {
+				b.plan.Confine = &Confinement{
+					Read:    append(append([]string{}, SystemRead...), c.Read...),
+					Write:   append(append([]string{"/dev/null"}, extraWrite...), c.Write...),
+					Network: c.Network,
+				}
+			}
+			b.world = newWorldPlan(path, c, extraWrite, dir)
+			env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+worldTmp)
+			b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, &syscall.SysProcAttr{}), true, true
+			return b, nil
+		}
+	}
 	if c := spec.Confine; c != nil {
+		b.plan.Filter, b.plan.Network = true, c.Network
 		if LandlockABI() == 0 {
 			if spec.Require {
 				return nil, fmt.Errorf("%w: %q requires confinement and this kernel has no Landlock", ErrUnavailable, spec.Name)
@@ -115,6 +156,9 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		// startConfined), as its namespace's init, without a launcher.
 		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
 		return b, nil
+	}
+	if mode != ModeCgroup || !cpuShared() {
+		b.plan.Nice = niceWithoutCgroup()
 	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
@@ -164,7 +208,7 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 // files and reports its credentials with the real ids. Alone in its user namespace,
 // its tree is what RLIMIT_NPROC counts.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 	}
@@ -172,10 +216,11 @@ func confinedNamespaceAttr() *syscall.SysProcAttr {
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
-// namespace when the host is not root), in its own process group, killed when the
+// namespace when the host is not root), in its own session and process group (a
+// session is a scheduling autogroup of its own, see CPUShare), killed when the
 // host dies.
 func namespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
@@ -200,8 +245,9 @@ func (b *Box) Mode() Mode { return b.mode }
 // Warning is what the box could not do (confinement unavailable), or "".
 func (b *Box) Warning() string { return b.warning }
 
-// Confined reports whether Landlock confines the program.
-func (b *Box) Confined() bool { return b.plan.Confine != nil }
+// Confined reports whether the program is confined: in a world of its own, or by
+// Landlock.
+func (b *Box) Confined() bool { return b.world != nil || b.plan.Confine != nil }
 
 // ProcessesCapped reports whether Limits.Processes binds the program's tree: through
 // a cgroup's pids.max, or through RLIMIT_NPROC in a user namespace of its own. Known
@@ -209,6 +255,9 @@ func (b *Box) Confined() bool { return b.plan.Confine != nil }
 func (b *Box) ProcessesCapped() bool {
 	if b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")) {
 		return true
+	}
+	if b.world != nil {
+		return os.Geteuid() != 0 // alone in its user namespace (startWorld)
 	}
 	// RLIMIT_NPROC does not bind a root user's processes, in any namespace.
 	attr := b.Cmd.SysProcAttr
@@ -220,7 +269,8 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// TempDir is the program's private temporary directory ("" when not confined).
+// TempDir is the program's private temporary directory on the host ("" when not
+// confined, or in a world, whose TMPDIR exists only in it).
 func (b *Box) TempDir() string { return b.tmpDir }
 
 // Spec returns the box's spec.
@@ -229,6 +279,10 @@ func (b *Box) Spec() Spec { return b.spec }
 // Start returns once the program has started, confined and limited (or failed to:
 // the reason is the error). A failed Start releases everything.
 func (b *Box) Start() (err error) {
+	// Whatever the host holds without close-on-exec (its parent's leaks, a
+	// descriptor some code of the host opened so) stays out of every program it
+	// starts; exec.Cmd passes the ones it is given by duplicating them.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if b.mode == ModeNone {
 		return b.Cmd.Start()
 	}
@@ -287,14 +341,23 @@ func (b *Box) Start() (err error) {
 
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
-	if b.confined {
+	if b.world != nil || b.confined || threadStart() { // a start that can join it
 		b.pids = newPidsCgroup(b.plan.Limits.Processes)
+	}
+	if b.pids == "" || !cpuShared() {
+		b.plan.Nice = niceWithoutCgroup()
+	}
+	if b.world != nil {
+		if err := b.startWorld(); err != nil {
+			b.Release()
+			return err
+		}
+	} else if b.confined {
 		if err := b.startConfined(); err != nil {
 			b.Release()
 			return err
 		}
 	} else if threadStart() {
-		b.pids = newPidsCgroup(b.plan.Limits.Processes)
 		b.Cmd.SysProcAttr.Ptrace = true
 		if err := b.startTraced(); err != nil {
 			b.Release()
@@ -305,7 +368,7 @@ func (b *Box) startDirect() error {
 			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 		}
 		// Right after the clone: the program may run a little before its limits.
-		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false, b.plan.Nice); err != nil {
 			b.Kill()
 			_ = b.Wait()
 			return err
@@ -342,6 +405,9 @@ func (b *Box) PID() int {
 // *ExitError describing the program's own exit (not the launcher's). Call it once.
 func (b *Box) Wait() error {
 	werr := b.Cmd.Wait()
+	for _, done := range b.copying {
+		<-done
+	}
 	close(b.exited)
 	if b.mode == ModeNone {
 		return werr
@@ -537,7 +603,8 @@ func Supported(mode Mode) error {
 }
 
 // Expected returns the containment a box made from spec gets on this machine, and
-// whether Landlock confines it: what Mode and Confined report once it runs.
+// whether it is confined (a world of its own, or Landlock): what Mode and Confined
+// report once it runs.
 func Expected(spec Spec) (mode Mode, confined bool) {
 	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
 		return ModeNone, false
@@ -546,5 +613,48 @@ func Expected(spec Spec) (mode Mode, confined bool) {
 	if mode == "" {
 		mode = DetectMode()
 	}
-	return mode, spec.Confine != nil && LandlockABI() > 0
+	if spec.Confine == nil {
+		return mode, false
+	}
+	world, _ := WorldAvailable()
+	return mode, LandlockABI() > 0 || world && mode == ModeNamespace
+}
+
+// Layers names what holds the program, once started, for status and logs: its
+// namespaces ("pid", "mount", "ipc", "net", "user") and its TMPDIR's "tmpfs" caps
+// where it has a world of its own (see startWorld), else the containment mode;
+// "keyring" (a session keyring of its own), "fds" (nothing the host inherited),
+// "landlock N" (Landlock at ABI N), "seccomp", and how its processes and CPU are
+// capped ("pids cgroup" or "nproc").
+func (b *Box) Layers() []string {
+	if b.world != nil {
+		return b.layers
+	}
+	l := []string{string(b.mode)}
+	if b.mode == ModeNone {
+		return append(l, "fds")
+	}
+	l = append(l, "fds")
+	if b.direct && b.Cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWNET != 0 {
+		l = append(l, "net")
+	}
+	if b.plan.Confine != nil {
+		l = append(l, "landlock "+fmt.Sprint(LandlockABI()))
+	}
+	if b.plan.Filter && seccompFilter(b.plan.Network, false) != nil {
+		l = append(l, "seccomp")
+	}
+	return append(l, b.limitLayers()...)
+}
+
+// limitLayers names how the program's processes are capped and its CPU shared.
+func (b *Box) limitLayers() []string {
+	l := []string{CPUShare(b.pids != "" || b.cgroup != "")}
+	switch {
+	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
+		l = append(l, "pids cgroup")
+	case b.ProcessesCapped():
+		l = append(l, "nproc")
+	}
+	return l
 }

@@ -62,6 +62,9 @@ func pidsRoot() (root, home string) {
 	pidsOnce.Do(func() {
 		if root := cgroupRoot(); root != "" && os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0) == nil {
 			pidsDir = root
+			// The cpu controller too, where it can be: each source's cgroup then
+			// has a CPU share of its own (cpu.weight, the default 100 for each).
+			cpuDelegated = os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0) == nil
 			return
 		}
 		mount := cgroupMount(func(fstype, options string) bool {
@@ -98,7 +101,52 @@ func PidsCgroupAvailable() bool {
 var (
 	pidsOnce          sync.Once
 	pidsDir, pidsHome string
+	cpuDelegated      bool // the cpu controller is enabled for the cgroups under pidsDir (v2)
 )
+
+// sourceNice is the scheduling priority (nice value) a contained program starts
+// with where neither its cgroup nor an autogroup gives it a CPU share of its own:
+// below the host's, so that a busy source cannot starve the host's work for the
+// others.
+const sourceNice = 5
+
+// autogroups reports whether the kernel gives each session a scheduling autogroup
+// (kernel.sched_autogroup_enabled): a contained program, in a session of its own,
+// then shares the CPU as one, with the host and with every other source.
+var autogroups = sync.OnceValue(func() bool {
+	data, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
+	return err == nil && strings.TrimSpace(string(data)) == "1"
+})
+
+// niceWithoutCgroup is the scheduling priority of a program no cgroup gives a CPU
+// share: the host's where an autogroup does, else sourceNice.
+func niceWithoutCgroup() int {
+	if autogroups() {
+		return 0
+	}
+	return sourceNice
+}
+
+// cpuShared reports whether the cgroups made for sources have a CPU share of their
+// own (looking for the hierarchy once).
+func cpuShared() bool {
+	pidsRoot()
+	return cpuDelegated
+}
+
+// CPUShare says how a contained program's CPU is shared, for the layers: "cpu
+// weight" where its cgroup has the cpu controller (each source one share),
+// "autogroup" where the kernel gives its session one, else "nice 5" (below the
+// host).
+func CPUShare(inCgroup bool) string {
+	switch {
+	case inCgroup && cpuDelegated:
+		return "cpu weight"
+	case autogroups():
+		return "autogroup"
+	}
+	return fmt.Sprintf("nice %d", sourceNice)
+}
 
 // newPidsCgroup returns a directory under pidsRoot capped at max processes, "" when
 // it cannot: one from the reserve (see reserve; pids.max is rewritten when its cap

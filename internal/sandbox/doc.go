@@ -18,14 +18,30 @@
 // cgroup v2 directory killed through cgroup.kill, or the launcher as a child
 // subreaper that sweeps its descendants.
 //
-// Confinement (Spec.Confine): no_new_privs, resource limits, and Landlock (best
-// effort by the kernel's ABI) — the program's binary and the system's shared files
-// read-only, a private temporary directory (TMPDIR) read-write, no sockets but
-// AF_UNIX (seccomp, and Landlock's TCP rules), no abstract unix sockets or signals
-// outside the source's domain. The temporary directory, and the cgroup that caps
-// the program's processes, come from a reserve the host keeps (reserve.go): a
-// program finds its directory empty and private, and once it and everything it
-// started are gone, the directory is emptied and reset for the next one.
+// Confinement (Spec.Confine): where the kernel allows namespaces (WorldAvailable,
+// probed once), a confined program starts in a world of its own, built from
+// nothing by the child of one clone3 before its execve (startWorld): new PID,
+// mount, IPC and network (unless Network) namespaces, and a user namespace without
+// root; a root of its own holding only its binary, the system's shared files
+// (SystemRead), its Read and Write paths and the host's shared directories, four
+// devices, its own /proc and a capped tmpfs as TMPDIR (world_linux.go); a new
+// session keyring; no descriptor but its own; its limits, no_new_privs, no
+// capability, Landlock and a seccomp filter (seccompFilter) as a second layer.
+// Nothing of it is on the host's disk or in its mount table.
+//
+// Elsewhere the confinement is what the thread or launcher applies: no_new_privs,
+// resource limits, Landlock (best effort by the kernel's ABI) — the program's
+// binary and the system's shared files read-only, a private temporary directory
+// (TMPDIR) read-write, no sockets but AF_UNIX (seccomp, and Landlock's TCP rules),
+// no abstract unix sockets or signals outside the source's domain — and a network
+// namespace. The temporary directory, and the cgroup that caps the program's
+// processes, come from a reserve the host keeps (reserve.go): a program finds its
+// directory empty and private, and once it and everything it started are gone, the
+// directory is emptied and reset for the next one.
+//
+// Every contained program shares the CPU as one (CPUShare): its cgroup's cpu
+// weight, else its session's autogroup, else a lower priority. Box.Layers names
+// what holds a program; OffEnv turns layers off for tests.
 //
 // SourceOf answers whether a pid belongs to a live contained tree, for peer checks
 // on the host's sockets.

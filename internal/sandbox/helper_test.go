@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +65,43 @@ func helper() bool {
 		line, _ := bufio.NewReader(out).ReadString('\n')
 		fmt.Print(line)
 		time.Sleep(time.Hour)
+	case "worldhost":
+		// A host that starts three confined forkers (in worlds where the machine
+		// allows), says ready, and waits to be killed; or, with SANDBOX_ONCE, runs one
+		// confined program to its end and exits as toolhost does.
+		n := 3
+		if os.Getenv("SANDBOX_ONCE") != "" {
+			n = 1
+		}
+		var boxes []*sandbox.Box
+		for range n {
+			b, err := sandbox.Command(sandbox.Spec{Name: "w", Confine: &sandbox.Confinement{}},
+				self, []string{self}, "/", []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker, "SANDBOX_EXIT=" + os.Getenv("SANDBOX_ONCE")})
+			if err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			out, _ := b.Cmd.StdoutPipe()
+			if err := b.Start(); err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				fmt.Println("forker said", line)
+				os.Exit(1)
+			}
+			boxes = append(boxes, b)
+		}
+		if os.Getenv("SANDBOX_ONCE") != "" {
+			for _, b := range boxes {
+				b.Wait()
+			}
+			sandbox.DropReserves()
+			os.Exit(0)
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
 	case "probe":
 		// The confinement probes: one line per attempt, "ok" or the error. First the
 		// limits the program runs with.
@@ -113,6 +153,71 @@ func helper() bool {
 		try("unix", err)
 		pid, _ := strconv.Atoi(os.Getenv("SANDBOX_SIGNAL_PID"))
 		try("signal", syscall.Kill(pid, syscall.SIGCONT))
+	case "world":
+		// What a program finds of the host in its world: one line per attempt.
+		try := func(what string, err error) {
+			if err == nil {
+				fmt.Println(what, "ok")
+			} else {
+				fmt.Println(what, "denied:", err)
+			}
+		}
+		for fd := 3; fd < 256; fd++ {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+				var st unix.Stat_t
+				unix.Fstat(fd, &st)
+				fmt.Printf("inherited-%d ok %d:%d\n", fd, st.Dev, st.Ino)
+			}
+		}
+		if id, _ := strconv.Atoi(os.Getenv("SANDBOX_KEY")); id != 0 {
+			_, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, make([]byte, 64), 0)
+			try("key-read", err)
+		}
+		_, err := unix.AddKey("user", "planted", []byte("x"), unix.KEY_SPEC_SESSION_KEYRING)
+		try("key-add", err)
+		outside := os.Getenv("SANDBOX_OUTSIDE")
+		_, err = os.Stat(outside)
+		try("stat-outside", err)
+		try("chmod-outside", os.Chmod(outside, 0o777))
+		if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC); err == nil {
+			_, err = unix.InotifyAddWatch(fd, filepath.Dir(outside), unix.IN_ACCESS)
+			try("inotify-outside", err)
+			unix.Close(fd)
+		}
+		c, err := net.Dial("unix", os.Getenv("SANDBOX_SOCKET"))
+		if err == nil {
+			c.Close()
+		}
+		try("connect-host-socket", err)
+		if name := os.Getenv("SANDBOX_ABSTRACT"); name != "" {
+			if c, err := net.Dial("unix", "@"+name); err == nil {
+				c.Close()
+				try("connect-host-abstract", nil)
+			} else {
+				try("connect-host-abstract", err)
+			}
+		}
+		try("mount", unix.Mount("tmpfs", os.Getenv("TMPDIR"), "tmpfs", 0, ""))
+		try("unshare-user", unix.Unshare(unix.CLONE_NEWUSER))
+		_, err = os.ReadFile("/proc/" + os.Getenv("SANDBOX_HOST_PID") + "/environ")
+		try("read-host-environ", err)
+		try("ptrace-host", unix.PtraceAttach(atoi(os.Getenv("SANDBOX_HOST_PID"))))
+		if tmp := os.Getenv("TMPDIR"); tmp != "" { // none without Landlock or a world
+			try("write-tmp", os.WriteFile(tmp+"/x", []byte("x"), 0o600))
+			n, err := fill(tmp+"/big", 1<<20, atoi(os.Getenv("SANDBOX_FILL_MIB")))
+			fmt.Printf("fill-bytes %d MiB: %v\n", n, err)
+			n, err = fill(tmp+"/many", 0, atoi(os.Getenv("SANDBOX_FILL_FILES")))
+			fmt.Printf("fill-files %d: %v\n", n, err)
+		}
+		if listen := os.Getenv("SANDBOX_LISTEN"); listen != "" {
+			l, err := net.Listen("unix", "@"+listen)
+			try("listen-abstract", err)
+			if err == nil {
+				defer l.Close()
+			}
+			// Held until the test has tried it.
+			bufio.NewReader(os.Stdin).ReadString('\n')
+		}
 	case "spawner":
 		// Starts sleeping children until the kernel refuses one.
 		var kids []*exec.Cmd
@@ -135,6 +240,12 @@ func helper() bool {
 		// extended attribute on the directory itself.
 		tmp := os.Getenv("TMPDIR")
 		entries, _ := os.ReadDir(tmp)
+		// In a world whose TMPDIR is /tmp, its own binary (a test binary under
+		// /tmp), or the directories that lead to it, are there too.
+		entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool {
+			p := filepath.Join(tmp, e.Name())
+			return p == self || strings.HasPrefix(self, p+"/")
+		})
 		fi, _ := os.Stat(tmp)
 		n, _ := unix.Listxattr(tmp, nil)
 		fmt.Printf("found %d %o %d\n", len(entries), fi.Mode().Perm(), n)
@@ -162,4 +273,21 @@ func helper() bool {
 	}
 	os.Exit(0)
 	return true
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// fill makes up to n files of size bytes in a new directory dir until one fails,
+// and says how many it made.
+func fill(dir string, size, n int) (int, error) {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return 0, err
+	}
+	data := make([]byte, size)
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), data, 0o600); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
 }

@@ -20,7 +20,7 @@ func LandlockABI() int {
 			abi = int(v)
 		}
 	})
-	if landlockDisabled {
+	if landlockDisabled || Off("landlock") {
 		return 0
 	}
 	return abi
@@ -40,6 +40,21 @@ var (
 // (cgo, signals to every thread): the launcher's other threads only run the Go
 // runtime and never touch the program's files.
 func restrict(program string, c *Confinement) error {
+	fd, flags, err := ruleset(program, c)
+	if err != nil || fd < 0 {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), uintptr(flags), 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// ruleset builds the Landlock ruleset of c for program (close-on-exec), downgraded
+// to the kernel's ABI, with the flags for landlock_restrict_self; fd -1 when the
+// kernel can restrict nothing.
+func ruleset(program string, c *Confinement) (fd int, flags uint32, err error) {
 	cfg := landlock.V11.BestEffort()
 	if c.Network {
 		cfg.HandledAccessNet = 0
@@ -64,18 +79,22 @@ func restrict(program string, c *Confinement) error {
 	}
 	add(append([]string{program}, c.Read...), landlock.RODirs, landlock.ROFiles)
 	add(c.Write, landlock.RWDirs, landlock.RWFiles)
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	fd, flags, err = cfg.NewRulesetFD(rules...)
 	if err != nil {
-		return fmt.Errorf("landlock ruleset: %w", err)
+		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
 	}
-	if fd < 0 {
-		return nil // nothing the kernel can restrict
+	return fd, flags, nil
+}
+
+// landlockWriteAccess is what go-landlock's RWDirs grants at the kernel's ABI
+// (every file system right of ABI 1, and truncate from ABI 3; neither refer nor
+// ioctl_dev), for a rule the host adds by raw system call.
+func landlockWriteAccess() uint64 {
+	access := uint64(1<<13 - 1) // execute ... make_sym
+	if LandlockABI() >= 3 {
+		access |= 1 << 14 // truncate
 	}
-	defer unix.Close(fd)
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), uintptr(flags), 0); errno != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", errno)
-	}
-	return nil
+	return access
 }
 
 type pathKind int8

@@ -42,9 +42,16 @@ type plan struct {
 	// Confine, when set, is the whole confinement: defaults already added.
 	Confine    *Confinement `json:"confine,omitempty"`
 	NoNewPrivs bool         `json:"no_new_privs,omitempty"`
-	Limits     Limits       `json:"limits"`
-	Cgroup     string       `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
-	HostPID    bool         `json:"host_pid,omitempty"`
+	// Filter installs the seccomp filter (seccompFilter without world) and, unless
+	// Network, starts the program in a network namespace of its own.
+	Filter  bool   `json:"filter,omitempty"`
+	Network bool   `json:"network,omitempty"`
+	Limits  Limits `json:"limits"`
+	Cgroup  string `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
+	HostPID bool   `json:"host_pid,omitempty"`
+	// Nice is the program's scheduling priority (0: the host's), where no cgroup
+	// gives it a CPU share of its own.
+	Nice int `json:"nice,omitempty"`
 }
 
 // init turns the process into a launcher (or a probe) before any package that sorts
@@ -84,7 +91,7 @@ func launch() int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
 
-	if err := setLimits(p.Limits); err != nil {
+	if err := setLimits(p.Limits, p.Nice); err != nil {
 		return fail("%v", err)
 	}
 	if p.NoNewPrivs || p.Confine != nil {
@@ -110,25 +117,24 @@ func launch() int {
 		cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(hostPID))
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// Its own group, so a forwarded signal reaches the program's helpers as the
-	// host's group signal used to; outside a namespace it dies with this thread.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session and group, so a forwarded signal reaches the program's
+	// helpers as the host's group signal used to, and it has a scheduling autogroup
+	// of its own (see CPUShare); outside a namespace it dies with this thread.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if p.Mode != ModeNamespace {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if p.Confine != nil && !p.Confine.Network {
+	if p.Filter {
 		// Landlock's TCP rules do not cover every protocol (UDP; MPTCP sockets pass
-		// them on Linux 6.18): a seccomp filter allows only AF_UNIX sockets. Where
-		// it cannot be installed, or Landlock cannot scope abstract unix sockets
-		// (ABI < 6, and those live in the network namespace), the program gets its
-		// own network namespace instead (loopback only, down; pathname unix sockets,
-		// the plugin's broker, work across it), which costs milliseconds per start.
-		// Where the kernel refuses that too, Landlock's TCP rules remain.
-		filtered, err := denyNetwork()
-		if err != nil {
+		// them on Linux 6.18), nor any socket where there is no Landlock: a seccomp
+		// filter allows only AF_UNIX sockets, and refuses the keyring calls. And the
+		// program gets its own network namespace (loopback only, down; pathname
+		// unix sockets, the plugin's broker, work across it), where its abstract
+		// unix names are its own. Where the kernel refuses that, the rest remains.
+		if _, err := denyNetwork(p.Network); err != nil {
 			return fail("%v", err)
 		}
-		if !filtered || LandlockABI() < 6 {
+		if !p.Network {
 			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
 		}
 	}
@@ -311,8 +317,9 @@ func killCgroupExcept(dir string, self int) {
 	}
 }
 
-// setLimits applies the resource limits to the launcher, which the program inherits.
-func setLimits(l Limits) error {
+// setLimits applies the resource limits and scheduling priority (nice, unless 0)
+// to the launcher, which the program inherits.
+func setLimits(l Limits, nice int) error {
 	set := func(name string, res int, v int64) error {
 		var cur syscall.Rlimit
 		if v < 0 || syscall.Getrlimit(res, &cur) != nil {
@@ -329,6 +336,12 @@ func setLimits(l Limits) error {
 	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
 		return err
 	}
+	if nice != 0 {
+		// The calling (locked) thread's, which the program it starts inherits.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+			return fmt.Errorf("set its scheduling priority to %d: %w", nice, err)
+		}
+	}
 	// syscall.Setrlimit, not unix's: it also stops the runtime from restoring the
 	// host's soft limit in the program.
 	return set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, l.OpenFiles)
@@ -338,7 +351,8 @@ func setLimits(l Limits) error {
 // launcher (for a program started without one). ownUserNS adds RLIMIT_NPROC for
 // Limits.Processes: the kernel counts it per user and user namespace, so it caps
 // the tree only of a program alone in its user namespace (confinedNamespaceAttr).
-func prlimit(pid int, l Limits, ownUserNS bool) error {
+// nice, unless 0, is its scheduling priority.
+func prlimit(pid int, l Limits, ownUserNS bool, nice int) error {
 	set := func(name string, res int, v int64) error {
 		var cur unix.Rlimit
 		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
@@ -358,6 +372,11 @@ func prlimit(pid int, l Limits, ownUserNS bool) error {
 	if ownUserNS {
 		if err := set("RLIMIT_NPROC", unix.RLIMIT_NPROC, l.Processes); err != nil {
 			return err
+		}
+	}
+	if nice != 0 {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, pid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sandbox: set the scheduling priority of pid %d to %d: %w", pid, nice, err)
 		}
 	}
 	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)

@@ -253,6 +253,15 @@ func TestConfinement(t *testing.T) {
 	})
 	t.Run("RequireWithoutLandlockRefuses", func(t *testing.T) {
 		defer sandbox.DisableLandlock()()
+		if ok, _ := sandbox.WorldAvailable(); ok {
+			// A world of its own confines it without Landlock.
+			b, err := sandbox.Command(sandbox.Spec{Name: "strict", Confine: &sandbox.Confinement{}, Require: true}, exe, []string{exe}, ws, nil)
+			if err != nil || !b.Confined() {
+				t.Fatalf("with a world: %v", err)
+			}
+			b.Release()
+		}
+		defer sandbox.DisableWorld()()
 		_, err := sandbox.Command(sandbox.Spec{Name: "strict", Confine: &sandbox.Confinement{}, Require: true}, exe, []string{exe}, ws, nil)
 		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), `"strict"`) {
 			t.Fatalf("err = %v", err)
@@ -269,6 +278,7 @@ func TestConfinement(t *testing.T) {
 // every other thread read files and dial TCP — and no thread of the host is
 // confined once the program is gone.
 func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
+	defer sandbox.DisableWorld()() // a program in a world is confined by its child alone
 	if sandbox.LandlockABI() == 0 || sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
 		t.Skip("confined programs do not start from a host thread here")
 	}
@@ -436,6 +446,14 @@ func TestTempDirAfterItsProgram(t *testing.T) {
 	if sandbox.LandlockABI() == 0 {
 		t.Skip("no Landlock in this kernel")
 	}
+	t.Run("World", func(t *testing.T) { testTempDirAfterItsProgram(t) })
+	t.Run("HostDirectory", func(t *testing.T) {
+		defer sandbox.DisableWorld()()
+		testTempDirAfterItsProgram(t)
+	})
+}
+
+func testTempDirAfterItsProgram(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "outside")
 	os.WriteFile(outside, []byte("keep"), 0o600)
 	for i, xattr := range []string{"", "", "1", ""} {

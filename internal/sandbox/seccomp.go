@@ -9,30 +9,57 @@ import (
 )
 
 // denyNetwork installs, on the calling OS thread (locked by the caller, with
-// no_new_privs set), a seccomp filter the program it then starts inherits: socket(2)
-// succeeds only for AF_UNIX, and io_uring_setup(2) fails with ENOSYS (io_uring can
-// create sockets without socket(2)). It closes what Landlock's TCP rules leave open —
+// no_new_privs set), the seccomp filter of seccompFilter(network, false), which
+// the program it then starts inherits. It closes what Landlock's TCP rules leave open —
 // UDP, MPTCP, raw and netlink sockets — at the cost of a few instructions per
-// syscall, where a network namespace costs milliseconds per start. A syscall of
-// another architecture's ABI (i386 or x32 on amd64) kills the process, so the filter
-// cannot be sidestepped. It reports false, and installs nothing, on an architecture
-// it does not know.
-func denyNetwork() (bool, error) {
+// syscall, where a network namespace costs milliseconds per start. It reports
+// false, and installs nothing, on an architecture it does not know.
+func denyNetwork(network bool) (bool, error) {
+	prog := seccompFilter(network, false)
+	if prog == nil {
+		return false, nil
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return false, fmt.Errorf("seccomp: %w", e)
+	}
+	runtime.KeepAlive(prog)
+	return true, nil
+}
+
+// seccompFilter is a confined program's seccomp filter, nil on an architecture it
+// does not know. A system call of another architecture's ABI (i386 or x32 on
+// amd64) kills the process, so the filter cannot be sidestepped. Always:
+// io_uring_setup(2) fails with ENOSYS (io_uring can create sockets without
+// socket(2)), and the keyring calls (add_key, request_key, keyctl) with EPERM.
+// Unless network, socket(2) succeeds only for AF_UNIX (EACCES).
+//
+// With world (a program in a world of its own, see startWorld), what could change
+// that world or reach past it fails with EPERM: mount and the new mount API,
+// pivot_root, chroot, setns, unshare, clone(2) with a namespace flag (clone3(2),
+// whose flags the filter cannot read, fails with ENOSYS, so that C libraries fall
+// back to clone), ptrace, process_vm_readv/writev, perf_event_open, bpf,
+// userfaultfd, and the kernel's module and kexec calls.
+func seccompFilter(network, world bool) []unix.SockFilter {
+	if Off("seccomp") {
+		return nil
+	}
 	var arch uint32
-	var sysSocket, sysIOUring uint32
 	switch runtime.GOARCH {
 	case "amd64":
-		arch, sysSocket, sysIOUring = unix.AUDIT_ARCH_X86_64, unix.SYS_SOCKET, unix.SYS_IO_URING_SETUP
+		arch = unix.AUDIT_ARCH_X86_64
 	case "arm64":
-		arch, sysSocket, sysIOUring = unix.AUDIT_ARCH_AARCH64, unix.SYS_SOCKET, unix.SYS_IO_URING_SETUP
+		arch = unix.AUDIT_ARCH_AARCH64
 	default:
-		return false, nil
+		return nil
 	}
 	const (
 		offNR   = 0  // seccomp_data.nr
 		offArch = 4  // seccomp_data.arch
 		offArg0 = 16 // seccomp_data.args[0], its low 32 bits on little-endian machines
 		x32Bit  = 0x40000000
+		nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+			unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
 	)
 	ld := func(off uint32) unix.SockFilter {
 		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
@@ -44,25 +71,52 @@ func denyNetwork() (bool, error) {
 	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e)&unix.SECCOMP_RET_DATA }
 
 	prog := []unix.SockFilter{
-		/* 0 */ ld(offArch),
-		/* 1 */ jeq(arch, 1, 0),
-		/* 2 */ ret(unix.SECCOMP_RET_KILL_PROCESS),
-		/* 3 */ ld(offNR),
-		/* 4 */ {Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, K: x32Bit, Jt: 0, Jf: 1},
-		/* 5 */ ret(unix.SECCOMP_RET_KILL_PROCESS),
-		/* 6 */ jeq(sysIOUring, 0, 1),
-		/* 7 */ ret(errno(unix.ENOSYS)),
-		/* 8 */ jeq(sysSocket, 1, 0),
-		/* 9 */ ret(unix.SECCOMP_RET_ALLOW),
-		/* 10 */ ld(offArg0),
-		/* 11 */ jeq(unix.AF_UNIX, 0, 1),
-		/* 12 */ ret(unix.SECCOMP_RET_ALLOW),
-		/* 13 */ ret(errno(unix.EACCES)),
+		ld(offArch),
+		jeq(arch, 1, 0),
+		ret(unix.SECCOMP_RET_KILL_PROCESS),
+		ld(offNR),
+		{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, K: x32Bit, Jt: 0, Jf: 1},
+		ret(unix.SECCOMP_RET_KILL_PROCESS),
 	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		return false, fmt.Errorf("seccomp: %w", e)
+	deny := func(nr uintptr, e unix.Errno) {
+		prog = append(prog, jeq(uint32(nr), 0, 1), ret(errno(e)))
 	}
-	runtime.KeepAlive(prog)
-	return true, nil
+	deny(unix.SYS_IO_URING_SETUP, unix.ENOSYS)
+	for _, nr := range []uintptr{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL} {
+		deny(nr, unix.EPERM)
+	}
+	if world {
+		deny(unix.SYS_CLONE3, unix.ENOSYS)
+		for _, nr := range []uintptr{
+			unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
+			unix.SYS_OPEN_TREE, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
+			unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+			unix.SYS_SETNS, unix.SYS_UNSHARE, unix.SYS_PTRACE,
+			unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
+			unix.SYS_PERF_EVENT_OPEN, unix.SYS_BPF, unix.SYS_USERFAULTFD,
+			unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
+			unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD,
+		} {
+			deny(nr, unix.EPERM)
+		}
+		// clone: a namespace flag in its first argument.
+		prog = append(prog,
+			jeq(unix.SYS_CLONE, 0, 4), // past the check, the number still loaded
+			ld(offArg0),
+			unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: nsFlags, Jt: 0, Jf: 1},
+			ret(errno(unix.EPERM)),
+			ret(unix.SECCOMP_RET_ALLOW),
+		)
+	}
+	if !network {
+		prog = append(prog,
+			jeq(unix.SYS_SOCKET, 1, 0),
+			ret(unix.SECCOMP_RET_ALLOW),
+			ld(offArg0),
+			jeq(unix.AF_UNIX, 0, 1),
+			ret(unix.SECCOMP_RET_ALLOW),
+			ret(errno(unix.EACCES)),
+		)
+	}
+	return append(prog, ret(unix.SECCOMP_RET_ALLOW))
 }

@@ -2,8 +2,23 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 )
+
+// OffEnv, in the host's environment, names layers of confinement the host leaves
+// off, comma-separated: "world" (a confined program starts without a world of its
+// own, as where the kernel refuses the namespaces), "landlock", "seccomp". It is
+// for tests and diagnosis: each layer can be shown to hold alone. Whoever sets
+// the host's environment controls the host anyway.
+const OffEnv = "TOOLHOST_SANDBOX_OFF"
+
+// Off reports whether OffEnv turns layer off.
+func Off(layer string) bool {
+	v := os.Getenv(OffEnv)
+	return v != "" && slices.Contains(strings.Split(v, ","), layer)
+}
 
 // Spec says how a source's process is contained and confined. The zero value
 // contains nothing and confines nothing: the program runs as a plain child.
@@ -39,16 +54,62 @@ type Confinement struct {
 	Read []string `json:"read,omitempty"`
 	// Write lists absolute paths the program may read, write, create and remove in.
 	Write []string `json:"write,omitempty"`
-	// Network allows sockets other than AF_UNIX. When false, a seccomp filter refuses
-	// them (and io_uring), and Landlock (ABI 4 and later) denies TCP bind and connect.
+	// Network allows sockets other than AF_UNIX. When false, the program has a
+	// network namespace of its own where it has a world (see WorldAvailable), a
+	// seccomp filter refuses other sockets (and io_uring), and Landlock (ABI 4 and
+	// later) denies TCP bind and connect.
 	Network bool `json:"network,omitempty"`
+	// Tmp caps the program's TMPDIR where it has a world (a tmpfs of its own);
+	// elsewhere TMPDIR is a private directory of the host's, uncapped.
+	Tmp TmpLimits `json:"tmp,omitzero"`
+}
+
+// TmpLimits caps a confined program's TMPDIR. Zero means the default; a
+// negative value means no cap (the kernel's tmpfs default then: half the RAM, or
+// as many files as half the RAM's pages).
+type TmpLimits struct {
+	// Bytes caps what its files hold. Default DefaultTmpBytes.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Files caps how many files and directories it holds. Default DefaultTmpFiles.
+	Files int64 `json:"files,omitempty"`
+}
+
+// The default caps of a confined program's TMPDIR.
+const (
+	DefaultTmpBytes = 64 << 20
+	DefaultTmpFiles = 4096
+)
+
+// String describes the caps ("64MiB, 4096 files").
+func (t TmpLimits) String() string {
+	t = t.withDefaults()
+	size, files := "unlimited", "unlimited"
+	if t.Bytes > 0 {
+		size = FormatBytes(t.Bytes)
+	}
+	if t.Files > 0 {
+		files = fmt.Sprint(t.Files)
+	}
+	return size + ", " + files + " files"
+}
+
+func (t TmpLimits) withDefaults() TmpLimits {
+	if t.Bytes == 0 {
+		t.Bytes = DefaultTmpBytes
+	}
+	if t.Files == 0 {
+		t.Files = DefaultTmpFiles
+	}
+	return t
 }
 
 // SystemRead are the paths a confined program may always read and execute:
-// libraries, certificates, time zones.
+// programs and libraries, certificates, the alternatives' links, time zones, the
+// loader's cache (and the devices of worldDevices). In a world they are all it
+// sees of the host's system.
 var SystemRead = []string{
 	"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
-	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/localtime",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives", "/etc/localtime",
 	"/etc/ld.so.cache", "/usr/share/zoneinfo", "/dev/urandom", "/dev/random", "/dev/zero",
 }
 

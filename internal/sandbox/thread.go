@@ -77,17 +77,14 @@ func (b *Box) confineThreadAndStart() error {
 		if err := restrict(b.plan.Path, c); err != nil {
 			return fail("%v", err)
 		}
-		if !c.Network {
-			// As in the launcher: a seccomp filter allows only AF_UNIX sockets; a
-			// network namespace where it cannot, or where Landlock cannot scope
-			// abstract unix sockets.
-			filtered, err := denyNetwork()
-			if err != nil {
-				return fail("%v", err)
-			}
-			if !filtered || LandlockABI() < 6 {
-				b.Cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
-			}
+	}
+	if b.plan.Filter {
+		// As in the launcher: the seccomp filter, and a network namespace.
+		if _, err := denyNetwork(b.plan.Network); err != nil {
+			return fail("%v", err)
+		}
+		if !b.plan.Network {
+			b.Cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 		}
 	}
 	return b.startAndUntrace(pids)
@@ -184,7 +181,7 @@ func (b *Box) startAndUntrace(pids *pidsJoin) error {
 	}
 	pid := b.Cmd.Process.Pid
 	ownUserNS := b.Cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWUSER != 0
-	if err := untraceAfterExec(pid, b.plan.Limits, ownUserNS); err != nil {
+	if err := untraceAfterExec(pid, b.plan.Limits, ownUserNS, b.plan.Nice); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = b.Cmd.Wait()
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
@@ -195,7 +192,7 @@ func (b *Box) startAndUntrace(pids *pidsJoin) error {
 // untraceAfterExec waits for a traced child's stop at its execve, sets its limits
 // (RLIMIT_NPROC too when it is alone in its user namespace, see prlimit), and
 // detaches from it. It runs on the thread that started the child (the tracer).
-func untraceAfterExec(pid int, l Limits, ownUserNS bool) error {
+func untraceAfterExec(pid int, l Limits, ownUserNS bool, nice int) error {
 	for {
 		var ws unix.WaitStatus
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -207,7 +204,7 @@ func untraceAfterExec(pid int, l Limits, ownUserNS bool) error {
 		}
 		switch {
 		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP: // the execve
-			lerr := prlimit(pid, l, ownUserNS)
+			lerr := prlimit(pid, l, ownUserNS, nice)
 			if err := unix.PtraceDetach(pid); err != nil {
 				return fmt.Errorf("let it run: %w", err)
 			}

@@ -32,14 +32,24 @@ type sizeIn struct {
 	Bytes int `json:"bytes"`
 }
 
-// hostPID is this process's pid as the host sees it: /proc is the host's, so
-// /proc/self names it even inside the sandbox's PID namespace.
+// hostPID is this process's pid as the host sees it where /proc is the host's
+// (/proc/self names it even inside the sandbox's PID namespace). In a world of its
+// own, whose /proc is its PID namespace's, the host's view is not to be had: it
+// is -(namespace inode * 100000 + its pid there), which the tests translate.
 func hostPID() int {
 	link, err := os.Readlink("/proc/self")
-	if pid, err2 := strconv.Atoi(link); err == nil && err2 == nil {
-		return pid
+	pid, err2 := strconv.Atoi(link)
+	if err != nil || err2 != nil {
+		return os.Getpid()
 	}
-	return os.Getpid()
+	if pid == os.Getpid() && os.Getenv("TOOLHOST_HOST_PID") == "0" {
+		ns, _ := os.Readlink("/proc/self/ns/pid")
+		var inode int
+		if _, err := fmt.Sscanf(ns, "pid:[%d]", &inode); err == nil {
+			return -(inode*100000 + pid)
+		}
+	}
+	return pid
 }
 
 func main() {
@@ -133,7 +143,7 @@ func activate(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 				return 0, err
 			}
 			cmd := exec.Command(self)
-			cmd.Env = []string{"FAULT=child"}
+			cmd.Env = []string{"FAULT=child", "TOOLHOST_HOST_PID=" + os.Getenv("TOOLHOST_HOST_PID")}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // out of the plugin's group
 			out, err := cmd.StdoutPipe()
 			if err != nil {

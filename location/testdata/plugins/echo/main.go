@@ -24,6 +24,7 @@ type echoInput struct {
 type echoOutput struct {
 	Text      string `json:"text"`
 	PID       int    `json:"pid"`
+	PIDNS     string `json:"pid_ns"` // its PID namespace, where PID is its own view
 	Directory string `json:"directory"`
 }
 
@@ -46,7 +47,8 @@ func main() {
 		_, err := tools.Register(ctx, map[string]sdk.Tool{
 			"echo": sdk.NewTool("Echo the text back.\nAlso reports the serving process.",
 				func(_ context.Context, _ sdk.Invocation, in echoInput) (echoOutput, error) {
-					return echoOutput{Text: in.Text, PID: hostPID(), Directory: loc.Directory}, nil
+					ns, _ := os.Readlink("/proc/self/ns/pid")
+					return echoOutput{Text: in.Text, PID: hostPID(), PIDNS: ns, Directory: loc.Directory}, nil
 				}),
 			"wait": sdk.NewTool("Report progress, then wait until cancelled.",
 				func(ctx context.Context, _ sdk.Invocation, _ waitInput) (string, error) {
@@ -79,8 +81,9 @@ func main() {
 	}))
 }
 
-// hostPID is this process's pid as the host sees it: /proc is the host's, so
-// /proc/self names it even inside the sandbox's PID namespace.
+// hostPID is this process's pid as the host sees it where /proc is the host's
+// (/proc/self names it even inside the sandbox's PID namespace); in a world of
+// its own, whose /proc is its namespace's, its pid there.
 func hostPID() int {
 	link, err := os.Readlink("/proc/self")
 	if pid, err2 := strconv.Atoi(link); err == nil && err2 == nil {

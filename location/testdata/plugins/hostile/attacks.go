@@ -48,8 +48,8 @@ func attackOS(in attackInput) map[string]string {
 		read(p)
 	}
 	for _, d := range append(in.Write, wd, "/tmp", os.Getenv("HOME")) {
-		if d == "" {
-			continue
+		if d == "" || d == os.Getenv("TMPDIR") {
+			continue // its own TMPDIR is /tmp in a world of its own
 		}
 		p := filepath.Join(d, "hostile-was-here")
 		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
