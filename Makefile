@@ -20,9 +20,9 @@ CONFORMANCE_NODE := mcpserve/testdata/conformance
 
 all: build
 
-# build produces bin/toolhost (named so, not "host", which is the DNS utility).
+# build produces bin/toolhost (cmd/host is the same program under its former path).
 build:
-	$(GO) build -o bin/toolhost ./cmd/host
+	$(GO) build -o bin/toolhost ./cmd/toolhost
 
 # demo runs the toolhost command on the bundled example workspace: its plugins are
 # built from source on first activation, then listed and called.

@@ -49,7 +49,7 @@ func TestAuthorPath(t *testing.T) {
 		"XDG_DATA_HOME="+filepath.Join(tmp, "data"),
 	)
 	toolhost := filepath.Join(tmp, "bin", "toolhost")
-	run(t, env, root, "go", "build", "-o", toolhost, "./cmd/host")
+	run(t, env, root, "go", "build", "-o", toolhost, "./cmd/toolhost")
 	workspace := filepath.Join(mod, "workspace")
 
 	t.Run("FromScratch", func(t *testing.T) {

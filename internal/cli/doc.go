@@ -1,6 +1,6 @@
-// Package cli implements the toolhost command; cmd/host is only its main. [Run] takes
-// the arguments, the standard streams and a context that interrupts it, and returns
-// the exit status, so every command is testable in-process.
+// Package cli implements the toolhost command; cmd/toolhost and cmd/host are only a
+// call of [Main]. [Run] takes the arguments, the standard streams and a context that
+// interrupts it, and returns the exit status, so every command is testable in-process.
 //
 // # Commands
 //
