@@ -16,7 +16,7 @@ NODE_RUNNER := examples/node-runner
 # The pinned MCP conformance suite and the Node (>= 22) it runs on.
 CONFORMANCE_NODE := mcpserve/testdata/conformance
 
-.PHONY: all build demo test test-deps conformance bench bench-compare proto tools-proto
+.PHONY: all build demo test test-deps author-deps conformance bench bench-compare proto tools-proto
 
 all: build
 
@@ -49,7 +49,13 @@ test: test-deps
 	cd examples/author && $(GO) vet ./...  # a module of its own; examples/author_test.go tests it
 	$(GO) test -race -count=1 ./...
 
-test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+test-deps: author-deps $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+
+# author-deps fetches the modules examples/author_test.go's offline go mod tidy needs
+# (tidy also resolves what the dependencies' own tests import), and fails if the
+# example module is not tidy.
+author-deps:
+	cd examples/author && $(GO) mod tidy -diff
 
 # conformance runs the official MCP conformance suite's server scenarios against
 # toolhost mcp --http (mcpserve's TestConformance, which make test runs too), and
