@@ -60,7 +60,8 @@ exit status:
   0   success; for call, the call completed
   1   the call settled with a model-visible error: tool failure, unknown tool,
       invalid input, invalid output or unavailable
-  2   operational failure: activation failed, defect, plugin crash, storage failure
+  2   operational failure: activation failed, defect, plugin crash, storage failure;
+      for call, a tool whose source is starting or failed (named, with its error)
   3   interrupted
   4   tools, status: some sources of the Location do not serve (reported on stdout)
   64  usage error
