@@ -27,9 +27,9 @@ import (
 	"github.com/toolhost/toolhost/internal/pluginpb"
 )
 
-// Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs to
-// stderr through hclog (the host shows those logs), and returns only when the host
-// ends the plugin or goes away; the process exits then.
+// Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs
+// with [Logger]'s logger (the host shows those logs), and returns only when the
+// host ends the plugin or goes away; the process exits then.
 //
 // Run the binary with -debug to start it by hand, for example under a debugger: it
 // prints a TOOLHOST_REATTACH=... line; export it where toolhost runs and the host
@@ -38,12 +38,7 @@ import (
 // serves any number of hosts one after another, each with a fresh activation, until
 // it is interrupted.
 func Serve(p Plugin) {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name:       filepath.Base(os.Args[0]),
-		Output:     os.Stderr,
-		JSONFormat: true,
-		Level:      hclog.LevelFromString(os.Getenv("TOOLHOST_PLUGIN_LOG_LEVEL")),
-	})
+	logger := processLogger()
 	gp := &grpcPlugin{impl: p, logger: logger}
 	config := &plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
