@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -117,6 +118,7 @@ func serveDebug(config *plugin.ServeConfig, p Plugin, logger hclog.Logger) {
 		ctx, cancel := context.WithCancel(stopAll)
 		var attached, detached sync.Once
 		cfg := *config
+		cfg.Logger = quietClose{logger}
 		cfg.Plugins = plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}}
 		cfg.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.StatsHandler(connEvents{
@@ -153,6 +155,21 @@ func serveDebug(config *plugin.ServeConfig, p Plugin, logger hclog.Logger) {
 			logger.Debug("ready for the next host")
 		}
 	}
+}
+
+// quietClose is the logger of go-plugin's server in debug mode. go-plugin stops a
+// server whose host detached by closing its listener first, and its gRPC server
+// then logs the failed accept as an error; a detach is normal, so that error is
+// left out.
+type quietClose struct{ hclog.Logger }
+
+func (l quietClose) Error(msg string, args ...any) {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+	l.Logger.Error(msg, args...)
 }
 
 // connEvents is a gRPC stats handler that reports connections beginning and ending.
