@@ -42,7 +42,8 @@ func (a *app) callFlags() (*flag.FlagSet, *callOptions) {
 			"active there.\n\n"+
 			"A permission ask is put to the person at the terminal when stdin is one;\n"+
 			"otherwise it is denied (a model-visible tool failure, exit status 1; how to\n"+
-			"allow it goes to stderr).\n\n"+
+			"allow it goes to stderr). So is a tool's question (sdk.Ask; not with --socket):\n"+
+			"a prompt per field for a simple schema, one line of JSON otherwise.\n\n"+
 			"--json prints the settlement: {\"name\", \"tool_call_id\", \"outcome\", \"content\":\n"+
 			"[{\"type\", \"text\", \"mime_type\", \"data\" (base64)}], \"structured\", \"problems\":\n"+
 			"[{\"pointer\", \"message\"}], \"managed_paths\"}; empty fields are omitted. outcome is\n"+
@@ -127,6 +128,9 @@ func (a *app) call(ctx context.Context, args []string) int {
 		})
 	}
 	return a.withLocation(ctx, "call", o.location, o.verbose, func(s *session) int {
+		if a.questions != nil {
+			ctx = sdk.WithInteractor(ctx, a.questions)
+		}
 		q, err := s.loc.Prepare()
 		if err != nil {
 			a.errorf("toolhost call: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // Exit codes of Run.
@@ -83,7 +84,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer sandbox.DropReserves() // what is kept ready for confined starts
 	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: stderr}}
 	if isTerminal(stdin) {
-		a.asker = newPromptAsker(stdin, a.stderr)
+		p := newPromptAsker(stdin, a.stderr)
+		a.asker, a.questions = p, questionPrompt{p}
 	}
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, usage)
@@ -125,6 +127,9 @@ type app struct {
 	// asker answers permission asks: the person at the terminal when stdin is one;
 	// nil otherwise, so asks are denied (the hint on stderr says how to allow them).
 	asker permission.Asker
+	// questions answers tools' sdk.Ask questions in call: the person at the
+	// terminal when stdin is one; nil otherwise (nobody to ask).
+	questions sdk.Interactor
 }
 
 func (a *app) errorf(format string, args ...any) {

@@ -128,7 +128,7 @@ func (w *watchWriter) String() string {
 }
 
 // allTools are the test plugin's tools and the built-ins every Location has.
-var allTools = []string{"big", "block", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
+var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
 
 func TestTools(t *testing.T) {
 	dir := workspace(t, "")
