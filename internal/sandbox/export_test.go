@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // DisableLandlock makes the package behave as on a kernel without Landlock until
