@@ -16,7 +16,7 @@ NODE_RUNNER := examples/node-runner
 # The pinned MCP conformance suite and the Node (>= 22) it runs on.
 CONFORMANCE_NODE := mcpserve/testdata/conformance
 
-.PHONY: all build demo test test-deps author-deps conformance bench bench-compare proto tools-proto
+.PHONY: all build demo test test-deps author-deps cross conformance bench bench-compare proto tools-proto
 
 all: build
 
@@ -44,12 +44,21 @@ demo: build
 	@echo '# a failure the model sees (exit status 1):'
 	-bin/toolhost call --location $(WORKSPACE) find '{"text": "x", "pattern": "("}'
 
-test: test-deps
+test: test-deps cross
 	$(GO) vet ./...
 	cd examples/author && $(GO) vet ./...  # a module of its own; examples/author_test.go tests it
 	$(GO) test -race -count=1 ./...
 
 test-deps: author-deps $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+
+# cross vets every package and links every test binary for the other systems
+# toolhost runs on (nothing here can run them), so a Linux-only change fails.
+CROSS := darwin/arm64 darwin/amd64 windows/amd64
+cross:
+	for t in $(CROSS); do \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./... && \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) test -exec=true -count=1 -run '^$$' ./... >/dev/null || exit 1; \
+	done
 
 # author-deps fetches the modules examples/author_test.go's offline go mod tidy needs
 # (tidy also resolves what the dependencies' own tests import), and fails if the

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package examples_test checks the examples that live in modules of their own.
 package examples_test
 
