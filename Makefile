@@ -16,13 +16,13 @@ NODE_RUNNER := examples/node-runner
 # The pinned MCP conformance suite and the Node (>= 22) it runs on.
 CONFORMANCE_NODE := mcpserve/testdata/conformance
 
-.PHONY: all build demo test test-deps stress conformance bench bench-compare proto tools-proto
+.PHONY: all build demo test test-deps author-deps cross stress conformance bench bench-compare proto tools-proto
 
 all: build
 
-# build produces bin/toolhost (named so, not "host", which is the DNS utility).
+# build produces bin/toolhost (cmd/host is the same program under its former path).
 build:
-	$(GO) build -o bin/toolhost ./cmd/host
+	$(GO) build -o bin/toolhost ./cmd/toolhost
 
 # demo runs the toolhost command on the bundled example workspace: its plugins are
 # built from source on first activation, then listed and called.
@@ -44,7 +44,7 @@ demo: build
 	@echo '# a failure the model sees (exit status 1):'
 	-bin/toolhost call --location $(WORKSPACE) find '{"text": "x", "pattern": "("}'
 
-test: test-deps
+test: test-deps cross
 	$(GO) vet ./...
 	cd examples/author && $(GO) vet ./...  # a module of its own; examples/author_test.go tests it
 	$(GO) test -race -count=1 ./...
@@ -56,7 +56,22 @@ STRESS_DURATION ?= 5m
 stress:
 	$(GO) test -race -count=1 -run '^TestStress$$' -timeout 0 ./server/ -args -stress.duration=$(STRESS_DURATION)
 
-test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+test-deps: author-deps $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
+
+# cross vets every package and links every test binary for the other systems
+# toolhost runs on (nothing here can run them), so a Linux-only change fails.
+CROSS := darwin/arm64 darwin/amd64 windows/amd64
+cross:
+	for t in $(CROSS); do \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./... && \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) test -exec=true -count=1 -run '^$$' ./... >/dev/null || exit 1; \
+	done
+
+# author-deps fetches the modules examples/author_test.go's offline go mod tidy needs
+# (tidy also resolves what the dependencies' own tests import), and fails if the
+# example module is not tidy.
+author-deps:
+	cd examples/author && $(GO) mod tidy -diff
 
 # conformance runs the official MCP conformance suite's server scenarios against
 # toolhost mcp --http (mcpserve's TestConformance, which make test runs too), and

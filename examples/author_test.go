@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package examples_test checks the examples that live in modules of their own.
 package examples_test
 
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/modproxy"
 	"github.com/toolhost/toolhost/internal/testio"
 )
 
@@ -49,7 +52,7 @@ func TestAuthorPath(t *testing.T) {
 		"XDG_DATA_HOME="+filepath.Join(tmp, "data"),
 	)
 	toolhost := filepath.Join(tmp, "bin", "toolhost")
-	run(t, env, root, "go", "build", "-o", toolhost, "./cmd/host")
+	run(t, env, root, "go", "build", "-o", toolhost, "./cmd/toolhost")
 	workspace := filepath.Join(mod, "workspace")
 
 	t.Run("FromScratch", func(t *testing.T) {
@@ -124,6 +127,57 @@ func TestAuthorPath(t *testing.T) {
 				t.Fatalf("toolhost dev did not serve the edit; last call printed %q\n%s", out, stderr.String())
 			case <-time.After(200 * time.Millisecond):
 			}
+		}
+	})
+
+	t.Run("PublishedToAPrivateProxy", func(t *testing.T) {
+		// Step 8: the module is served by a file:// proxy (the layout go mod download
+		// leaves in the module cache: <module>/@v/list, .info, .mod, .zip) and
+		// installed from it by module path, locked, and called. toolhost itself is
+		// not published yet, so the proxy serves this checkout as a test version,
+		// and the checksum database is off because this test has no network (the
+		// README's GONOSUMDB is what keeps it away from a private module otherwise).
+		proxy := &modproxy.Proxy{Dir: filepath.Join(tmp, "proxy")}
+		if err := proxy.AddToolhost(root); err != nil {
+			t.Fatal(err)
+		}
+		goEnv, err := modproxy.Env(filepath.Join(tmp, "proxy-modcache"), proxy.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := filepath.Join(tmp, "release")
+		copyTree(t, filepath.Join(root, "examples", "author"), release) // as committed, before the dev step's edit
+		os.RemoveAll(filepath.Join(release, "workspace"))
+		os.Remove(filepath.Join(release, "go.sum"))
+		// The published go.mod has no replace: it requires toolhost by version.
+		if err := os.WriteFile(filepath.Join(release, "go.mod"),
+			[]byte("module example.com/greeter\n\ngo 1.26.0\n\nrequire "+modproxy.ToolhostModule+" "+modproxy.ToolhostVersion+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := proxy.AddPlugin(goEnv, "example.com/greeter", "v1.0.0", release); err != nil {
+			t.Fatal(err)
+		}
+
+		ws := filepath.Join(tmp, "elsewhere")
+		if err := os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"),
+			[]byte(`{"plugins": [{"name": "greeter", "module": "example.com/greeter", "version": "v1", "allow": true}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		installEnv := append(goEnv, "GONOSUMDB=example.com/greeter", "GOFLAGS=-modcacherw",
+			"TOOLHOST_BUILD_CACHE="+filepath.Join(tmp, "proxy-build"),
+			"TOOLHOST_OUTPUT_DIR="+filepath.Join(tmp, "output"),
+			"XDG_DATA_HOME="+filepath.Join(tmp, "data"))
+		if out := run(t, installEnv, ws, toolhost, "plugins", "lock"); !strings.Contains(out, "greeter: example.com/greeter@v1.0.0 h1:") {
+			t.Fatalf("plugins lock printed %q", out)
+		}
+		if _, err := os.Stat(filepath.Join(ws, ".toolhost", "plugins.lock.json")); err != nil {
+			t.Fatal(err)
+		}
+		if out := run(t, installEnv, ws, toolhost, "call", "--location", ws, "greet", `{"name": "Ada"}`); !strings.Contains(out, "Hello, Ada!") {
+			t.Fatalf("call printed %q", out)
 		}
 	})
 

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Entry is one directory entry, described without following symlinks.
@@ -40,31 +38,16 @@ func (f *FS) List(ctx context.Context, p string) ([]Entry, error) {
 		return nil, &PathError{Op: "list", Path: p, Err: err}
 	}
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	// Each entry is described relative to the open directory, never by a path
-	// that could have changed since it was opened.
-	fd := int(dir.Fd())
 	out := make([]Entry, 0, len(des))
 	for i, de := range des {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd, de.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		e, ok := f.describe(dir, abs, de.Name())
+		if !ok {
 			continue // removed since ReadDir
 		}
-		out = append(out, Entry{Name: de.Name(), Type: typeOfStat(st.Mode), Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())})
+		out = append(out, e)
 	}
 	return out, nil
-}
-
-func typeOfStat(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "file"
-	case unix.S_IFDIR:
-		return "dir"
-	case unix.S_IFLNK:
-		return "symlink"
-	}
-	return "other"
 }

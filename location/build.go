@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/toolhost/toolhost/internal/filestore"
@@ -233,8 +232,7 @@ func runGo(ctx context.Context, goCmd string, env []string, dir string, args ...
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	killGroupOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	return out.Bytes(), err

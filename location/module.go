@@ -297,6 +297,11 @@ type LockOptions struct {
 	All     bool
 	// TmpDir holds scratch modules; "" is the system's temporary directory.
 	TmpDir string
+	// BuildCache, when set, is the build cache (see BuildModule) each version is
+	// built into once resolved and before it is locked: a version that cannot be
+	// installed as a module (a replace directive in its go.mod, a failed build) is
+	// refused and nothing is written. "" locks without building.
+	BuildCache string
 	// Logger hears of each plugin resolved. Default: discard.
 	Logger hclog.Logger
 }
@@ -304,9 +309,10 @@ type LockOptions struct {
 // LockModules brings the lock file of the Location whose canonical directory is dir
 // and whose config is cfg up to date: a module plugin without an entry, or whose
 // entry was resolved for another "module" or "version" than the config's now, is
-// resolved (see ResolveModule), as are those opts asks to upgrade; entries of
-// plugins that are no longer module plugins are dropped. The file is written only if
-// something changed. It returns the lock and the names of the plugins resolved.
+// resolved (see ResolveModule), and built when opts.BuildCache is set, as are those
+// opts asks to upgrade; entries of plugins that are no longer module plugins are
+// dropped. The file is written only if something changed, and not at all on an
+// error. It returns the lock and the names of the plugins resolved.
 func LockModules(ctx context.Context, dir string, cfg *Config, opts LockOptions) (*Lock, []string, error) {
 	env := opts.Env
 	if env == nil {
@@ -340,6 +346,15 @@ func LockModules(ctx context.Context, dir string, cfg *Config, opts LockOptions)
 		lm, err := ResolveModule(ctx, env, opts.TmpDir, pc)
 		if err != nil {
 			return nil, nil, err
+		}
+		if opts.BuildCache != "" {
+			if _, _, err := BuildModule(ctx, env, opts.BuildCache, pc.Name, lm); err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, err
+				}
+				return nil, nil, fmt.Errorf("%w\n%s@%s cannot be installed as a module, so it is not locked (%s is unchanged)",
+					err, lm.Module, lm.Version, LockPath)
+			}
 		}
 		logger.Info("resolved plugin module", "plugin", pc.Name, "module", lm.Module, "version", lm.Version, "hash", lm.Hash)
 		resolved = append(resolved, pc.Name)

@@ -159,7 +159,7 @@ func (r *attachedRunner) Wait(context.Context) error {
 		case <-r.detached:
 			return nil
 		case <-t.C:
-			if err := syscall.Kill(r.pid, 0); errors.Is(err, syscall.ESRCH) {
+			if processGone(r.pid) {
 				close(r.exited)
 				return nil
 			}

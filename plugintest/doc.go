@@ -25,6 +25,20 @@
 // [TryStart] returns a plugin's start or activation failure for a test that
 // asserts it.
 //
+// [Options] sets what a Location config entry would: options, env, trust,
+// permission rules, grants, call timeout and overrides. A tool that asks the
+// person (sdk.Ask) or the model (sdk.Sample) is answered by Options.Answerer: a
+// [Script] of answers and completions given in order, or an [Answerer] of
+// functions:
+//
+//	h := plugintest.Start(t, bin, plugintest.Options{
+//		Grants: []plugins.Grant{plugins.GrantAsk, plugins.GrantSample},
+//		Answerer: &plugintest.Script{
+//			Completions: []sdk.SampleResult{plugintest.Completion("Ode")},
+//			Answers:     []sdk.Answer{plugintest.Accept(map[string]string{"title": "Ode"})},
+//		},
+//	})
+//
 // Everything Start creates is closed by the test's cleanup, which also fails
 // the test if a plugin process outlived the close. Progress events and full
 // control over the call (invocation ids, a cancellable context) are available

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +50,125 @@ type Options struct {
 	// answers "ask" rules; nil means nobody to ask (a deny).
 	Permission []permission.Rule
 	Asker      permission.Asker
+	// Grants are what the plugin may do during its calls beyond running, as the
+	// "grants" of a Location config entry: plugins.GrantAsk lets sdk.Ask reach
+	// Answerer, plugins.GrantSample sdk.Sample. A trusted plugin has both, as in a
+	// Location. Ungranted, the plugin's sdk.Ask and sdk.Sample return a
+	// *sdk.UnansweredError saying so.
+	Grants []plugins.Grant
+	// Answerer answers the plugin's granted sdk.Ask questions and sdk.Sample
+	// requests during calls made through the Host (unless the call's context
+	// already carries an sdk.Interactor): a *Script of answers given in order, an
+	// [Answerer] of functions, or any sdk.Interactor. nil: nobody answers (a
+	// *sdk.UnansweredError), as with a runner that has no one to ask. The host
+	// checks an accepted answer against the question's schema before the plugin
+	// sees it.
+	Answerer sdk.Interactor
+	// CallTimeout bounds each call, as "call_timeout" does: a call that runs longer
+	// is cancelled in the plugin and settles as a tool failure saying it timed out.
+	// Default 10 minutes.
+	CallTimeout time.Duration
+	// Overrides are the tool names the plugin may take over from tools registered
+	// before it (see [Host.Registry]), as "overrides" in a Location config.
+	Overrides []string
+}
+
+// Answerer is an sdk.Interactor made of two functions, for a test that answers
+// from what it is asked. A nil function leaves its kind unanswered (a
+// *sdk.UnansweredError). The functions may be called concurrently, one per
+// question or request of the plugin's calls in flight.
+type Answerer struct {
+	AskFunc    func(ctx context.Context, q sdk.Question) (sdk.Answer, error)
+	SampleFunc func(ctx context.Context, req sdk.SampleRequest) (sdk.SampleResult, error)
+}
+
+var _ sdk.Interactor = Answerer{}
+
+// Ask calls AskFunc.
+func (a Answerer) Ask(ctx context.Context, q sdk.Question) (sdk.Answer, error) {
+	if a.AskFunc == nil {
+		return sdk.Answer{}, &sdk.UnansweredError{Op: "ask", Reason: "the test gives no answers"}
+	}
+	return a.AskFunc(ctx, q)
+}
+
+// Sample calls SampleFunc.
+func (a Answerer) Sample(ctx context.Context, req sdk.SampleRequest) (sdk.SampleResult, error) {
+	if a.SampleFunc == nil {
+		return sdk.SampleResult{}, &sdk.UnansweredError{Op: "sample", Reason: "the test gives no completions"}
+	}
+	return a.SampleFunc(ctx, req)
+}
+
+// Script answers in order: the first question the plugin asks gets Answers[0], the
+// next Answers[1], and so on; sample requests likewise get Completions. Past the
+// end, a question or request is unanswered (a *sdk.UnansweredError). It records
+// what it was asked, for the test to check. Use a *Script; it is safe for
+// concurrent use.
+type Script struct {
+	Answers     []sdk.Answer
+	Completions []sdk.SampleResult
+
+	mu        sync.Mutex
+	questions []sdk.Question
+	requests  []sdk.SampleRequest
+}
+
+var _ sdk.Interactor = (*Script)(nil)
+
+// Accept is the answer of a person who accepted a question with content, encoded
+// with encoding/json (a json.RawMessage is used as is). It panics if content does
+// not encode.
+func Accept(content any) sdk.Answer {
+	data, ok := content.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(content); err != nil {
+			panic(fmt.Sprintf("plugintest: Accept: %v", err))
+		}
+	}
+	return sdk.Answer{Action: sdk.Accepted, Content: data}
+}
+
+// Completion is the model's completion text, as sdk.Sample returns it.
+func Completion(text string) sdk.SampleResult {
+	return sdk.SampleResult{Message: sdk.SampleMessage{Role: "assistant", Content: sdk.Text(text)}, Model: "plugintest", StopReason: "endTurn"}
+}
+
+// Ask returns the next of s.Answers.
+func (s *Script) Ask(ctx context.Context, q sdk.Question) (sdk.Answer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.questions = append(s.questions, q)
+	if len(s.questions) > len(s.Answers) {
+		return sdk.Answer{}, &sdk.UnansweredError{Op: "ask", Reason: fmt.Sprintf("the test's script has %d answers; this is question %d", len(s.Answers), len(s.questions))}
+	}
+	return s.Answers[len(s.questions)-1], nil
+}
+
+// Sample returns the next of s.Completions.
+func (s *Script) Sample(ctx context.Context, req sdk.SampleRequest) (sdk.SampleResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, req)
+	if len(s.requests) > len(s.Completions) {
+		return sdk.SampleResult{}, &sdk.UnansweredError{Op: "sample", Reason: fmt.Sprintf("the test's script has %d completions; this is request %d", len(s.Completions), len(s.requests))}
+	}
+	return s.Completions[len(s.requests)-1], nil
+}
+
+// Questions returns the questions asked so far, in order.
+func (s *Script) Questions() []sdk.Question {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.questions)
+}
+
+// Requests returns the sample requests made so far, in order.
+func (s *Script) Requests() []sdk.SampleRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
 }
 
 // Host is a real toolhost host running one plugin in a temporary Location: a
@@ -64,9 +182,10 @@ type Host struct {
 	reg *registry.Registry
 	dir string
 
-	root  *scope.Scope
-	sup   *plugins.Supervisor
-	calls atomic.Uint64
+	root     *scope.Scope
+	sup      *plugins.Supervisor
+	calls    atomic.Uint64
+	answerer sdk.Interactor // Options.Answerer
 
 	mu   sync.Mutex
 	pids []int // every plugin process seen, checked for exit at cleanup
@@ -165,7 +284,7 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 		t.Fatalf("plugintest: %v", err)
 	}
 
-	h := &Host{t: t, reg: reg, dir: dir, root: scope.New(context.Background())}
+	h := &Host{t: t, reg: reg, dir: dir, root: scope.New(context.Background()), answerer: opts.Answerer}
 	logs := &testLog{t: t}
 	t.Cleanup(func() {
 		defer logs.stop() // t.Log must not be called once the test has finished
@@ -174,10 +293,13 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 
 	name := filepath.Base(bin)
 	cfg := plugins.Config{
-		Name:    name,
-		Path:    bin,
-		Env:     opts.Env,
-		Options: opts.Options,
+		Name:        name,
+		Path:        bin,
+		Env:         opts.Env,
+		Options:     opts.Options,
+		CallTimeout: opts.CallTimeout,
+		Overrides:   opts.Overrides,
+		Grants:      opts.Grants,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:        "plugin." + name,
 			Level:       hclog.Info,
@@ -201,6 +323,7 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 		}
 		t.Cleanup(func() { files.Close() })
 		cfg.Services = &plugins.Services{FS: files, Permission: perm}
+		cfg.Grants = []plugins.Grant{plugins.GrantAsk, plugins.GrantSample} // as a Location grants a trusted plugin
 	} else {
 		source := "plugin:" + cfg.Name // as a Location names it, so rules with a "source" apply alike
 		cfg.Authorize = func(ctx context.Context, tool string, inv sdk.Invocation) error {
@@ -241,19 +364,6 @@ func (h *Host) close(closeLocation func()) {
 			h.t.Errorf("plugintest: %v after the host closed", err)
 		}
 	}
-}
-
-// exists reports a process with id pid, or one in the process group it led, as an
-// error; nil means both are gone.
-func exists(pid int) error {
-	// EPERM would be a process of another user that reused the id: not ours.
-	if err := syscall.Kill(pid, 0); err == nil {
-		return fmt.Errorf("plugin process %d still exists", pid)
-	}
-	if err := syscall.Kill(-pid, 0); err == nil {
-		return fmt.Errorf("a process in plugin process group %d still exists", pid)
-	}
-	return nil
 }
 
 // track records the current plugin process, which changes when a crashed plugin
@@ -332,8 +442,13 @@ func (h *Host) Call(ctx context.Context, name string, input any) (*registry.Sett
 
 // Settle settles call on a fresh Request, with full control over the call: its
 // Invocation as given, and its Progress function, which receives the plugin's
-// progress events while the call runs. Results are as for [Host.Call].
+// progress events while the call runs. Options.Answerer answers the call's
+// questions and sample requests unless ctx carries its own sdk.Interactor
+// (sdk.WithInteractor). Results are as for [Host.Call].
 func (h *Host) Settle(ctx context.Context, call registry.Call) (*registry.Settlement, error) {
+	if h.answerer != nil && sdk.InteractorFrom(ctx) == nil {
+		ctx = sdk.WithInteractor(ctx, h.answerer)
+	}
 	q, err := h.reg.Prepare(h.dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugintest: prepare a request: %w", err)

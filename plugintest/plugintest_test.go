@@ -1,3 +1,5 @@
+//go:build unix
+
 package plugintest_test
 
 import (
@@ -69,8 +71,43 @@ func activateProbe(ctx context.Context, loc sdk.Location, tools sdk.Tools) error
 			os.Exit(3)
 			return "", nil
 		})
-	_, err := tools.Register(ctx, map[string]sdk.Tool{"probe": probe, "crash": crash})
+	interact := sdk.NewTool("Asks the model for a title, then the person to confirm it.",
+		func(ctx context.Context, _ sdk.Invocation, _ struct{}) (InteractOutput, error) {
+			var out InteractOutput
+			res, err := sdk.Sample(ctx, sdk.SampleRequest{Messages: []sdk.SampleMessage{{Role: "user", Content: sdk.Text("a title, please")}}, MaxTokens: 10})
+			if err != nil {
+				out.SampleError = err.Error()
+			} else {
+				out.Completion = res.Message.Content.Text
+			}
+			a, err := sdk.Ask(ctx, sdk.Question{Message: "Use " + out.Completion + "?", Schema: confirmSchema})
+			if err != nil {
+				out.AskError = err.Error()
+			} else {
+				out.Action, out.Content = string(a.Action), a.Content
+			}
+			return out, nil
+		})
+	interact.OutputSchema = nil
+	block := sdk.NewTool("Blocks until its call ends.",
+		func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
+			<-ctx.Done()
+			return "", context.Cause(ctx)
+		})
+	_, err := tools.Register(ctx, map[string]sdk.Tool{"probe": probe, "crash": crash, "interact": interact, "block": block})
 	return err
+}
+
+// confirmSchema is the question the interact tool asks.
+var confirmSchema = json.RawMessage(`{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}`)
+
+// InteractOutput is what the interact tool got from sdk.Sample and sdk.Ask.
+type InteractOutput struct {
+	Completion  string          `json:"completion,omitempty"`
+	SampleError string          `json:"sample_error,omitempty"`
+	Action      string          `json:"action,omitempty"`
+	Content     json.RawMessage `json:"content,omitempty"`
+	AskError    string          `json:"ask_error,omitempty"`
 }
 
 // hostPID is this process's pid as the host sees it: /proc is the host's, so
@@ -512,5 +549,123 @@ func ExampleStart() {
 	}
 	if s.Outcome != registry.Completed || s.Text() != "HELLO" {
 		t.Errorf("upper: %s %q", s.Outcome, s.Text())
+	}
+}
+
+func interact(t *testing.T, h *plugintest.Host) InteractOutput {
+	t.Helper()
+	s, err := h.Call(t.Context(), "interact", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != registry.Completed {
+		t.Fatalf("interact: %s %q", s.Outcome, s.Text())
+	}
+	var out InteractOutput
+	if err := json.Unmarshal(s.Structured, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAnswerer drives sdk.Sample and sdk.Ask in a real plugin process through the
+// answerers Options offers.
+func TestAnswerer(t *testing.T) {
+	both := []plugins.Grant{plugins.GrantAsk, plugins.GrantSample}
+	t.Run("ScriptAnswersInOrder", func(t *testing.T) {
+		script := &plugintest.Script{
+			Answers:     []sdk.Answer{plugintest.Accept(map[string]bool{"ok": true}), {Action: sdk.Declined}},
+			Completions: []sdk.SampleResult{plugintest.Completion("Ode")},
+		}
+		h := startProbe(t, plugintest.Options{Grants: both, Answerer: script})
+		out := interact(t, h)
+		if out.Completion != "Ode" || out.Action != "accept" || string(out.Content) != `{"ok":true}` || out.AskError != "" {
+			t.Errorf("first call got %+v", out)
+		}
+		out = interact(t, h) // the script has no second completion, and declines
+		if !strings.Contains(out.SampleError, "no one to answer") || out.Action != "decline" {
+			t.Errorf("second call got %+v", out)
+		}
+		qs, rs := script.Questions(), script.Requests()
+		if len(qs) != 2 || qs[0].Message != "Use Ode?" || string(qs[0].Schema) != string(confirmSchema) || len(rs) != 2 || rs[0].MaxTokens != 10 {
+			t.Errorf("the script was asked %+v and %+v", qs, rs)
+		}
+	})
+	t.Run("FunctionsAnswer", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{Grants: both, Answerer: plugintest.Answerer{
+			AskFunc: func(ctx context.Context, q sdk.Question) (sdk.Answer, error) {
+				return plugintest.Accept(map[string]bool{"ok": strings.Contains(q.Message, "Sonnet")}), nil
+			},
+			SampleFunc: func(ctx context.Context, req sdk.SampleRequest) (sdk.SampleResult, error) {
+				return plugintest.Completion("Sonnet " + req.Messages[0].Content.Text), nil
+			},
+		}})
+		if out := interact(t, h); out.Completion != "Sonnet a title, please" || string(out.Content) != `{"ok":true}` {
+			t.Errorf("got %+v", out)
+		}
+	})
+	t.Run("AnswerAgainstTheSchemaIsRefused", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{Grants: both, Answerer: &plugintest.Script{
+			Answers: []sdk.Answer{plugintest.Accept(map[string]string{"ok": "yes"})},
+		}})
+		if out := interact(t, h); out.AskError == "" || out.Content != nil {
+			t.Errorf("an answer that does not match the schema reached the plugin: %+v", out)
+		}
+	})
+	t.Run("UngrantedIsUnanswered", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{Grants: []plugins.Grant{plugins.GrantSample}, Answerer: &plugintest.Script{
+			Answers:     []sdk.Answer{plugintest.Accept(map[string]bool{"ok": true})},
+			Completions: []sdk.SampleResult{plugintest.Completion("Ode")},
+		}})
+		if out := interact(t, h); out.Completion != "Ode" || !strings.Contains(out.AskError, "no one to answer") {
+			t.Errorf("got %+v, want the sample answered and the ask not", out)
+		}
+	})
+	t.Run("TrustedIsGrantedBoth", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{Trusted: true, Answerer: &plugintest.Script{
+			Answers:     []sdk.Answer{{Action: sdk.Cancelled}},
+			Completions: []sdk.SampleResult{plugintest.Completion("Ode")},
+		}})
+		if out := interact(t, h); out.Completion != "Ode" || out.Action != "cancel" {
+			t.Errorf("got %+v", out)
+		}
+	})
+	t.Run("NoAnswerer", func(t *testing.T) {
+		h := startProbe(t, plugintest.Options{Grants: both})
+		if out := interact(t, h); !strings.Contains(out.SampleError, "no one to answer") || !strings.Contains(out.AskError, "no one to answer") {
+			t.Errorf("got %+v", out)
+		}
+	})
+}
+
+func TestCallTimeout(t *testing.T) {
+	h := startProbe(t, plugintest.Options{CallTimeout: 50 * time.Millisecond})
+	s, err := h.Call(t.Context(), "block", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != registry.ToolFailed || !strings.Contains(s.Text(), "timeout of 50ms") {
+		t.Fatalf("got %s %q, want a tool failure naming its timeout", s.Outcome, s.Text())
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	other := func(h *plugintest.Host) error {
+		_, err := h.Registry().Register(registry.Batch{Location: h.Location(), Source: registry.Source{Kind: "builtin"},
+			Tools: map[string]sdk.Tool{"probe": sdk.NewTool("Another probe.", func(context.Context, sdk.Invocation, struct{}) (string, error) {
+				return "the other probe", nil
+			})}})
+		return err
+	}
+	h := startProbe(t, plugintest.Options{})
+	if err := other(h); !errors.Is(err, registry.ErrNameTaken) {
+		t.Fatalf("another source took the plugin's name: %v", err)
+	}
+	h = startProbe(t, plugintest.Options{Overrides: []string{"probe"}})
+	if err := other(h); err != nil {
+		t.Fatal(err)
+	}
+	if out := probe(t, h); out.PID == 0 {
+		t.Fatalf("the plugin's probe did not answer: %+v", out)
 	}
 }

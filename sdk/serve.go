@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,9 +29,9 @@ import (
 	"github.com/toolhost/toolhost/internal/tracectx"
 )
 
-// Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs to
-// stderr through hclog (the host shows those logs), and returns only when the host
-// ends the plugin or goes away; the process exits then.
+// Serve serves p as a toolhost plugin; it is a plugin binary's whole main. It logs
+// with [Logger]'s logger (the host shows those logs), and returns only when the
+// host ends the plugin or goes away; the process exits then.
 //
 // Run the binary with -debug to start it by hand, for example under a debugger: it
 // prints a TOOLHOST_REATTACH=... line; export it where toolhost runs and the host
@@ -39,12 +40,7 @@ import (
 // serves any number of hosts one after another, each with a fresh activation, until
 // it is interrupted.
 func Serve(p Plugin) {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name:       filepath.Base(os.Args[0]),
-		Output:     os.Stderr,
-		JSONFormat: true,
-		Level:      hclog.LevelFromString(os.Getenv("TOOLHOST_PLUGIN_LOG_LEVEL")),
-	})
+	logger := processLogger()
 	gp := &grpcPlugin{impl: p, logger: logger}
 	config := &plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
@@ -123,6 +119,7 @@ func serveDebug(config *plugin.ServeConfig, p Plugin, logger hclog.Logger) {
 		ctx, cancel := context.WithCancel(stopAll)
 		var attached, detached sync.Once
 		cfg := *config
+		cfg.Logger = quietClose{logger}
 		cfg.Plugins = plugin.PluginSet{pluginpb.PluginName: &grpcPlugin{impl: p, logger: logger}}
 		cfg.GRPCServer = func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(append(opts, serverOptions()...), grpc.StatsHandler(connEvents{
@@ -159,6 +156,21 @@ func serveDebug(config *plugin.ServeConfig, p Plugin, logger hclog.Logger) {
 			logger.Debug("ready for the next host")
 		}
 	}
+}
+
+// quietClose is the logger of go-plugin's server in debug mode. go-plugin stops a
+// server whose host detached by closing its listener first, and its gRPC server
+// then logs the failed accept as an error; a detach is normal, so that error is
+// left out.
+type quietClose struct{ hclog.Logger }
+
+func (l quietClose) Error(msg string, args ...any) {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+	l.Logger.Error(msg, args...)
 }
 
 // connEvents is a gRPC stats handler that reports connections beginning and ending.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -102,8 +101,8 @@ func CheckPrivateDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("server: %s is not a directory", dir)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
-		return fmt.Errorf("server: directory %s belongs to uid %d, not to this user", dir, st.Uid)
+	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() && uid != 0 {
+		return fmt.Errorf("server: directory %s belongs to uid %d, not to this user", dir, uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("server: directory %s is writable by others (mode %s): anyone who can write there can replace the socket or the token; use a private directory", dir, fi.Mode().Perm())

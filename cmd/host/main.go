@@ -1,19 +1,8 @@
-// Command toolhost lists and calls the tools of a Location; see internal/cli. Build it
-// as bin/toolhost: go build -o bin/toolhost ./cmd/host.
+// Command host is the toolhost command under its former package path, kept so that
+// existing build scripts still work; cmd/toolhost is the same program and installs
+// as toolhost (not host, the name of the DNS lookup utility). See internal/cli.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/toolhost/toolhost/internal/cli"
 
-	"github.com/toolhost/toolhost/internal/cli"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal, the next one kills at once (plugins die with us).
-	context.AfterFunc(ctx, stop)
-	os.Exit(cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-}
+func main() { cli.Main() }

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package noderunner holds the test of the Node.js runner example (runner.mjs); the
 // example itself is JavaScript.
 package noderunner

@@ -15,8 +15,10 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/termtext"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type callOptions struct {
@@ -42,7 +44,8 @@ func (a *app) callFlags() (*flag.FlagSet, *callOptions) {
 			"active there.\n\n"+
 			"A permission ask is put to the person at the terminal when stdin is one;\n"+
 			"otherwise it is denied (a model-visible tool failure, exit status 1; how to\n"+
-			"allow it goes to stderr).\n\n"+
+			"allow it goes to stderr). So is a tool's question (sdk.Ask; not with --socket):\n"+
+			"a prompt per field for a simple schema, one line of JSON otherwise.\n\n"+
 			"--json prints the settlement: {\"name\", \"tool_call_id\", \"outcome\", \"content\":\n"+
 			"[{\"type\", \"text\", \"mime_type\", \"data\" (base64)}], \"structured\", \"problems\":\n"+
 			"[{\"pointer\", \"message\"}], \"managed_paths\"}; empty fields are omitted. outcome is\n"+
@@ -115,10 +118,23 @@ func (a *app) call(ctx context.Context, args []string) int {
 			}
 			defer stop()
 			settlement, err := c.Settle(ctx, req.ID, client.Call{Name: name, Input: input, Invocation: inv}, a.printProgress)
-			return a.settled(o, name, settlement, err)
+			return a.settled(o, name, settlement, err, func() []sourceJSON {
+				srcs, err := c.ListSources(ctx, loc.ID)
+				if err != nil {
+					return nil // the unknown tool is reported as such
+				}
+				var out []sourceJSON
+				for _, s := range srcs {
+					out = append(out, sourceJSON{kind: s.Kind, name: s.Name, ID: s.ID, State: s.State, Error: s.Error})
+				}
+				return out
+			})
 		})
 	}
 	return a.withLocation(ctx, "call", o.location, o.verbose, func(s *session) int {
+		if a.questions != nil {
+			ctx = sdk.WithInteractor(ctx, a.questions)
+		}
 		q, err := s.loc.Prepare(registry.OfferAll()) // as above
 		if err != nil {
 			a.errorf("toolhost call: %v", err)
@@ -130,12 +146,15 @@ func (a *app) call(ctx context.Context, args []string) int {
 			Invocation: inv,
 			Progress:   a.printProgress,
 		})
-		return a.settled(o, name, settlement, err)
+		return a.settled(o, name, settlement, err, func() []sourceJSON { return sourcesJSON(s.loc.Sources()) })
 	})
 }
 
-// settled prints a call's result and returns the exit code.
-func (a *app) settled(o *callOptions, name string, settlement *registry.Settlement, err error) int {
+// settled prints a call's result and returns the exit code. sources returns the
+// Location's sources; it is called only for an unknown tool, which is reported as
+// unavailable (an operational failure) when a source that could hold the name does
+// not serve.
+func (a *app) settled(o *callOptions, name string, settlement *registry.Settlement, err error, sources func() []sourceJSON) int {
 	switch {
 	case errors.Is(err, context.Canceled):
 		a.errorf("interrupted")
@@ -143,6 +162,13 @@ func (a *app) settled(o *callOptions, name string, settlement *registry.Settleme
 	case err != nil:
 		a.errorf("toolhost call: %s: %v", name, err)
 		return ExitFailure
+	}
+	code := ExitToolError
+	if settlement.Outcome == registry.Unknown {
+		if down := couldServe(name, sources()); len(down) > 0 {
+			settlement = notServed(settlement, name, down)
+			code = ExitFailure
+		}
 	}
 	if settlement.Hint != "" {
 		// For the person, not the model: stderr, outside the settlement.
@@ -156,9 +182,58 @@ func (a *app) settled(o *callOptions, name string, settlement *registry.Settleme
 		a.printSettlement(settlement)
 	}
 	if settlement.IsError() {
-		return ExitToolError
+		return code
 	}
 	return ExitOK
+}
+
+// couldServe returns the sources among srcs that do not serve and could hold a tool
+// called name once they do: any plugin (its tools are known only once it registers
+// them), the MCP server whose name prefixes it, the manifest tool of that name.
+func couldServe(name string, srcs []sourceJSON) []sourceJSON {
+	var out []sourceJSON
+	for _, s := range srcs {
+		if s.State == string(supervise.Running) || s.State == string(supervise.Stopped) {
+			continue
+		}
+		switch s.kind {
+		case location.KindPlugin:
+		case location.KindMCP:
+			if !strings.HasPrefix(name, s.name+"_") {
+				continue
+			}
+		case location.KindManifest:
+			if name != s.name {
+				continue
+			}
+		default:
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// notServed turns the settlement of an unknown tool into an unavailable one that
+// says which sources do not serve, in which state and why.
+func notServed(s *registry.Settlement, name string, down []sourceJSON) *registry.Settlement {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no running source serves %q; ", name)
+	if len(down) == 1 {
+		b.WriteString("a source that may hold it does not serve:")
+	} else {
+		b.WriteString("sources that may hold it do not serve:")
+	}
+	for _, d := range down {
+		fmt.Fprintf(&b, "\n%s: %s", d.ID, d.State)
+		if d.Error != "" {
+			fmt.Fprintf(&b, ": %s", indentLines(d.Error))
+		}
+	}
+	out := *s
+	out.Outcome = registry.Unavailable
+	out.Content = []sdk.Part{sdk.Text(b.String())}
+	return &out
 }
 
 func orGenerated(id, prefix string) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // Exit codes of Run.
@@ -61,7 +62,8 @@ exit status:
   0   success; for call, the call completed
   1   the call settled with a model-visible error: tool failure, unknown tool,
       invalid input, invalid output or unavailable
-  2   operational failure: activation failed, defect, plugin crash, storage failure
+  2   operational failure: activation failed, defect, plugin crash, storage failure;
+      for call, a tool whose source is starting or failed (named, with its error)
   3   interrupted
   4   tools, status: some sources of the Location do not serve (reported on stdout)
   64  usage error
@@ -85,7 +87,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// permission asks quote what tool sources say.
 	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: termtext.NewWriter(stderr)}}
 	if isTerminal(stdin) {
-		a.asker = newPromptAsker(stdin, a.stderr)
+		p := newPromptAsker(stdin, a.stderr)
+		a.asker, a.questions = p, questionPrompt{p}
 	}
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, usage)
@@ -127,6 +130,9 @@ type app struct {
 	// asker answers permission asks: the person at the terminal when stdin is one;
 	// nil otherwise, so asks are denied (the hint on stderr says how to allow them).
 	asker permission.Asker
+	// questions answers tools' sdk.Ask questions in call: the person at the
+	// terminal when stdin is one; nil otherwise (nobody to ask).
+	questions sdk.Interactor
 }
 
 func (a *app) errorf(format string, args ...any) {

@@ -128,7 +128,7 @@ func (w *watchWriter) String() string {
 }
 
 // allTools are the test plugin's tools and the built-ins every Location has.
-var allTools = []string{"big", "block", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
+var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
 
 func TestTools(t *testing.T) {
 	dir := workspace(t, "")
@@ -535,4 +535,58 @@ func TestToolsProvider(t *testing.T) {
 		t.Fatalf("problems %+v (%v):\n%s", got.Problems, err, r.stdout)
 	}
 	run(t, "", "tools", "--location", dir, "--provider", "bard").want(t, cli.ExitUsage)
+}
+
+func TestToolOfASourceThatDoesNotServeIsUnavailable(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"go.mod": "module broken\n\ngo 1.26\n", "main.go": "package main\n\nfunc main() { undefinedCall() }\n"} {
+		if err := os.WriteFile(filepath.Join(broken, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, config string
+		want         []string
+	}{
+		{"Failed", fmt.Sprintf(`{"plugins": [{"name": "conv", "source": %q}]}`, broken),
+			[]string{`no running source serves "convert"`, "plugin:conv: failed", "undefinedCall"}},
+		{"Restarting", `{"plugins": [{"name": "ghost", "path": "/nonexistent/toolhost-plugin"}]}`,
+			[]string{"plugin:ghost: restarting", "/nonexistent/toolhost-plugin"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("TOOLHOST_BUILD_CACHE", filepath.Join(t.TempDir(), "build"))
+			dir := workspace(t, tt.config)
+			r := run(t, "", "call", "--location", dir, "convert")
+			r.want(t, cli.ExitFailure)
+			for _, want := range append([]string{"unavailable: "}, tt.want...) {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout does not contain %q:\n%s", want, r.stdout)
+				}
+			}
+			r = run(t, "", "call", "--location", dir, "--json", "convert")
+			r.want(t, cli.ExitFailure)
+			var s struct{ Outcome string }
+			if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Outcome != "unavailable" {
+				t.Errorf("--json printed outcome %q (%v):\n%s", s.Outcome, err, r.stdout)
+			}
+		})
+	}
+	t.Run("NotAnMCPServersName", func(t *testing.T) {
+		// Only a plugin could hold any name; a server that does not serve holds only its own.
+		dir := workspace(t, `{"mcp_servers": [{"name": "srv", "command": "/nonexistent/server"}]}`)
+		r := run(t, "", "call", "--location", dir, "convert")
+		r.want(t, cli.ExitToolError)
+		if !strings.Contains(r.stdout, `unknown: unknown tool "convert"`) {
+			t.Errorf("stdout:\n%s", r.stdout)
+		}
+		r = run(t, "", "call", "--location", dir, "srv_convert")
+		r.want(t, cli.ExitFailure)
+		if !strings.Contains(r.stdout, "mcp:srv: ") {
+			t.Errorf("stdout does not name the server:\n%s", r.stdout)
+		}
+	})
 }

@@ -1,6 +1,6 @@
-// Package cli implements the toolhost command; cmd/host is only its main. [Run] takes
-// the arguments, the standard streams and a context that interrupts it, and returns
-// the exit status, so every command is testable in-process.
+// Package cli implements the toolhost command; cmd/toolhost and cmd/host are only a
+// call of [Main]. [Run] takes the arguments, the standard streams and a context that
+// interrupts it, and returns the exit status, so every command is testable in-process.
 //
 // # Commands
 //
@@ -27,7 +27,10 @@
 //	1   the call settled with a model-visible error (tool_failure, unknown,
 //	    invalid_input, invalid_output, unavailable); for tools --provider, a tool
 //	    is not compatible with the provider
-//	2   operational failure: activation failed, defect, plugin crash, storage failure
+//	2   operational failure: activation failed, defect, plugin crash, storage failure;
+//	    for call, a tool no running source serves while a source that could hold it
+//	    is starting, restarting or failed (printed as unavailable, with the source's
+//	    state and error)
 //	3   interrupted (SIGINT or SIGTERM); "interrupted" is printed to stderr
 //	64  usage error
 //

@@ -24,6 +24,10 @@ commands:
   lock     [--location DIR]          resolve and lock every module plugin not locked yet
                                      (or whose "module" or "version" changed)
   upgrade  [--location DIR] [NAME...] resolve NAME's version query again (all without NAME)
+                                     lock and upgrade build each version they resolve and
+                                     refuse one that cannot be installed as a module (a
+                                     replace directive, a failed build): exit 2, the lock
+                                     file unchanged
   verify   [--location DIR]          fetch every locked module and check its hash (exit 1
                                      if one differs or a module plugin is not locked)
   list     [--location DIR] [--json] each plugin's kind, source, version, hash and state:
@@ -82,6 +86,12 @@ func (a *app) plugins(ctx context.Context, args []string) int {
 }
 
 func (a *app) pluginsLock(ctx context.Context, id string, cfg *location.Config, opts location.LockOptions) int {
+	cache, err := location.BuildCacheDir("", os.Environ())
+	if err != nil {
+		a.errorf("toolhost plugins: %v", err)
+		return ExitFailure
+	}
+	opts.BuildCache = cache // what cannot be installed is not locked
 	lock, resolved, err := location.LockModules(ctx, id, cfg, opts)
 	if err != nil {
 		a.errorf("toolhost plugins: %v", err)

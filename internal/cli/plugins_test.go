@@ -1,7 +1,10 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,11 +27,23 @@ func TestPluginsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish := func(version, says string) {
+	// publish serves the greet plugin as version, saying says; edits, file to text to
+	// append, change it before it is published.
+	publish := func(version, says string, edits ...string) {
 		t.Helper()
 		src := t.TempDir()
 		if err := modproxy.GreetPlugin(src, mod, says); err != nil {
 			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(edits); i += 2 {
+			f, err := os.OpenFile(filepath.Join(src, edits[i]), os.O_APPEND|os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteString(edits[i+1])
+				f.Close()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := proxy.AddPlugin(env, mod, version, src); err != nil {
 			t.Fatal(err)
@@ -61,8 +76,8 @@ func TestPluginsCommands(t *testing.T) {
 		t.Fatalf("list --json: %v\n%s", err, r.stdout)
 	}
 	if p := listed.Plugins; len(p) != 1 || p[0].Kind != "module" || p[0].Source != pkg || p[0].Query != "latest" ||
-		p[0].Version != "v1.0.0" || !strings.HasPrefix(p[0].Hash, "h1:") || p[0].Lock != "locked" || p[0].Built == nil || *p[0].Built {
-		t.Fatalf("list: %+v", p)
+		p[0].Version != "v1.0.0" || !strings.HasPrefix(p[0].Hash, "h1:") || p[0].Lock != "locked" || p[0].Built == nil || !*p[0].Built {
+		t.Fatalf("list: %+v, want it locked and built (lock builds what it locks)", p)
 	}
 
 	// "allow": true on the entry is the permission rule its tools need.
@@ -96,6 +111,34 @@ func TestPluginsCommands(t *testing.T) {
 		t.Fatalf("call after upgrade printed %q", r.stdout)
 	}
 
+	// Versions that cannot be installed as a module are refused, naming why, and
+	// the lock file keeps v1.1.0.
+	lockFile := filepath.Join(dir, location.LockPath)
+	before, err := os.ReadFile(lockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		version string
+		edits   []string
+		why     string
+	}{
+		{"v1.2.0", []string{"go.mod", "\nreplace example.com/elsewhere => ../elsewhere\n"}, "replace directives"},
+		{"v1.3.0", []string{"cmd/greet/main.go", "\nfunc broken() { undefinedCall() }\n"}, "undefinedCall"},
+	} {
+		publish(tc.version, tc.version, tc.edits...)
+		r = run(t, "", "plugins", "upgrade", "--location", dir, "greet")
+		r.want(t, cli.ExitFailure)
+		for _, want := range []string{tc.why, mod + "@" + tc.version + " cannot be installed as a module", "is unchanged"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("upgrade to %s: stderr does not contain %q:\n%s", tc.version, want, r.stderr)
+			}
+		}
+		if after, err := os.ReadFile(lockFile); err != nil || !bytes.Equal(after, before) {
+			t.Fatalf("upgrade to %s changed the lock file (%v):\n%s", tc.version, err, after)
+		}
+	}
+
 	lock, err := location.ReadLock(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -114,8 +157,8 @@ func TestPluginsCommands(t *testing.T) {
 	// The Location activates without the plugin (a failed source): its tool is not
 	// offered, and the reason, naming both hashes, is on stderr.
 	r = run(t, "", "call", "--location", dir, "greet", `{"name": "ada"}`)
-	r.want(t, cli.ExitToolError)
-	if !strings.Contains(r.stderr, locked) || !strings.Contains(r.stderr, "plugin:greet: failed") {
-		t.Fatalf("call with a tampered module: %q", r.stderr)
+	r.want(t, cli.ExitFailure)
+	if !strings.Contains(r.stdout, locked) || !strings.Contains(r.stdout, "plugin:greet: failed") {
+		t.Fatalf("call with a tampered module: %q", r.stdout)
 	}
 }

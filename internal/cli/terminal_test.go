@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli_test
 
 import (
@@ -101,6 +103,49 @@ func TestCallAsksOnlyOnATerminal(t *testing.T) {
 		r.want(t, cli.ExitOK)
 		if !strings.Contains(r.stderr, "allow? [o]nce") || !strings.Contains(r.stdout, "hello") {
 			t.Fatalf("want a prompt and the file\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestCallAsksAToolsQuestionOnATerminal calls a plugin tool that asks the person
+// (sdk.Ask): on a pseudo-terminal, a prompt per field answers it; from /dev/null
+// nobody does, as before.
+func TestCallAsksAToolsQuestionOnATerminal(t *testing.T) {
+	dir := workspace(t, fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "grants": ["ask"], "allow": true}]}`, pluginBin))
+	call := func(t *testing.T, stdin *os.File) result {
+		t.Helper()
+		var stdout strings.Builder
+		stderr := &watchWriter{}
+		code := cli.Run(t.Context(), []string{"call", "--location", dir, "confirm"}, stdin, &stdout, stderr)
+		return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}
+	t.Run("PseudoTerminal", func(t *testing.T) {
+		master, slave := openPTY(t)
+		// Answer; "maybe" is not a boolean and is asked again; the note is optional.
+		if _, err := master.Write([]byte("a\nmaybe\nyes\nlooks good\n")); err != nil {
+			t.Fatal(err)
+		}
+		r := call(t, slave)
+		r.want(t, cli.ExitOK)
+		if !strings.Contains(r.stdout, `accept {"ok":true,"note":"looks good"}`) {
+			t.Errorf("stdout %q, want the accepted answer", r.stdout)
+		}
+		for _, want := range []string{"question from the tool: Proceed?", "ok [yes or no]: ", "not a yes or no", "note, why [string; empty: none]: "} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
+	t.Run("DevNull", func(t *testing.T) {
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		r := call(t, null)
+		r.want(t, cli.ExitToolError)
+		if !strings.Contains(r.stdout, "no one to answer") || strings.Contains(r.stderr, "question from the tool") {
+			t.Errorf("without a terminal: stdout %q, stderr %q", r.stdout, r.stderr)
 		}
 	})
 }

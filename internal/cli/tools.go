@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/termtext"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/supervise"
@@ -94,8 +95,8 @@ func (a *app) tools(ctx context.Context, args []string) int {
 			}
 			var notServing []sourceJSON
 			for _, s := range srcs {
-				if s.State != "running" {
-					notServing = append(notServing, sourceJSON{ID: s.ID, State: s.State, Error: s.Error})
+				if s.State != string(supervise.Running) {
+					notServing = append(notServing, sourceJSON{kind: s.Kind, name: s.Name, ID: s.ID, State: s.State, Error: s.Error})
 				}
 			}
 			return a.listTools(o, profile, loc.ID, req.Definitions, problems, notServing)
@@ -113,13 +114,9 @@ func (a *app) tools(ctx context.Context, args []string) int {
 		}
 		defs, problems := checkProvider(profile, q.Definitions())
 		var notServing []sourceJSON
-		for _, st := range s.loc.Sources() {
-			if st.State != supervise.Running {
-				j := sourceJSON{ID: st.ID, State: string(st.State)}
-				if st.Err != nil {
-					j.Error = st.Err.Error()
-				}
-				notServing = append(notServing, j)
+		for _, st := range sourcesJSON(s.loc.Sources()) {
+			if st.State != string(supervise.Running) {
+				notServing = append(notServing, st)
 			}
 		}
 		return a.listTools(o, profile, s.loc.ID(), defs, problems, notServing)
@@ -128,9 +125,22 @@ func (a *app) tools(ctx context.Context, args []string) int {
 
 // sourceJSON is a source that does not serve, as tools reports it.
 type sourceJSON struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
+	kind, name string // as location.SourceStatus has them; not printed
+	ID         string `json:"id"`
+	State      string `json:"state"`
+	Error      string `json:"error,omitempty"`
+}
+
+// sourcesJSON converts the statuses of a Location's sources.
+func sourcesJSON(srcs []location.SourceStatus) []sourceJSON {
+	out := make([]sourceJSON, len(srcs))
+	for i, st := range srcs {
+		out[i] = sourceJSON{kind: st.Kind, name: st.Name, ID: st.ID, State: string(st.State)}
+		if st.Err != nil {
+			out[i].Error = st.Err.Error()
+		}
+	}
+	return out
 }
 
 // listTools prints the definitions (a table, or JSON) and the sources that do not

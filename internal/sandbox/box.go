@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -16,10 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrUnavailable is wrapped by the error of a start that Spec.Require refused
-// because the kernel cannot confine the program.
-var ErrUnavailable = errors.New("sandbox: confinement unavailable")
 
 // Box is one contained (and possibly confined) run of a program. Cmd is the command
 // to start: the caller sets its standard input and outputs (or their pipes) as for
@@ -529,30 +527,6 @@ func (b *Box) Release() {
 func (b *Box) treeGone() bool {
 	return b.direct && b.mode == ModeNamespace && (b.Cmd.Process == nil || b.Cmd.ProcessState != nil)
 }
-
-// ExitError is how a contained program ended. Its message reads like os/exec's
-// ("exit status 2", "signal: killed"); for a failure it names the limits in force,
-// since an over-limit program usually dies of one.
-type ExitError struct {
-	Code   int            // the exit status; -1 when killed by a signal
-	Signal syscall.Signal // the signal that killed it, or 0
-	Limits Limits
-}
-
-func (e *ExitError) Error() string {
-	if e.Signal != 0 {
-		return "signal: " + e.Signal.String()
-	}
-	return fmt.Sprintf("exit status %d", e.Code)
-}
-
-// Detail adds the limits in force to the status, for crash reports.
-func (e *ExitError) Detail() string {
-	return e.Error() + " (sandbox limits: " + e.Limits.String() + ")"
-}
-
-// ExitCode is the exit status, -1 when killed by a signal.
-func (e *ExitError) ExitCode() int { return e.Code }
 
 // DetectMode returns the strongest containment this process can set up, probed
 // once: a PID namespace, else a cgroup v2 directory, else a subreaper.

@@ -1,8 +1,9 @@
 // Command plugin is the plugin the cli tests call: a typed "echo" tool, a "fail" tool
 // that returns a ToolFailure, a "progress" tool that reports three progress events, a
 // "picture" tool with media content, a "big" tool whose output exceeds the limits,
-// and a "block" tool that waits until its call is cancelled. With EXIT_IN_ACTIVATION
-// set in its environment it exits with status 3 while it activates.
+// a "block" tool that waits until its call is cancelled, and a "confirm" tool that
+// asks the person (sdk.Ask) and reports the answer. With EXIT_IN_ACTIVATION set in
+// its environment it exits with status 3 while it activates.
 package main
 
 import (
@@ -63,6 +64,15 @@ func main() {
 			"big": sdk.NewTool("Return more lines than the model may see.",
 				func(context.Context, sdk.Invocation, empty) (string, error) {
 					return strings.Repeat("line\n", 5000), nil
+				}),
+			"confirm": sdk.NewTool("Ask the person to confirm.",
+				func(ctx context.Context, _ sdk.Invocation, _ empty) (string, error) {
+					a, err := sdk.Ask(ctx, sdk.Question{Message: "Proceed?", Schema: json.RawMessage(
+						`{"type": "object", "properties": {"ok": {"type": "boolean"}, "note": {"type": "string", "description": "why"}}, "required": ["ok"]}`)})
+					if err != nil {
+						return "", sdk.Failf("%v", err)
+					}
+					return string(a.Action) + " " + string(a.Content), nil
 				}),
 			"block": sdk.NewTool("Report progress, then wait until cancelled.",
 				func(ctx context.Context, _ sdk.Invocation, _ empty) (string, error) {
