@@ -104,7 +104,7 @@ func TestAuditTrail(t *testing.T) {
 
 	settle := func(tool string) *registry.Settlement {
 		t.Helper()
-		q, err := loc.Prepare()
+		q, err := loc.Prepare(registry.OfferAll()) // the denied tool is called, not offered
 		if err != nil {
 			t.Fatal(err)
 		}
