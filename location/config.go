@@ -30,8 +30,14 @@ type Config struct {
 	// file order, then those of the ImportMCPConfig files (see mcpconfig.go).
 	MCPServers []MCPServerConfig
 	// ImportMCPConfig lists the other tools' MCP config files (".mcp.json",
-	// ".cursor/mcp.json", ".vscode/mcp.json") LoadConfig reads servers from.
+	// ".cursor/mcp.json", ".vscode/mcp.json", "mcp_config.json",
+	// "claude_desktop_config.json", "opencode.json", ...) LoadConfig reads
+	// servers from (see mcpimport.go).
 	ImportMCPConfig []string
+	// Notes say what LoadConfig left out of the imported files, one line each
+	// naming the file and JSON pointer: a disabled entry, a key that does not
+	// apply to toolhost. Activation logs them.
+	Notes []string
 	// Tools are the manifest tools, in file order.
 	Tools []ManifestToolConfig
 	// Permission is the ordered rule list; the last matching rule wins.

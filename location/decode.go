@@ -110,6 +110,7 @@ type decoder struct {
 	dir      string
 	file     string
 	problems []ConfigProblem
+	notes    []string // what an imported entry has that toolhost ignores
 }
 
 func (d *decoder) problem(path, format string, args ...any) {

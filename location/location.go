@@ -141,6 +141,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		return nil, err
 	}
 	warnUnmatchedReattach(logger, id, cfg, reattach)
+	for _, n := range cfg.Notes {
+		logger.Info(n)
+	}
 	cacheDir := ""
 	if needsBuild(cfg, reattach) {
 		if cacheDir, err = BuildCacheDir(opts.BuildCache, env); err != nil {
@@ -221,6 +224,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			continue
 		}
 		mc, err = mc.Expand(lookup)
+		if err == nil {
+			mc, err = mc.RunHeadersHelper(ctx, env)
+		}
 		if err != nil {
 			// Like a server that cannot start: the source fails, the Location serves.
 			_ = msc.Close(ctx)

@@ -256,6 +256,9 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindPlugin:
 		return l.restartPlugin(ctx, s)
 	case KindMCP:
+		if s.server == nil { // its entry cannot run as configured
+			return s.err
+		}
 		return s.server.Restart(ctx)
 	case KindManifest:
 		return l.restartManifest(ctx, s)
