@@ -94,6 +94,11 @@ func TestBadInput(t *testing.T) {
 	}
 	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
+	rs.send(t, strings.Replace(initialize, `"id":1`, `"id":"again"`, 1))
+	if m := rs.recv(t); errCode(m) != -32600 || m["id"] != "again" || !strings.Contains(fmt.Sprint(m["error"]), "already initialized, and initialize may be sent once per session") {
+		t.Errorf("a second initialize: %v", m)
+	}
+
 	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":`)
 	if m := rs.recv(t); errCode(m) != -32700 || m["id"] != nil {
 		t.Errorf("malformed JSON: %v", m)
@@ -179,7 +184,7 @@ func TestSubprocessStdio(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	f := start(t, "ws")
 	const token = "s3cret"
-	ts := httptest.NewServer(f.srv.Handler(mcpserve.HTTPOptions{Token: token}))
+	ts := httptest.NewServer(f.srv.Handler(mcpserve.HTTPOptions{Token: token, TokenFile: "/run/t.token"}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { f.srv.Close() }) // ends the sessions' streams before ts.Close waits for them
 
@@ -218,6 +223,36 @@ func TestHTTP(t *testing.T) {
 			}
 		})
 	}
+
+	// Without the token: a 401 that says a static token from the token file is
+	// expected, and no OAuth metadata to discover.
+	t.Run("Unauthorized", func(t *testing.T) {
+		resp, err := http.Post(ts.URL+"/mcp", "application/json", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		auth := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(auth, `Bearer realm="toolhost", error="invalid_token", error_description="`) ||
+			!strings.Contains(auth, "static token from toolhost mcp's token file /run/t.token") || strings.Contains(auth, "resource_metadata") {
+			t.Errorf("401: status %d, WWW-Authenticate %q", resp.StatusCode, auth)
+		}
+		if !strings.Contains(string(body), "static token from toolhost mcp's token file /run/t.token") || !strings.Contains(string(body), "no OAuth authorization server") {
+			t.Errorf("401 body %q", body)
+		}
+		for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+			resp, err := http.Get(ts.URL + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no OAuth authorization server") {
+				t.Errorf("GET %s: %d %q, want 404 saying there is no OAuth", p, resp.StatusCode, body)
+			}
+		}
+	})
 
 	t.Run("Client", func(t *testing.T) {
 		hc := &http.Client{Transport: bearer{token}}

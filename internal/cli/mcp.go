@@ -221,7 +221,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	}
-	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token}), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token, TokenFile: tokenFile}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
 	if o.noToken {
