@@ -55,6 +55,13 @@ type Options struct {
 	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
 	// Never inside the workspace: a cloned repository must not carry approvals.
 	StateDir string
+	// StartInBackground makes Activate return once the built-ins serve, before any
+	// plugin or MCP server has started: those build and start in the background
+	// (see Location.Started), their tools registering as each one starts, and
+	// closing the Location cancels a build or start in progress. Manifest tools
+	// register once they have all made their first attempt. For a front end that
+	// must answer at once (toolhost mcp). Default: Activate waits.
+	StartInBackground bool
 	// SandboxMode forces every source's containment mechanism ("namespace",
 	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
 	// allows. A forced mode the kernel refuses fails the source's start.
@@ -68,7 +75,9 @@ type Location struct {
 	cfg      *Config
 	opts     Options
 	scope    *scope.Scope
-	sources  []*source // built-ins, plugins, MCP servers, manifest tools; set by Activate
+	srcMu    sync.Mutex
+	sources  []*source     // built-ins, plugins, MCP servers, manifest tools; added to by Activate
+	started  chan struct{} // see Started
 	reg      *registry.Registry
 	perm     *permission.Service
 	fs       *fsys.FS
@@ -177,7 +186,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 
 	l := &Location{id: id, cfg: cfg, opts: opts, scope: sc, reg: opts.Registry, logger: logger, cacheDir: cacheDir,
-		reattach: reattach, env: env, changedCh: make(chan struct{})}
+		reattach: reattach, env: env, changedCh: make(chan struct{}), started: make(chan struct{})}
 	if lock != nil {
 		l.modules = lock.Plugins
 	}
@@ -185,17 +194,61 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.sources = append(l.sources, &source{kind: KindBuiltin, state: Running})
+	l.addSources(&source{kind: KindBuiltin, state: Running})
+	if opts.StartInBackground {
+		// The scope's context ends when the Location closes, cancelling a build or
+		// start in progress.
+		if err := sc.Go(func(ctx context.Context) {
+			defer close(l.started)
+			if err := l.startSources(ctx); err != nil {
+				if ctx.Err() == nil {
+					logger.Error("Location's sources not started", "location", id, "error", err)
+				}
+				return
+			}
+			l.activated()
+		}); err != nil {
+			_ = sc.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("location: activate %s: %w", id, err)
+		}
+		return l, nil
+	}
+	if err := l.startSources(ctx); err != nil {
+		// Rollback: every source that started stops within its own grace.
+		if cerr := sc.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("location: roll back %s: %w", id, cerr))
+		}
+		return nil, fmt.Errorf("location: activate %s: %w", id, err)
+	}
+	l.activated()
+	close(l.started)
+	return l, nil
+}
 
+// startSources starts every plugin and MCP server of the config in parallel, each
+// in its own child scope of the Location scope, waits for each one's first attempt,
+// then registers the manifest tools. The sources are listed (Starting) before they
+// start. An error refuses the whole Location: a scope closing, ctx ending.
+func (l *Location) startSources(ctx context.Context) error {
+	cfg, sc, logger := l.cfg, l.scope, l.logger
 	plugs := make([]*source, len(cfg.Plugins))
+	for i, pc := range cfg.Plugins {
+		plugs[i] = &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
+	}
 	servers := make([]*source, len(cfg.MCPServers))
+	for i, mc := range cfg.MCPServers {
+		servers[i] = &source{kind: KindMCP, name: mc.Name, state: Starting}
+	}
+	l.addSources(plugs...)
+	l.addSources(servers...)
+	l.bump()
+
 	var errs []error // what refuses the whole Location
 	var wg sync.WaitGroup
 	// Each source gets its own scope, made here, one at a time; the sources then
 	// start in parallel.
 	for i, pc := range cfg.Plugins {
-		src := &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
-		plugs[i] = src
+		src := plugs[i]
 		psc, err := sc.Child()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("location: plugin %q: %w", pc.Name, err))
@@ -212,33 +265,34 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 			}
 		})
 	}
-	lookup := envLookup(env)
+	lookup := envLookup(l.env)
 	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
 	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
 	for i, mc := range cfg.MCPServers {
-		src := &source{kind: KindMCP, name: mc.Name, state: Starting}
-		servers[i] = src
+		src := servers[i]
 		msc, err := sc.Child()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("location: mcp server %q: %w", mc.Name, err))
 			continue
 		}
-		mc, err = mc.Expand(lookup)
-		if err == nil {
-			mc, err = mc.RunHeadersHelper(ctx, env)
-		}
-		if err != nil {
-			// Like a server that cannot start: the source fails, the Location serves.
-			_ = msc.Close(ctx)
-			src.state, src.err = Failed, err
-			continue
-		}
 		wg.Go(func() {
+			mc, err := mc.Expand(lookup)
+			if err == nil {
+				mc, err = mc.RunHeadersHelper(ctx, l.env)
+			}
+			if err != nil {
+				// Like a server that cannot start: the source fails, the Location serves.
+				_ = msc.Close(context.WithoutCancel(ctx))
+				src.mu.Lock()
+				src.state, src.err = Failed, err
+				src.mu.Unlock()
+				return
+			}
 			sup, err := mcp.Keep(ctx, msc, mcp.Config{
 				Name: mc.Name,
 				Remote: mcp.Remote{
 					URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
-					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + id,
+					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + l.id,
 				},
 				Command:      mc.Command,
 				Args:         mc.Args,
@@ -249,9 +303,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
 				Overrides:    mc.Overrides,
 				Limits:       mc.Sharing.limits(),
-				Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, opts.SandboxMode),
+				Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
 				Logger:       logger.Named(mc.Name),
-			}, mcp.Target{Registry: opts.Registry, Location: id})
+			}, mcp.Target{Registry: l.reg, Location: l.id})
 			src.mu.Lock()
 			defer src.mu.Unlock()
 			src.server = sup
@@ -263,28 +317,44 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 	wg.Wait()
 	errs = append(errs, lost...)
-	l.sources = append(l.sources, plugs...)
-	l.sources = append(l.sources, servers...)
 	if ctx.Err() != nil {
 		errs = append(errs, context.Cause(ctx))
 	}
 	if errors.Join(errs...) == nil {
 		errs = append(errs, l.registerManifestTools(ctx, logger))
 	}
-	if err := errors.Join(errs...); err != nil {
-		// Rollback: every source that started stops within its own grace.
-		if cerr := sc.Close(context.WithoutCancel(ctx)); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("location: roll back %s: %w", id, cerr))
-		}
-		return nil, fmt.Errorf("location: activate %s: %w", id, err)
-	}
-	for _, s := range l.sources {
+	return errors.Join(errs...)
+}
+
+// activated follows every source's changes and logs those that do not serve.
+func (l *Location) activated() {
+	for _, s := range l.sourceList() {
 		l.follow(s)
 	}
+	l.bump()
 	if bad := describe(l.Sources()); bad != "" {
-		logger.Warn("Location activated without some of its sources" + bad)
+		l.logger.Warn("Location activated without some of its sources" + bad)
 	}
-	return l, nil
+}
+
+// Started returns a channel closed once every plugin and MCP server has made its
+// first attempt to start and the manifest tools are registered: at once for a
+// Location activated in the foreground; with Options.StartInBackground, when the
+// background start is done (or ended by Close).
+func (l *Location) Started() <-chan struct{} { return l.started }
+
+// addSources lists sources of the Location.
+func (l *Location) addSources(srcs ...*source) {
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	l.sources = append(l.sources, srcs...)
+}
+
+// sourceList returns the Location's sources in order.
+func (l *Location) sourceList() []*source {
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	return slices.Clone(l.sources)
 }
 
 // startServices builds the Location's services — the FileSystem rooted at the
@@ -407,7 +477,7 @@ func (l *Location) Config() *Config { return l.cfg }
 // leaving out those that never got as far as starting (a failed build; see Sources).
 func (l *Location) Plugins() []*plugins.Supervisor {
 	var out []*plugins.Supervisor
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
 		s.mu.Lock()
 		if s.plugin != nil {
 			out = append(out, s.plugin)
@@ -420,10 +490,12 @@ func (l *Location) Plugins() []*plugins.Supervisor {
 // MCPServers returns the supervisors of the Location's MCP servers, in config order.
 func (l *Location) MCPServers() []*mcp.Supervisor {
 	var out []*mcp.Supervisor
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
+		s.mu.Lock()
 		if s.server != nil {
 			out = append(out, s.server)
 		}
+		s.mu.Unlock()
 	}
 	return out
 }

@@ -163,8 +163,9 @@ func (s *source) changed() <-chan struct{} {
 // the plugins, MCP servers and manifest tools in config order (manifest tool files
 // after the config's tools). Safe for concurrent use.
 func (l *Location) Sources() []SourceStatus {
-	out := make([]SourceStatus, 0, len(l.sources))
-	for _, s := range l.sources {
+	srcs := l.sourceList()
+	out := make([]SourceStatus, 0, len(srcs))
+	for _, s := range srcs {
 		st := s.status()
 		if l.scope.Context().Err() != nil {
 			st.State = Stopped
@@ -214,7 +215,7 @@ func (l *Location) follow(s *source) {
 // has it.
 func (l *Location) lookup(name string) (*source, error) {
 	var found []*source
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
 		if s.id() == name {
 			return s, nil
 		}
@@ -256,10 +257,16 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindPlugin:
 		return l.restartPlugin(ctx, s)
 	case KindMCP:
-		if s.server == nil { // its entry cannot run as configured
-			return s.err
+		s.mu.Lock()
+		server, err := s.server, s.err
+		s.mu.Unlock()
+		if server == nil { // its entry cannot run as configured, or it is still starting
+			if err == nil {
+				err = fmt.Errorf("location: %s is still starting", s.id())
+			}
+			return err
 		}
-		return s.server.Restart(ctx)
+		return server.Restart(ctx)
 	case KindManifest:
 		return l.restartManifest(ctx, s)
 	}
@@ -268,8 +275,11 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 
 func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 	s.mu.Lock()
-	sup := s.plugin
+	sup, state := s.plugin, s.state
 	s.mu.Unlock()
+	if sup == nil && state == Starting { // Options.StartInBackground
+		return fmt.Errorf("location: %s is still starting", s.id())
+	}
 	if sup == nil { // its build failed: build and start it now
 		psc, err := l.scope.Child()
 		if err != nil {
@@ -372,12 +382,12 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 			name = t.Name
 		}
 		s := &source{kind: KindManifest, name: name, tool: &t, state: Running}
-		if slices.ContainsFunc(l.sources, func(o *source) bool { return o.id() == s.id() }) {
+		if slices.ContainsFunc(l.sourceList(), func(o *source) bool { return o.id() == s.id() }) {
 			continue // a config tool wins over a file's of the same name
 		}
-		l.sources = append(l.sources, s)
 		if err := manifest.Check(t); err != nil {
 			s.state, s.err = Failed, err
+			l.addSources(s)
 			logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
 			continue
 		}
@@ -385,6 +395,7 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 		if len(warnings) > 0 {
 			s.state, s.err = Failed, errors.Join(warnings...)
 		}
+		l.addSources(s)
 		if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
 			return err
 		}

@@ -140,7 +140,10 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	defer srv.Close()
 	logger.RegisterSink(srv.LogSink())
 
-	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv}
+	// Plugins build and sources start in the background, so the client's
+	// initialize is answered at once; their tools arrive with list_changed. (The
+	// dev watcher needs the plugins' supervisors from the start.)
+	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, StartInBackground: !o.dev}
 	if o.dev {
 		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
 			return fail(err)
