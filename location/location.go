@@ -62,6 +62,10 @@ type Options struct {
 	// register once they have all made their first attempt. For a front end that
 	// must answer at once (toolhost mcp). Default: Activate waits.
 	StartInBackground bool
+	// WatchConfig makes the Location watch its config files while it is active and
+	// apply each valid edit (see Location.Reload). For the long-lived front ends
+	// (serve, dev, mcp). Default: the config is read once.
+	WatchConfig bool
 	// SandboxMode forces every source's containment mechanism ("namespace",
 	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
 	// allows. A forced mode the kernel refuses fails the source's start.
@@ -78,6 +82,7 @@ type Location struct {
 	srcMu    sync.Mutex
 	sources  []*source     // built-ins, plugins, MCP servers, manifest tools; added to by Activate
 	started  chan struct{} // see Started
+	reload   reloadState
 	reg      *registry.Registry
 	perm     *permission.Service
 	fs       *fsys.FS
@@ -207,6 +212,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 				return
 			}
 			l.activated()
+			l.startWatching()
 		}); err != nil {
 			_ = sc.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("location: activate %s: %w", id, err)
@@ -222,7 +228,18 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 	l.activated()
 	close(l.started)
+	l.startWatching()
 	return l, nil
+}
+
+// startWatching watches the config files when Options.WatchConfig asks for it.
+func (l *Location) startWatching() {
+	if !l.opts.WatchConfig {
+		return
+	}
+	if err := l.watchConfig(); err != nil && l.scope.Context().Err() == nil {
+		l.logger.Warn("config edits will not apply while the Location is active: cannot watch its files", "location", l.id, "error", err)
+	}
 }
 
 // startSources starts every plugin and MCP server of the config in parallel, each
@@ -230,93 +247,28 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 // then registers the manifest tools. The sources are listed (Starting) before they
 // start. An error refuses the whole Location: a scope closing, ctx ending.
 func (l *Location) startSources(ctx context.Context) error {
-	cfg, sc, logger := l.cfg, l.scope, l.logger
+	cfg, logger := l.cfg, l.logger
 	plugs := make([]*source, len(cfg.Plugins))
 	for i, pc := range cfg.Plugins {
 		plugs[i] = &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
 	}
 	servers := make([]*source, len(cfg.MCPServers))
 	for i, mc := range cfg.MCPServers {
-		servers[i] = &source{kind: KindMCP, name: mc.Name, state: Starting}
+		servers[i] = &source{kind: KindMCP, name: mc.Name, mc: &cfg.MCPServers[i], state: Starting}
 	}
 	l.addSources(plugs...)
 	l.addSources(servers...)
 	l.bump()
 
-	var errs []error // what refuses the whole Location
 	var wg sync.WaitGroup
-	// Each source gets its own scope, made here, one at a time; the sources then
-	// start in parallel.
+	errs := make([]error, len(plugs)+len(servers)) // what refuses the whole Location
 	for i, pc := range cfg.Plugins {
-		src := plugs[i]
-		psc, err := sc.Child()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("location: plugin %q: %w", pc.Name, err))
-			continue
-		}
-		wg.Go(func() {
-			sup, err := l.startPlugin(ctx, psc, pc)
-			src.mu.Lock()
-			defer src.mu.Unlock()
-			src.plugin = sup
-			if sup == nil {
-				_ = psc.Close(context.WithoutCancel(ctx))
-				src.state, src.err = Failed, err
-			}
-		})
+		wg.Go(func() { errs[i] = l.startPluginSource(ctx, plugs[i], pc) })
 	}
-	lookup := envLookup(l.env)
-	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
-	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
 	for i, mc := range cfg.MCPServers {
-		src := servers[i]
-		msc, err := sc.Child()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("location: mcp server %q: %w", mc.Name, err))
-			continue
-		}
-		wg.Go(func() {
-			mc, err := mc.Expand(lookup)
-			if err == nil {
-				mc, err = mc.RunHeadersHelper(ctx, l.env)
-			}
-			if err != nil {
-				// Like a server that cannot start: the source fails, the Location serves.
-				_ = msc.Close(context.WithoutCancel(ctx))
-				src.mu.Lock()
-				src.state, src.err = Failed, err
-				src.mu.Unlock()
-				return
-			}
-			sup, err := mcp.Keep(ctx, msc, mcp.Config{
-				Name: mc.Name,
-				Remote: mcp.Remote{
-					URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
-					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + l.id,
-				},
-				Command:      mc.Command,
-				Args:         mc.Args,
-				Env:          mc.Env,
-				Dir:          mc.Dir,
-				Timeout:      mc.Timeout,
-				StartTimeout: mc.StartTimeout,
-				Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
-				Overrides:    mc.Overrides,
-				Limits:       mc.Sharing.limits(),
-				Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
-				Logger:       logger.Named(mc.Name),
-			}, mcp.Target{Registry: l.reg, Location: l.id})
-			src.mu.Lock()
-			defer src.mu.Unlock()
-			src.server = sup
-			if sup == nil { // only when the Location scope closed meanwhile
-				src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
-				lost[i] = src.err
-			}
-		})
+		wg.Go(func() { errs[len(plugs)+i] = l.startServerSource(ctx, servers[i], mc) })
 	}
 	wg.Wait()
-	errs = append(errs, lost...)
 	if ctx.Err() != nil {
 		errs = append(errs, context.Cause(ctx))
 	}
@@ -324,6 +276,75 @@ func (l *Location) startSources(ctx context.Context) error {
 		errs = append(errs, l.registerManifestTools(ctx, logger))
 	}
 	return errors.Join(errs...)
+}
+
+// startPluginSource builds (when given as Go source) and starts the plugin of src
+// in a child scope of the Location scope, kept in src. A plugin that cannot build
+// or start is src's error; only a Location closing is returned.
+func (l *Location) startPluginSource(ctx context.Context, src *source, pc PluginConfig) error {
+	psc, err := l.scope.Child()
+	if err != nil {
+		src.fail(err)
+		return fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+	}
+	sup, err := l.startPlugin(ctx, psc, pc)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.plugin, src.sc = sup, psc
+	if sup == nil {
+		_ = psc.Close(context.WithoutCancel(ctx))
+		src.state, src.err = Failed, err
+	}
+	return nil
+}
+
+// startServerSource starts the MCP server of src in a child scope of the Location
+// scope, kept in src. A server that cannot start is src's error; only a Location
+// closing is returned.
+func (l *Location) startServerSource(ctx context.Context, src *source, mc MCPServerConfig) error {
+	msc, err := l.scope.Child()
+	if err != nil {
+		src.fail(err)
+		return fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+	}
+	lookup := envLookup(l.env)
+	mc, err = mc.Expand(lookup)
+	if err == nil {
+		mc, err = mc.RunHeadersHelper(ctx, l.env)
+	}
+	if err != nil {
+		// Like a server that cannot start: the source fails, the Location serves.
+		_ = msc.Close(context.WithoutCancel(ctx))
+		src.fail(err)
+		return nil
+	}
+	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
+	sup, err := mcp.Keep(ctx, msc, mcp.Config{
+		Name: mc.Name,
+		Remote: mcp.Remote{
+			URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
+			LoginHint: "toolhost mcp-login " + mc.Name + " --location " + l.id,
+		},
+		Command:      mc.Command,
+		Args:         mc.Args,
+		Env:          mc.Env,
+		Dir:          mc.Dir,
+		Timeout:      mc.Timeout,
+		StartTimeout: mc.StartTimeout,
+		Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
+		Overrides:    mc.Overrides,
+		Limits:       mc.Sharing.limits(),
+		Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
+		Logger:       l.logger.Named(mc.Name),
+	}, mcp.Target{Registry: l.reg, Location: l.id})
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.server, src.sc = sup, msc
+	if sup == nil { // only when the Location scope closed meanwhile
+		src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+		return src.err
+	}
+	return nil
 }
 
 // activated follows every source's changes and logs those that do not serve.
@@ -470,8 +491,13 @@ func (l *Location) FileSystem() *fsys.FS { return l.fs }
 // ID returns the Location's id: its canonical directory.
 func (l *Location) ID() string { return l.id }
 
-// Config returns the config the Location was activated with. Do not modify it.
-func (l *Location) Config() *Config { return l.cfg }
+// Config returns the config in force: the one the Location was activated with, or
+// the last one Reload applied. Do not modify it.
+func (l *Location) Config() *Config {
+	l.reload.cfg.Lock()
+	defer l.reload.cfg.Unlock()
+	return l.cfg
+}
 
 // Plugins returns the supervisors of the Location's plugins, in config order,
 // leaving out those that never got as far as starting (a failed build; see Sources).

@@ -96,8 +96,17 @@ type source struct {
 	stderr string
 
 	pc   *PluginConfig
+	mc   *MCPServerConfig
 	tool *manifest.Tool
-	op   sync.Mutex // serializes RestartSource
+	sc   *scope.Scope // the child scope a plugin, MCP server or manifest tool runs in
+	op   sync.Mutex   // serializes RestartSource
+}
+
+// fail marks the source Failed with err.
+func (s *source) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state, s.err = Failed, err
 }
 
 func (s *source) id() string {
@@ -171,6 +180,9 @@ func (l *Location) Sources() []SourceStatus {
 			st.State = Stopped
 		}
 		out = append(out, st)
+	}
+	if err := l.ConfigErr(); err != nil && l.scope.Context().Err() == nil {
+		out = append(out, SourceStatus{Kind: KindConfig, ID: KindConfig, State: Failed, Err: err})
 	}
 	return out
 }
@@ -355,12 +367,29 @@ func (l *Location) manifestAuthorizer() func(context.Context, string, sdk.Invoca
 }
 
 // registerManifestTools checks and registers the config's manifest tools and those
-// of .toolhost/tools/*.json in the Location scope. A tool whose command cannot run
-// is a Failed source, never advertised; a tool that cannot be registered is Failed
-// too, with why. The others register and run.
+// of .toolhost/tools/*.json, each in a child scope of the Location scope. A tool
+// whose command cannot run is a Failed source, never advertised; a tool that cannot
+// be registered is Failed too, with why. The others register and run.
 func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
-	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
-	for _, t := range l.cfg.Tools {
+	for _, t := range l.manifestTools(l.cfg) {
+		s := l.newManifestSource(t)
+		if slices.ContainsFunc(l.sourceList(), func(o *source) bool { return o.id() == s.id() }) {
+			continue // a config tool wins over a file's of the same name
+		}
+		if err := l.startManifestSource(ctx, s); err != nil {
+			return err
+		}
+		l.addSources(s)
+	}
+	return nil
+}
+
+// manifestTools lists the manifest tools of cfg and of .toolhost/tools/*.json, a
+// config tool before a file's of the same name. A file that cannot be read is
+// logged and skipped.
+func (l *Location) manifestTools(cfg *Config) []manifest.Tool {
+	tools := make([]manifest.Tool, 0, len(cfg.Tools))
+	for _, t := range cfg.Tools {
 		tools = append(tools, manifest.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
@@ -370,37 +399,42 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 	}
 	loaded, problems := manifest.Load(l.id)
 	for _, p := range problems {
-		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
+		l.logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
 	}
 	for _, t := range loaded {
 		t.Sandbox.Mode = l.opts.SandboxMode
 		tools = append(tools, t)
 	}
-	for _, t := range tools {
-		name, err := registry.NormalizeName(t.Name)
-		if err != nil {
-			name = t.Name
-		}
-		s := &source{kind: KindManifest, name: name, tool: &t, state: Running}
-		if slices.ContainsFunc(l.sourceList(), func(o *source) bool { return o.id() == s.id() }) {
-			continue // a config tool wins over a file's of the same name
-		}
-		if err := manifest.Check(t); err != nil {
-			s.state, s.err = Failed, err
-			l.addSources(s)
-			logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
-			continue
-		}
-		release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{t}, l.manifestAuthorizer(), logger)
-		if len(warnings) > 0 {
-			s.state, s.err = Failed, errors.Join(warnings...)
-		}
-		l.addSources(s)
-		if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
-			return err
-		}
+	return tools
+}
+
+func (l *Location) newManifestSource(t manifest.Tool) *source {
+	name, err := registry.NormalizeName(t.Name)
+	if err != nil {
+		name = t.Name
 	}
-	return nil
+	return &source{kind: KindManifest, name: name, tool: &t, state: Running}
+}
+
+// startManifestSource checks and registers the manifest tool of s in a child
+// scope of the Location scope, kept in s. It returns an error only when the
+// Location is closing.
+func (l *Location) startManifestSource(ctx context.Context, s *source) error {
+	tsc, err := l.scope.Child()
+	if err != nil {
+		return err
+	}
+	s.sc = tsc
+	if err := manifest.Check(*s.tool); err != nil {
+		s.state, s.err = Failed, err
+		l.logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
+		return nil
+	}
+	release, warnings := manifest.Register(l.reg, l.id, tsc, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
+	if len(warnings) > 0 {
+		s.state, s.err = Failed, errors.Join(warnings...)
+	}
+	return tsc.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
 // startPlugin builds (when given as Go source) and supervises one plugin in sc.

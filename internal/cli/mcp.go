@@ -143,7 +143,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	// Plugins build and sources start in the background, so the client's
 	// initialize is answered at once; their tools arrive with list_changed. (The
 	// dev watcher needs the plugins' supervisors from the start.)
-	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, StartInBackground: !o.dev}
+	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, StartInBackground: !o.dev, WatchConfig: true}
 	if o.dev {
 		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
 			return fail(err)
