@@ -1,6 +1,7 @@
 package location_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,10 +11,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -213,4 +216,68 @@ func settlementText(s *registry.Settlement) string {
 		return ""
 	}
 	return string(s.Outcome) + ": " + s.Text()
+}
+
+// BenchmarkConfigRenameToRule measures the time from renaming an edited config
+// into place to its new rule being in force (the next call denied, then allowed
+// again), with the watcher's debounce (50 ms) included. It reports the median.
+func BenchmarkConfigRenameToRule(b *testing.B) {
+	st, err := registry.OpenStorage(b.TempDir(), registry.StorageOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := scope.New(context.Background())
+	defer root.Close(context.Background())
+	dir := canonicalDir(b, b.TempDir())
+	write := func(deny bool) {
+		rules := slices.Clone(allowAll)
+		if deny {
+			rules = append(rules, obj{"action": "echo", "resource": "*", "effect": "deny"})
+		}
+		data, _ := json.Marshal(obj{"plugins": []obj{echoPlugin("echo")}, "permission": rules})
+		tmp := filepath.Join(dir, ".toolhost", ".config.json.tmp")
+		os.MkdirAll(filepath.Dir(tmp), 0o755)
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, location.ConfigPath)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(false)
+	l, err := location.Activate(b.Context(), root, dir, location.Options{Registry: reg, BuildCache: buildCache, Env: []string{}, StateDir: b.TempDir(), WatchConfig: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	denied := func() bool {
+		q, err := l.Prepare()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := q.Settle(b.Context(), registry.Call{Name: "echo", Input: json.RawMessage(`{"text":"x"}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s.Outcome == registry.ToolFailed
+	}
+	var times []time.Duration
+	deny := false
+	for b.Loop() {
+		deny = !deny
+		changed := l.SourcesChanged()
+		start := time.Now()
+		write(deny)
+		for denied() != deny {
+			<-changed
+			changed = l.SourcesChanged()
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "rename-to-rule-p50-ns")
 }
