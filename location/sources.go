@@ -452,7 +452,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		}
 		cfg.Path = path
 	}
-	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.cfg.WorkspaceID}
+	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.Config().WorkspaceID}
 	sup, err := plugins.Keep(ctx, sc, cfg, target, plugins.Budget{})
 	if err != nil {
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
@@ -464,9 +464,10 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 // into the Location's build cache.
 func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
 	if pc.Module != "" {
-		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, l.modules[pc.Name])
+		locked := l.lockedModules()[pc.Name]
+		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, locked)
 		if err == nil && built {
-			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", l.modules[pc.Name].Version, "binary", path)
+			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", locked.Version, "binary", path)
 		}
 		return path, err
 	}
