@@ -16,7 +16,7 @@ NODE_RUNNER := examples/node-runner
 # The pinned MCP conformance suite and the Node (>= 22) it runs on.
 CONFORMANCE_NODE := mcpserve/testdata/conformance
 
-.PHONY: all build demo test test-deps conformance bench bench-compare proto tools-proto
+.PHONY: all build demo test test-deps stress conformance bench bench-compare proto tools-proto
 
 all: build
 
@@ -48,6 +48,13 @@ test: test-deps
 	$(GO) vet ./...
 	cd examples/author && $(GO) vet ./...  # a module of its own; examples/author_test.go tests it
 	$(GO) test -race -count=1 ./...
+
+# stress runs the serve stress test (many Locations activated, deactivated, settled,
+# restarted and watched at once in one server, under -race) for STRESS_DURATION;
+# make test runs it for a few rounds.
+STRESS_DURATION ?= 5m
+stress:
+	$(GO) test -race -count=1 -run '^TestStress$$' -timeout 0 ./server/ -args -stress.duration=$(STRESS_DURATION)
 
 test-deps: $(MCP_NODE)/node_modules/.package-lock.json $(MCPSERVE_NODE)/node_modules/.package-lock.json $(NODE_RUNNER)/node_modules/.package-lock.json $(CONFORMANCE_NODE)/node_modules/.package-lock.json
 

@@ -284,13 +284,18 @@ type ToolProblem struct {
 }
 
 // PrepareRequest captures a Request on Location locationID. provider is "",
-// "openai", "anthropic" or "gemini".
-func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string) (*Request, error) {
+// "openai", "anthropic" or "gemini". The Request offers what the Location's
+// permission rules leave visible, or every tool with AllTools.
+func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string, opts ...PrepareOption) (*Request, error) {
 	id, err := c.handle(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: id, LocationId: locationID, Provider: provider})
+	req := &servepb.PrepareRequestRequest{ClientId: id, LocationId: locationID, Provider: provider}
+	for _, o := range opts {
+		o(req)
+	}
+	resp, err := c.rpc.PrepareRequest(ctx, req)
 	if err != nil {
 		return nil, rpcError(ctx, "prepare request", err)
 	}
@@ -302,6 +307,15 @@ func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string
 		r.Problems = append(r.Problems, ToolProblem{Tool: p.Tool, Pointer: p.Pointer, Message: p.Message})
 	}
 	return r, nil
+}
+
+// PrepareOption changes what PrepareRequest asks for.
+type PrepareOption func(*servepb.PrepareRequestRequest)
+
+// AllTools makes PrepareRequest offer every tool of the Location, those its
+// permission rules deny outright included (the serve API's all_tools).
+func AllTools() PrepareOption {
+	return func(r *servepb.PrepareRequestRequest) { r.AllTools = true }
 }
 
 // ReleaseRequest forgets a Request.

@@ -44,6 +44,7 @@ import (
 
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // DefaultDebounce is the quiet period that ends a burst of changes (see the package
@@ -83,7 +84,7 @@ type Event struct {
 	// reloaded.
 	Unchanged bool
 	// Reload is what the supervisor did: generations, start and swap times.
-	Reload plugins.Reload
+	Reload supervise.Reload
 	// ToolsChanged names the Location's tools whose definitions were added, changed
 	// or removed by the reload (calls captured before it settle unavailable for
 	// these); empty when the contract is the same.

@@ -165,7 +165,9 @@ func (a *recordingAsker) Ask(_ context.Context, _ string, req permission.Request
 func TestHostAssertsPermissionForUntrustedPlugins(t *testing.T) {
 	inv := sdk.Invocation{SessionID: "ses", Agent: "build", AssistantMessageID: "msg", ToolCallID: "call"}
 	settle := func(t *testing.T, l *location.Location) (*registry.Settlement, error) {
-		q, _ := l.Prepare()
+		// A Request that offers every tool: the deny rule hides echo by default, and
+		// what is checked here is the host's assertion when it is called anyway.
+		q, _ := l.Prepare(registry.OfferAll())
 		return q.Settle(t.Context(), registry.Call{Name: "echo", Input: json.RawMessage(`{"text":"x"}`), Invocation: inv})
 	}
 	t.Run("DenyRuleIsAModelVisibleFailure", func(t *testing.T) {

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // buildOutputLines is how many trailing lines of compiler output a BuildError keeps.
@@ -112,8 +114,18 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
-	tmp, err := os.MkdirTemp(cacheDir, ".build-")
+	// One build of a key at a time, across processes: a second waits, then finds
+	// the binary. Taking the lock removes a killed build's temporary directory.
+	lk, err := filestore.Lock(out)
 	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	defer lk.Unlock()
+	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
+		return out, false, nil
+	}
+	tmp := filepath.Join(filepath.Dir(out), "."+name+".build.tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	defer os.RemoveAll(tmp)
@@ -138,10 +150,26 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 	} else if after != key {
 		return "", false, fmt.Errorf("location: build plugin %q from %s: %w", name, src, ErrSourcesChanged)
 	}
+	if err := syncFile(tmpOut); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
 	if err := os.Rename(tmpOut, out); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
+	if err := filestore.SyncDir(filepath.Dir(out)); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
 	return out, true, nil
+}
+
+// syncFile makes the contents of the file at path durable.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // ErrSourcesChanged is wrapped by BuildPlugin's error when the sources changed while

@@ -231,13 +231,15 @@ func (s Sharing) limits() registry.SourceLimits {
 	return registry.SourceLimits{MaxTools: s.MaxTools, MaxSchemaBytes: s.MaxSchemaBytes}
 }
 
-// unique records name as used by the entry at and reports an earlier use.
+// unique records name as used by the entry at and reports an earlier use. Names
+// that differ only by letter case are one name ("Text" would pass for "text").
 func (d *decoder) unique(seen map[string]string, name, at string) {
-	if prev, ok := seen[name]; ok {
-		d.problem(at+"/name", "duplicate name %s: already used by %s", quote(name), prev)
+	key := strings.ToLower(name)
+	if prev, ok := seen[key]; ok {
+		d.problem(at+"/name", "duplicate name %s: already used by %s (names that differ only by letter case are one)", quote(name), prev)
 		return
 	}
-	seen[name] = at
+	seen[key] = at
 }
 
 // duration parses a Go duration that must be positive; "" is zero (unset).

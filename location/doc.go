@@ -24,4 +24,17 @@
 // Every call to an untrusted source is checked by permission with the source named
 // ("plugin:NAME", "mcp:NAME", "manifest:NAME"; the built-ins ask as "builtin"), so
 // rules and saved approvals can be scoped to one source.
+//
+// # Locks
+//
+// A Location's fields are set by Activate and not changed after it returns, but for
+// these: each source's mu guards its supervisor, state, error and stderr tail (and
+// its op serializes RestartSource, taken before mu, never while holding it);
+// changedMu guards changedCh. No Location lock is held while calling into the
+// registry, a supervisor or permission, which have their own (see their docs). The
+// registry placement, opened by Activate and released last by Close, is the one
+// shared with other Locations; an id is open at most once in a registry, and
+// toolhost serve waits for a closing Location before opening it again. Files two
+// processes may write — plugins.lock.json, the build cache, saved approvals — are
+// changed under a file lock (internal/filestore, UpdateLock, BuildPlugin).
 package location

@@ -25,6 +25,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // BuildCacheEnv names the environment variable that overrides the default build cache
@@ -199,7 +200,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.addSources(&source{kind: KindBuiltin, state: Running})
+	l.addSources(&source{kind: KindBuiltin, state: supervise.Running})
 	if opts.StartInBackground {
 		// The scope's context ends when the Location closes, cancelling a build or
 		// start in progress.
@@ -250,11 +251,11 @@ func (l *Location) startSources(ctx context.Context) error {
 	cfg, logger := l.cfg, l.logger
 	plugs := make([]*source, len(cfg.Plugins))
 	for i, pc := range cfg.Plugins {
-		plugs[i] = &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: Starting}
+		plugs[i] = &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: supervise.Starting}
 	}
 	servers := make([]*source, len(cfg.MCPServers))
 	for i, mc := range cfg.MCPServers {
-		servers[i] = &source{kind: KindMCP, name: mc.Name, mc: &cfg.MCPServers[i], state: Starting}
+		servers[i] = &source{kind: KindMCP, name: mc.Name, mc: &cfg.MCPServers[i], state: supervise.Starting}
 	}
 	l.addSources(plugs...)
 	l.addSources(servers...)
@@ -290,10 +291,12 @@ func (l *Location) startPluginSource(ctx context.Context, src *source, pc Plugin
 	sup, err := l.startPlugin(ctx, psc, pc)
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	src.plugin, src.sc = sup, psc
-	if sup == nil {
+	src.sc = psc
+	if sup != nil {
+		src.sup = sup
+	} else {
 		_ = psc.Close(context.WithoutCancel(ctx))
-		src.state, src.err = Failed, err
+		src.state, src.err = supervise.Failed, err
 	}
 	return nil
 }
@@ -339,9 +342,11 @@ func (l *Location) startServerSource(ctx context.Context, src *source, mc MCPSer
 	}, mcp.Target{Registry: l.reg, Location: l.id})
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	src.server, src.sc = sup, msc
-	if sup == nil { // only when the Location scope closed meanwhile
-		src.state, src.err = Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+	src.sc = msc
+	if sup != nil {
+		src.sup = sup
+	} else { // only when the Location scope closed meanwhile
+		src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
 		return src.err
 	}
 	return nil
@@ -504,11 +509,9 @@ func (l *Location) Config() *Config {
 func (l *Location) Plugins() []*plugins.Supervisor {
 	var out []*plugins.Supervisor
 	for _, s := range l.sourceList() {
-		s.mu.Lock()
-		if s.plugin != nil {
-			out = append(out, s.plugin)
+		if sup, ok := s.supervisor().(*plugins.Supervisor); ok {
+			out = append(out, sup)
 		}
-		s.mu.Unlock()
 	}
 	return out
 }
@@ -517,24 +520,25 @@ func (l *Location) Plugins() []*plugins.Supervisor {
 func (l *Location) MCPServers() []*mcp.Supervisor {
 	var out []*mcp.Supervisor
 	for _, s := range l.sourceList() {
-		s.mu.Lock()
-		if s.server != nil {
-			out = append(out, s.server)
+		if sup, ok := s.supervisor().(*mcp.Supervisor); ok {
+			out = append(out, sup)
 		}
-		s.mu.Unlock()
 	}
 	return out
 }
 
 // Prepare captures a registry Request for the Location's placement: its tools and the
-// application's, sorted by name, narrowed by opts (for example registry.Offer with
-// permission.Visibility of the rules that apply to the request). It fails with
-// ErrClosing once the Location's Close has begun (its tools are going away).
+// application's, sorted by name, that the Location's permission rules leave visible
+// (a tool whose source and action a rule denies for every resource is not offered;
+// see permission.Visibility), narrowed further by opts (registry.Offer). A runner
+// that wants every tool, denied ones included, passes registry.OfferAll(); calls
+// still go through permission either way. It fails with ErrClosing once the
+// Location's Close has begun (its tools are going away).
 func (l *Location) Prepare(opts ...registry.PrepareOption) (*registry.Request, error) {
 	if l.scope.Context().Err() != nil {
 		return nil, fmt.Errorf("%w: %s", ErrClosing, l.id)
 	}
-	return l.reg.Prepare(l.id, opts...)
+	return l.reg.Prepare(l.id, append([]registry.PrepareOption{registry.Offer(l.perm.Visible)}, opts...)...)
 }
 
 // ErrClosing is returned by Location.Prepare once the Location is closing or closed.

@@ -28,6 +28,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 var (
@@ -38,8 +39,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("LOCATION_HELPER") == "host" {
+	switch os.Getenv("LOCATION_HELPER") {
+	case "host":
 		helperHost()
+	case "lock":
+		helperLock()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")
@@ -187,7 +191,7 @@ func TestActivateRegistersPluginTools(t *testing.T) {
 	}
 	if got := l.Plugins(); len(got) != 1 || got[0].Name() != "echo" {
 		t.Fatalf("Plugins() = %v", got)
-	} else if st, err := got[0].State(); st != plugins.Running {
+	} else if st, err := got[0].State(); st != supervise.Running {
 		t.Errorf("plugin state %s (%v), want running", st, err)
 	}
 	pids := proctest.Children(echoBin)
@@ -414,7 +418,7 @@ func sourceErr(t *testing.T, l *location.Location, id string) location.SourceSta
 	for {
 		ch := l.SourcesChanged()
 		for _, st := range l.Sources() {
-			if st.ID == id && (st.State == location.Restarting || st.State == location.Failed) && st.Err != nil {
+			if st.ID == id && (st.State == supervise.Restarting || st.State == supervise.Failed) && st.Err != nil {
 				return st
 			}
 		}
@@ -519,7 +523,8 @@ func TestActivateStartsMCPServersAndManifestTools(t *testing.T) {
 		},
 	})
 	l := e.activate(t, dir)
-	q, err := l.Prepare()
+	// Every tool, the denied one included: its call is what is checked.
+	q, err := l.Prepare(registry.OfferAll())
 	if err != nil {
 		t.Fatal(err)
 	}

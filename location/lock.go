@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // LockPath is the lock file's path relative to a Location directory: beside the
@@ -57,10 +59,18 @@ func ReadLock(dir string) (*Lock, error) {
 	file := filepath.Join(dir, filepath.FromSlash(LockPath))
 	data, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Lock{Plugins: map[string]LockedModule{}}, nil
+		data, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("location: read lock file: %w", err)
+	}
+	return decodeLock(file, data)
+}
+
+// decodeLock decodes the contents of the lock file file; nil is an empty Lock.
+func decodeLock(file string, data []byte) (*Lock, error) {
+	if data == nil {
+		return &Lock{Plugins: map[string]LockedModule{}}, nil
 	}
 	var lf lockFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -79,33 +89,49 @@ func ReadLock(dir string) (*Lock, error) {
 
 // WriteLock replaces <dir>/.toolhost/plugins.lock.json with l, atomically (a reader
 // sees the old file or the new one). Entries are sorted by plugin name, so the file
-// diffs well in version control.
+// diffs well in version control. It takes the file's lock, as UpdateLock does.
 func WriteLock(dir string, l *Lock) error {
+	return UpdateLock(dir, func(cur *Lock) error {
+		cur.Plugins = l.Plugins
+		return nil
+	})
+}
+
+// UpdateLock changes <dir>/.toolhost/plugins.lock.json read-modify-write: under the
+// file's lock (a hidden sibling, see internal/filestore), which excludes every
+// other toolhost process changing it, change is given the latest Lock and changes
+// it in place; the result is written atomically and durably. When change fails,
+// nothing is written and its error is returned as is.
+func UpdateLock(dir string, change func(*Lock) error) error {
 	file := filepath.Join(dir, filepath.FromSlash(LockPath))
-	data, err := json.MarshalIndent(lockFile{Version: lockFormat, Plugins: l.Plugins}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("location: write lock file: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return fmt.Errorf("location: write lock file: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".plugins.lock-*.json")
-	if err != nil {
-		return fmt.Errorf("location: write lock file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
-	_, err = tmp.Write(append(data, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
+	err := filestore.Update(file, 0o644, func(old []byte) ([]byte, error) {
+		l, err := decodeLock(file, old)
+		if err != nil {
+			return nil, passed{err}
+		}
+		if err := change(l); err != nil {
+			return nil, passed{err}
+		}
+		data, err := json.MarshalIndent(lockFile{Version: lockFormat, Plugins: l.Plugins}, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if old != nil && bytes.Equal(old, append(data, '\n')) {
+			return nil, filestore.ErrUnchanged
+		}
+		return append(data, '\n'), nil
+	})
+	var p passed
+	if errors.As(err, &p) {
+		return p.err
 	}
 	if err != nil {
 		return fmt.Errorf("location: write lock file: %w", err)
 	}
 	return nil
 }
+
+// passed carries an error of UpdateLock's caller through filestore.Update.
+type passed struct{ err error }
+
+func (p passed) Error() string { return p.err.Error() }

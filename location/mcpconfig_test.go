@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 func TestImportMCPConfigsValid(t *testing.T) {
@@ -370,7 +371,7 @@ func TestActivateImportDegrades(t *testing.T) {
 		}
 	}
 	want := filepath.Join(dir, ".mcp.json") + ":\n  /mcpServers/bad/alwaysAllow: \"alwaysAllow\" is a key toolhost does not read"
-	if bad == nil || bad.State != location.Failed || bad.Err == nil || !strings.Contains(bad.Err.Error(), want) {
+	if bad == nil || bad.State != supervise.Failed || bad.Err == nil || !strings.Contains(bad.Err.Error(), want) {
 		t.Fatalf("source mcp:bad = %+v, want Failed with %q", bad, want)
 	}
 	if err := l.RestartSource(t.Context(), "bad"); err == nil || !strings.Contains(err.Error(), want) {
@@ -424,7 +425,7 @@ func TestActivateRemoteServer(t *testing.T) {
 				remote = &s
 			}
 		}
-		if remote == nil || remote.State == location.Running || remote.Err == nil {
+		if remote == nil || remote.State == supervise.Running || remote.Err == nil {
 			t.Fatalf("%s: remote source %+v, want it not serving with an error", tc.name, remote)
 		}
 		for _, want := range tc.want {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -324,14 +325,14 @@ func LockModules(ctx context.Context, dir string, cfg *Config, opts LockOptions)
 			return nil, nil, fmt.Errorf("location: no plugin %q given as a Go module in %s", name, filepath.Join(dir, filepath.FromSlash(ConfigPath)))
 		}
 	}
-	changed := false
 	var resolved []string
-	keep := map[string]bool{}
+	fresh := map[string]LockedModule{}
+	keep := map[string]PluginConfig{}
 	for _, pc := range cfg.Plugins {
 		if pc.Module == "" {
 			continue
 		}
-		keep[pc.Name] = true
+		keep[pc.Name] = pc
 		entry, ok := lock.Plugins[pc.Name]
 		if ok && entry.matches(pc) && !opts.All && !slices.Contains(opts.Upgrade, pc.Name) {
 			continue
@@ -342,21 +343,39 @@ func LockModules(ctx context.Context, dir string, cfg *Config, opts LockOptions)
 		}
 		logger.Info("resolved plugin module", "plugin", pc.Name, "module", lm.Module, "version", lm.Version, "hash", lm.Hash)
 		resolved = append(resolved, pc.Name)
-		if lm != entry {
-			lock.Plugins[pc.Name] = lm
-			changed = true
-		}
+		fresh[pc.Name] = lm
 	}
+	stale := len(fresh) > 0
 	for name := range lock.Plugins {
-		if !keep[name] {
-			delete(lock.Plugins, name)
-			changed = true
+		if _, ok := keep[name]; !ok {
+			stale = true
 		}
 	}
-	if changed {
-		if err := WriteLock(dir, lock); err != nil {
-			return nil, nil, err
+	if !stale {
+		return lock, resolved, nil
+	}
+	// Resolution ran without the file's lock; merge with the file as it is now, so
+	// another host's entries made meanwhile are kept.
+	read := lock
+	err = UpdateLock(dir, func(cur *Lock) error {
+		for name, lm := range fresh {
+			theirs, ok := cur.Plugins[name]
+			upgrade := opts.All || slices.Contains(opts.Upgrade, name)
+			if ok && theirs != read.Plugins[name] && theirs.matches(keep[name]) && !upgrade {
+				continue // another host locked it first: every host uses that entry
+			}
+			cur.Plugins[name] = lm
 		}
+		for name := range cur.Plugins {
+			if _, ok := keep[name]; !ok {
+				delete(cur.Plugins, name)
+			}
+		}
+		lock = &Lock{Plugins: maps.Clone(cur.Plugins)}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return lock, resolved, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 const (
@@ -146,7 +147,7 @@ func TestModulePlugin(t *testing.T) {
 		}
 		for _, st := range l2.Sources() {
 			if st.ID == "plugin:greet" {
-				if st.State != location.Failed {
+				if st.State != supervise.Failed {
 					t.Fatalf("plugin:greet is %s, want failed", st.State)
 				}
 				err = st.Err

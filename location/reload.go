@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // Config reload: while a Location is active its config files are watched (see
@@ -185,7 +186,7 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		default:
 			changes = append(changes, "added "+KindPlugin+":"+pc.Name)
 		}
-		n := &source{kind: KindPlugin, name: pc.Name, pc: pc, state: Starting}
+		n := &source{kind: KindPlugin, name: pc.Name, pc: pc, state: supervise.Starting}
 		next, fresh = append(next, n), append(fresh, n)
 		start = append(start, func() { _ = l.startPluginSource(ctx, n, *pc) })
 	}
@@ -204,7 +205,7 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		default:
 			changes = append(changes, "added "+KindMCP+":"+mc.Name)
 		}
-		n := &source{kind: KindMCP, name: mc.Name, mc: mc, state: Starting}
+		n := &source{kind: KindMCP, name: mc.Name, mc: mc, state: supervise.Starting}
 		next, fresh = append(next, n), append(fresh, n)
 		start = append(start, func() { _ = l.startServerSource(ctx, n, *mc) })
 	}
@@ -259,14 +260,6 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 	return changes
 }
 
-// supervisor returns the plugin's supervisor, or nil when it never got as far as
-// starting.
-func (s *source) supervisor() *plugins.Supervisor {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.plugin
-}
-
 // replacePlugin rebuilds a changed plugin when it is given as source or module and
 // reloads its supervisor with the new config: the next generation starts, registers,
 // and then the old one is released, its calls in flight finishing.
@@ -274,9 +267,12 @@ func (l *Location) replacePlugin(ctx context.Context, s *source, pc *PluginConfi
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
-	sup := s.plugin
+	sup, _ := s.sup.(*plugins.Supervisor)
 	s.pc = pc
 	s.mu.Unlock()
+	if sup == nil { // reconcile replaces only a plugin that got as far as starting
+		return
+	}
 	cfg := l.pluginConfig(*pc)
 	if old := sup.Config(); old.Reattach != nil {
 		cfg.Reattach = old.Reattach

@@ -18,6 +18,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // settle calls tool with input on a fresh Request of l.
@@ -133,7 +134,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("invalid edit: %v, want a *ConfigError", err)
 	}
 	st, ok := sourceState(l, location.KindConfig)
-	if !ok || st.State != location.Failed || !strings.Contains(st.Err.Error(), filepath.Join(dir, location.ConfigPath)) || !strings.Contains(st.Err.Error(), "/mcp_servers/0/timeout") {
+	if !ok || st.State != supervise.Failed || !strings.Contains(st.Err.Error(), filepath.Join(dir, location.ConfigPath)) || !strings.Contains(st.Err.Error(), "/mcp_servers/0/timeout") {
 		t.Errorf("config entry after an invalid edit: %+v", st)
 	}
 	if got := toolNames(t, l); !slices.Contains(got, "remote_ping") || !slices.Contains(got, "shout") {

@@ -10,33 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
-)
-
-// State is a source's condition (see SourceStatus).
-type State = restart.State
-
-// The states a source reports.
-const (
-	// Starting: its first generation (or one asked for with RestartSource) is starting.
-	Starting = restart.Starting
-	// Running: it serves. Its last error may still be set: a reload or restart by
-	// hand that failed while the running generation kept serving.
-	Running = restart.Running
-	// Restarting: it crashed or failed to start and is being retried under its
-	// restart budget. Its tools stay advertised; calls wait for the next generation.
-	Restarting = restart.Restarting
-	// Failed: it cannot serve — its budget is spent, its build failed, or its command
-	// cannot be executed. Its tools are not advertised. RestartSource tries again.
-	Failed = restart.Failed
-	// Stopped: the Location is closing.
-	Stopped = restart.Stopped
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // The kinds of source a Location has.
@@ -53,8 +34,15 @@ type SourceStatus struct {
 	// name in the config ("" for the built-ins). ID is "kind:name" ("builtin" alone),
 	// as permission rules name sources and as RestartSource takes them.
 	Kind, Name, ID string
-	// State is the source's condition.
-	State State
+	// State is the source's condition. Starting: its first generation (or one asked
+	// for with RestartSource) is starting. Running: it serves; Err may still be set,
+	// by a reload or restart by hand that failed while the serving generation went
+	// on. Restarting: it crashed or failed to start and is retried under its restart
+	// budget; its tools stay advertised and calls wait for the next generation.
+	// Failed: it cannot serve (its budget is spent, its build failed, or its command
+	// cannot run); its tools are not advertised, and RestartSource tries again.
+	// Stopped: the Location is closing.
+	State supervise.State
 	// Generation counts the source's generations that started (0: none yet). PID is
 	// the current generation's process (0: none, or not a process of its own).
 	Generation uint64
@@ -89,9 +77,8 @@ type source struct {
 	kind, name string
 
 	mu     sync.Mutex
-	plugin *plugins.Supervisor // a plugin that got as far as starting
-	server *mcp.Supervisor
-	state  State // static sources (built-ins, manifest tools, unbuilt plugins)
+	sup    supervised      // a plugin that got as far as starting, or an MCP server
+	state  supervise.State // static sources (built-ins, manifest tools, unbuilt plugins)
 	err    error
 	stderr string
 
@@ -106,7 +93,15 @@ type source struct {
 func (s *source) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.state, s.err = Failed, err
+	s.state, s.err = supervise.Failed, err
+}
+
+// supervised is what a Location needs of a supervisor, whatever it supervises
+// (*plugins.Supervisor, *mcp.Supervisor).
+type supervised interface {
+	Status() supervise.Status
+	Changed() <-chan struct{}
+	Restart(context.Context) error
 }
 
 func (s *source) id() string {
@@ -116,29 +111,27 @@ func (s *source) id() string {
 	return s.kind + ":" + s.name
 }
 
+// supervisor returns the source's supervisor, or nil when it has none.
+func (s *source) supervisor() supervised {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sup
+}
+
 func (s *source) status() SourceStatus {
 	s.mu.Lock()
-	plugin, server := s.plugin, s.server
+	sup := s.sup
 	st := SourceStatus{Kind: s.kind, Name: s.name, ID: s.id(), State: s.state, Err: s.err, Stderr: s.stderr}
 	s.mu.Unlock()
-	switch {
-	case plugin != nil:
-		st.State, st.Err = plugin.State()
-		st.Restarts = plugin.Restarts()
-		if inst := plugin.Current(); inst != nil {
-			st.Generation, st.PID = inst.Generation(), inst.PID()
-			mode, confined := inst.Containment()
-			st.Containment, st.Confined = string(mode), confined
-			st.Stderr = inst.Stderr()
-		}
-	case server != nil:
-		st.State, st.Err = server.State()
-		st.Restarts = server.Restarts()
-		if inst := server.Current(); inst != nil {
-			st.Generation, st.PID = inst.Generation(), inst.PID()
-			mode, confined := inst.Containment()
-			st.Containment, st.Confined = string(mode), confined
-			st.Stderr = inst.Stderr()
+	if sup != nil {
+		sst := sup.Status()
+		st.State, st.Err, st.Restarts = sst.State, sst.Err, sst.Restarts
+		if g := sst.Current; g != nil {
+			st.Generation, st.PID, st.Stderr = g.Generation(), g.PID(), g.Stderr()
+			if c, ok := g.(interface{ Containment() (sandbox.Mode, bool) }); ok {
+				mode, confined := c.Containment()
+				st.Containment, st.Confined = string(mode), confined
+			}
 		}
 	}
 	// A start that failed says why on its stderr; prefer that to a live tail.
@@ -157,13 +150,8 @@ func (s *source) status() SourceStatus {
 }
 
 func (s *source) changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.plugin != nil:
-		return s.plugin.Changed()
-	case s.server != nil:
-		return s.server.Changed()
+	if sup := s.supervisor(); sup != nil {
+		return sup.Changed()
 	}
 	return nil
 }
@@ -177,12 +165,12 @@ func (l *Location) Sources() []SourceStatus {
 	for _, s := range srcs {
 		st := s.status()
 		if l.scope.Context().Err() != nil {
-			st.State = Stopped
+			st.State = supervise.Stopped
 		}
 		out = append(out, st)
 	}
 	if err := l.ConfigErr(); err != nil && l.scope.Context().Err() == nil {
-		out = append(out, SourceStatus{Kind: KindConfig, ID: KindConfig, State: Failed, Err: err})
+		out = append(out, SourceStatus{Kind: KindConfig, ID: KindConfig, State: supervise.Failed, Err: err})
 	}
 	return out
 }
@@ -269,16 +257,17 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindPlugin:
 		return l.restartPlugin(ctx, s)
 	case KindMCP:
-		s.mu.Lock()
-		server, err := s.server, s.err
-		s.mu.Unlock()
-		if server == nil { // its entry cannot run as configured, or it is still starting
+		sup := s.supervisor()
+		if sup == nil { // its entry cannot run as configured, or it is still starting
+			s.mu.Lock()
+			err := s.err
+			s.mu.Unlock()
 			if err == nil {
 				err = fmt.Errorf("location: %s is still starting", s.id())
 			}
 			return err
 		}
-		return server.Restart(ctx)
+		return sup.Restart(ctx)
 	case KindManifest:
 		return l.restartManifest(ctx, s)
 	}
@@ -287,9 +276,10 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 
 func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 	s.mu.Lock()
-	sup, state := s.plugin, s.state
+	sup, _ := s.sup.(*plugins.Supervisor)
+	state := s.state
 	s.mu.Unlock()
-	if sup == nil && state == Starting { // Options.StartInBackground
+	if sup == nil && state == supervise.Starting { // Options.StartInBackground
 		return fmt.Errorf("location: %s is still starting", s.id())
 	}
 	if sup == nil { // its build failed: build and start it now
@@ -298,21 +288,21 @@ func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 			return err
 		}
 		s.mu.Lock()
-		s.state, s.err = Starting, nil
+		s.state, s.err = supervise.Starting, nil
 		s.mu.Unlock()
 		sup, err := l.startPlugin(ctx, psc, *s.pc)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil {
 			_ = psc.Close(context.WithoutCancel(ctx))
-			s.state, s.err = Failed, err
+			s.state, s.err = supervise.Failed, err
 			var be *BuildError
 			if errors.As(err, &be) {
 				s.stderr = be.Output
 			}
 			return err
 		}
-		s.plugin = sup
+		s.sup = sup
 		l.follow(s)
 		_, err = sup.State()
 		return err
@@ -333,7 +323,7 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 	s.mu.Lock()
 	state := s.state
 	s.mu.Unlock()
-	if state == Running {
+	if state == supervise.Running {
 		return nil // nothing runs between calls: a manifest tool has nothing to restart
 	}
 	if err := manifest.Check(*s.tool); err != nil {
@@ -355,7 +345,7 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 		return err
 	}
 	s.mu.Lock()
-	s.state, s.err, s.stderr = Running, nil, ""
+	s.state, s.err, s.stderr = supervise.Running, nil, ""
 	s.mu.Unlock()
 	return nil
 }
@@ -413,7 +403,7 @@ func (l *Location) newManifestSource(t manifest.Tool) *source {
 	if err != nil {
 		name = t.Name
 	}
-	return &source{kind: KindManifest, name: name, tool: &t, state: Running}
+	return &source{kind: KindManifest, name: name, tool: &t, state: supervise.Running}
 }
 
 // startManifestSource checks and registers the manifest tool of s in a child
@@ -426,13 +416,13 @@ func (l *Location) startManifestSource(ctx context.Context, s *source) error {
 	}
 	s.sc = tsc
 	if err := manifest.Check(*s.tool); err != nil {
-		s.state, s.err = Failed, err
+		s.state, s.err = supervise.Failed, err
 		l.logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
 		return nil
 	}
 	release, warnings := manifest.Register(l.reg, l.id, tsc, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
 	if len(warnings) > 0 {
-		s.state, s.err = Failed, errors.Join(warnings...)
+		s.state, s.err = supervise.Failed, errors.Join(warnings...)
 	}
 	return tsc.Defer(ctx, func(context.Context) error { release(); return nil })
 }
@@ -453,7 +443,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		cfg.Path = path
 	}
 	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.Config().WorkspaceID}
-	sup, err := plugins.Keep(ctx, sc, cfg, target, plugins.Budget{})
+	sup, err := plugins.Keep(ctx, sc, cfg, target, supervise.Budget{})
 	if err != nil {
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
@@ -485,7 +475,7 @@ func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
 func describe(sts []SourceStatus) string {
 	var b strings.Builder
 	for _, st := range sts {
-		if st.State == Running {
+		if st.State == supervise.Running {
 			continue
 		}
 		fmt.Fprintf(&b, "\n  %s: %s: %v", st.ID, st.State, st.Err)

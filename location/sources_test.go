@@ -13,6 +13,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // withOptions is echoPlugin with the test plugin's options and more config fields.
@@ -100,7 +101,7 @@ func TestNamesBelongToSources(t *testing.T) {
 			ch := l.SourcesChanged()
 			var refused []error
 			for _, st := range l.Sources() {
-				if st.Err != nil && st.State != location.Running {
+				if st.Err != nil && st.State != supervise.Running {
 					refused = append(refused, st.Err)
 				}
 			}
@@ -186,7 +187,7 @@ func TestStorageQuotaInLocation(t *testing.T) {
 	if s != nil || !errors.As(err, &oerr) || !errors.Is(err, registry.ErrQuotaExceeded) || !strings.Contains(err.Error(), "150000") {
 		t.Fatalf("second call = %v, %v; want an operational error naming the quota", s, err)
 	}
-	files, _ := os.ReadDir(e.reg.Storage().Dir())
+	files, _ := filepath.Glob(filepath.Join(e.reg.Storage().Dir(), "*tool-output-*")) // managed and temporary files, not the lock
 	if len(files) != 1 {
 		t.Errorf("%d files in managed storage, want 1: the refused retention left a file", len(files))
 	}

@@ -3,15 +3,15 @@ package mcp
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/restart"
+	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // DefaultMaxMessageBytes is the default cap on one message from a server.
@@ -54,7 +54,7 @@ type Config struct {
 	// *MessageTooLargeError. Default DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// Budget limits restarts after crashes.
-	Budget Budget
+	Budget supervise.Budget
 	// Authorize, if set, is called before each call is forwarded to the server, with
 	// the tool's registered name; a non-nil error is returned as the call's result,
 	// unchanged, and the server is not called. MCP servers are untrusted: the host
@@ -88,9 +88,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Budget limits restarts after crashes (see restart.Budget).
-type Budget = restart.Budget
-
 // Target is where a server's tools go.
 type Target struct {
 	Registry *registry.Registry
@@ -113,10 +110,7 @@ func (e *StartError) Error() string {
 	if e.URL != "" {
 		msg = fmt.Sprintf("mcp: start server %q at %s: %v", e.Server, e.URL, e.Err)
 	}
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nserver stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "server", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -133,10 +127,7 @@ type CrashError struct {
 
 func (e *CrashError) Error() string {
 	msg := fmt.Sprintf("mcp: server %q (generation %d) ended unexpectedly: %s", e.Server, e.Generation, e.Status)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nserver stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "server", e.Stderr)
 }
 
 // MessageTooLargeError reports a message from a server over Config.MaxMessageBytes.
@@ -180,11 +171,3 @@ func (e *CallError) Error() string {
 }
 
 func (e *CallError) Unwrap() error { return e.Err }
-
-func indent(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "  " + strings.Join(lines, "\n  ")
-}

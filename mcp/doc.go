@@ -8,8 +8,9 @@
 // and it restarts with backoff under a crash budget.
 //
 // One [Instance] is one generation of one server in one Location: one process, one
-// session, one scope owning its registrations. A [Supervisor] owns the generations of
-// one server in one Location.
+// session, one scope owning its registrations. A [Supervisor] (package supervise)
+// owns the generations of one server in one Location: it restarts it after crashes
+// under a budget and reloads it, draining the old generation's calls.
 //
 // # Environment
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // startEverythingHTTP runs @modelcontextprotocol/server-everything in its
@@ -72,7 +73,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	kill := startEverythingHTTP(t, h.path, port)
 	sup := h.supervise(h.remote("everything", "http://127.0.0.1:"+strconv.Itoa(port)+"/mcp", func(c *mcp.Config) {
 		c.Transport = mcp.TransportStreamable
-		c.Budget = mcp.Budget{Crashes: 10, Window: time.Minute, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+		c.Budget = supervise.Budget{Crashes: 10, Window: time.Minute, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
 	}))
 	first := sup.Current()
 	if s := mustSettle(t, h, "everything_echo", `{"message":"over http"}`); s.Text() != "Echo: over http" {
@@ -89,7 +90,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	deadline := time.After(60 * time.Second)
 	for {
 		changed := sup.Changed()
-		if st, _ := sup.State(); st == mcp.Running && sup.Current() != first {
+		if st, _ := sup.State(); st == supervise.Running && sup.Current() != first {
 			break
 		}
 		select {

@@ -15,6 +15,7 @@ import (
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 var fixtureScript = filepath.Join(nodeDir, "fixture.mjs")
@@ -208,7 +209,7 @@ func TestListingLimits(t *testing.T) {
 func TestCrashRestart(t *testing.T) {
 	h := newHost(t)
 	s := fixture(h, func(c *mcp.Config) {
-		c.Budget = mcp.Budget{Crashes: 1, MinBackoff: 500 * time.Millisecond}
+		c.Budget = supervise.Budget{Crashes: 1, MinBackoff: 500 * time.Millisecond}
 	})
 	first := s.Current()
 	stale, err := h.reg.Prepare(h.loc) // captured before the crash
@@ -236,7 +237,7 @@ func TestCrashRestart(t *testing.T) {
 		t.Error("fix_echo not advertised while the server restarts")
 	}
 	<-changed
-	if st, _ := s.State(); st != mcp.Restarting {
+	if st, _ := s.State(); st != supervise.Restarting {
 		t.Errorf("state = %s, want restarting", st)
 	}
 	proctest.AssertGroupGone(t, first.PID())
@@ -247,7 +248,7 @@ func TestCrashRestart(t *testing.T) {
 	}
 	second := s.Current()
 	h.track(second)
-	if st, _ := s.State(); st != mcp.Running || second.Generation() != 2 {
+	if st, _ := s.State(); st != supervise.Running || second.Generation() != 2 {
 		t.Fatalf("state = %s, generation %d; want running generation 2", st, second.Generation())
 	}
 	if st := mustSettle(t, h, "fix_echo", `{"message":"again"}`); st.Text() != "echo: again" {
@@ -262,7 +263,7 @@ func TestCrashRestart(t *testing.T) {
 	// A second crash spends the budget of one.
 	_, _ = h.settle(t.Context(), "fix_exit", `{}`)
 	for {
-		if st, _ := s.State(); st == mcp.Failed {
+		if st, _ := s.State(); st == supervise.Failed {
 			break
 		}
 		<-s.Changed()

@@ -152,5 +152,5 @@ func (inst *Instance) onLog(_ context.Context, req *gomcp.LoggingMessageRequest)
 		level = hclog.Error
 	}
 	data, _ := json.Marshal(req.Params.Data)
-	inst.cfg.Logger.Log(level, "server log", "server", inst.cfg.Name, "logger", req.Params.Logger, "data", string(data))
+	inst.serverLog(level, req.Params.Logger, string(data))
 }

@@ -15,6 +15,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
@@ -43,6 +44,7 @@ type Instance struct {
 	relist     chan struct{} // a tools/list_changed is pending
 	token      atomic.Uint64
 	inFlight   atomic.Int64
+	logs       *loglimit.Logger // the server's notifications/message (log.go)
 
 	progressMu sync.Mutex
 	progress   map[string]*progressSink
@@ -76,7 +78,9 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		cfg: cfg, target: target, generation: gen, scope: sc,
 		dead: make(chan struct{}), relist: make(chan struct{}, 1),
 		progress: map[string]*progressSink{}, tools: map[string]*registered{}, changed: make(chan struct{}),
+		logs: loglimit.New(cfg.Logger, 0, 0),
 	}
+	_ = sc.Defer(ctx, func(context.Context) error { inst.logs.Close(); return nil }) // runs last
 	if err := inst.start(ctx); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		serr := &StartError{Server: cfg.Name, Err: err}
@@ -104,7 +108,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	defer stop()
 
 	if cfg.URL == "" {
-		proc, err := startProcess(cfg)
+		proc, err := startProcess(cfg, inst.logs)
 		if err != nil {
 			return err
 		}
@@ -248,9 +252,9 @@ func (inst *Instance) Stderr() string {
 	return inst.proc.stderrTail.String()
 }
 
-// Dead returns a channel closed when the server process has exited or its session
+// Done returns a channel closed when the server process has exited or its session
 // has ended, for whatever reason.
-func (inst *Instance) Dead() <-chan struct{} { return inst.dead }
+func (inst *Instance) Done() <-chan struct{} { return inst.dead }
 
 // InFlight returns the number of calls in progress on this instance.
 func (inst *Instance) InFlight() int { return int(inst.inFlight.Load()) }
@@ -288,15 +292,14 @@ func (inst *Instance) Listed() (n int, next <-chan struct{}) {
 // SIGKILL to its process group, within Config.StopGrace). Idempotent.
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
-// crashed closes the scope of an instance whose process or session ended on its
-// own, so in-flight calls fail with the crash rather than as interruptions.
-func (inst *Instance) crashed(ctx context.Context) *CrashError {
+// Crash describes the end of a server whose process exited, or whose session ended,
+// on its own (a *CrashError, with its status and stderr); see supervise.Generation.
+func (inst *Instance) Crash() error {
 	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
 	if inst.proc == nil {
 		if inst.waitErr != nil {
 			cerr.Status = "session closed: " + inst.waitErr.Error()
 		}
-		_ = inst.scope.CloseWithCause(ctx, cerr)
 		return cerr
 	}
 	select {
@@ -305,7 +308,6 @@ func (inst *Instance) crashed(ctx context.Context) *CrashError {
 	default:
 	}
 	cerr.Stderr = inst.proc.stderrTail.String()
-	_ = inst.scope.CloseWithCause(ctx, cerr)
 	return cerr
 }
 
@@ -553,6 +555,10 @@ func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
 	}
 	return candidate{name: name, original: t.Name, key: key.String(), tool: tool}, nil
 }
+
+// Release unregisters every tool of the server; its calls in flight go on. Stop
+// releases them too. Idempotent.
+func (inst *Instance) Release() { inst.releaseAll() }
 
 // releaseAll removes every registration of the instance.
 func (inst *Instance) releaseAll() {

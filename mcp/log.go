@@ -60,3 +60,10 @@ func hclogLevel(l slog.Level) hclog.Level {
 	}
 	return hclog.Debug
 }
+
+// serverLog logs one notifications/message of the server within the server's log
+// budget (loglimit: a server sending them without pause is held back, and what is
+// held back is counted); data longer than loglimit.MaxText is cut.
+func (inst *Instance) serverLog(level hclog.Level, logger, data string) {
+	inst.logs.Log(level, "server log", "server", inst.cfg.Name, "logger", logger, "data", data)
+}

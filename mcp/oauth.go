@@ -21,6 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // DefaultTokenDir returns where OAuth tokens are stored for the user:
@@ -79,38 +81,16 @@ func (s TokenStore) Load(serverURL string) (*Grant, error) {
 	return &g, nil
 }
 
-// Save stores g for serverURL atomically (a temporary file in the same directory,
-// renamed over the old one), with mode 0600.
+// Save stores g for serverURL under the file's lock (see internal/filestore), which
+// excludes other toolhost processes storing it, and atomically and durably (a
+// temporary file in the same directory, synced, renamed over the old one, the
+// directory synced), with mode 0600.
 func (s TokenStore) Save(serverURL string, g *Grant) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
 	data, err := json.MarshalIndent(g, "", "  ")
 	if err != nil {
 		return fmt.Errorf("mcp: store OAuth token: %w", err)
 	}
-	f, err := os.CreateTemp(s.Dir, ".token-*")
-	if err != nil {
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing to remove
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	if err := os.Rename(tmp, s.Path(serverURL)); err != nil {
+	if err := filestore.Update(s.Path(serverURL), 0o600, func([]byte) ([]byte, error) { return data, nil }); err != nil {
 		return fmt.Errorf("mcp: store OAuth token: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/proc"
 )
 
@@ -19,8 +20,9 @@ type process struct {
 	stderrDone chan struct{}
 }
 
-// startProcess launches cfg's command with exactly cfg.Env.
-func startProcess(cfg Config) (*process, error) {
+// startProcess launches cfg's command with exactly cfg.Env; its stderr lines are
+// logged within logs' budget.
+func startProcess(cfg Config, logs *loglimit.Logger) (*process, error) {
 	path, err := proc.LookPath(cfg.Command, cfg.Env)
 	if err != nil {
 		return nil, err
@@ -38,21 +40,19 @@ func startProcess(cfg Config) (*process, error) {
 		cfg.Logger.Warn("mcp server runs unconfined", "server", cfg.Name, "reason", w)
 	}
 	p := &process{Process: pp, stderrTail: proc.NewRing(8 << 10), stderrDone: make(chan struct{})}
-	go p.copyStderr(cfg.Logger.Named("stderr"))
+	go p.copyStderr(cfg.Name, logs)
 	return p, nil
 }
 
 // copyStderr keeps the tail of the server's stderr and logs its lines at debug level.
-func (p *process) copyStderr(log hclog.Logger) {
+func (p *process) copyStderr(server string, logs *loglimit.Logger) {
 	defer close(p.stderrDone)
 	br := bufio.NewReaderSize(p.Stderr, 4096)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			p.stderrTail.Write(line)
-			if log.IsDebug() {
-				log.Debug(strings.TrimRight(string(line), "\r\n"))
-			}
+			logs.Log(hclog.Debug, strings.TrimRight(string(line), "\r\n"), "server", server, "stream", "stderr")
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return

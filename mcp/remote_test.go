@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // goServer is a Go SDK MCP server on loopback, over streamable HTTP or HTTP+SSE,
@@ -260,7 +261,7 @@ func TestRemoteServerRestartsMidSession(t *testing.T) {
 	h := newBareHost(t)
 	srv := startGoServer(t, "", false)
 	sup := h.supervise(h.remote("go", srv.URL(), func(c *mcp.Config) {
-		c.Budget = mcp.Budget{Crashes: 5, Window: time.Minute, MinBackoff: 10 * time.Millisecond}
+		c.Budget = supervise.Budget{Crashes: 5, Window: time.Minute, MinBackoff: 10 * time.Millisecond}
 	}))
 	if s := mustSettle(t, h, "go_run", `{}`); s.Text() != "I" {
 		t.Fatalf("first run: %q", s.Text())
@@ -275,7 +276,7 @@ func TestRemoteServerRestartsMidSession(t *testing.T) {
 	deadline := time.After(30 * time.Second)
 	for {
 		changed := sup.Changed()
-		if st, _ := sup.State(); st == mcp.Running && sup.Current() != first {
+		if st, _ := sup.State(); st == supervise.Running && sup.Current() != first {
 			break
 		}
 		select {

@@ -19,8 +19,9 @@
 //
 // # Tools
 //
-// tools/list captures the current registry Request of every Location (Prepare
-// returns a cached one while nothing changed) as the session's view; tools/call
+// tools/list captures the current registry Request of every Location, with what
+// its permission rules leave visible (Location.Prepare; it returns the same Request
+// while nothing changed), as the session's view; tools/call
 // settles on the view the session last listed (before any listing: the current
 // one), so a call runs the registration that was advertised, as the registry's
 // capture rules say. A tool whose input schema is not an object cannot be offered

@@ -76,6 +76,7 @@ func (l *logCapture) has(msg string) bool {
 	return slices.Contains(l.msgs, msg)
 }
 
+// start serves the Locations at dirs: under testdata, or absolute paths.
 func start(t testing.TB, dirs ...string) *fixture {
 	t.Helper()
 	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
@@ -104,7 +105,10 @@ func start(t testing.TB, dirs ...string) *fixture {
 		}
 	})
 	for _, dir := range dirs {
-		loc, err := location.Activate(t.Context(), root, filepath.Join("testdata", dir), location.Options{
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("testdata", dir)
+		}
+		loc, err := location.Activate(t.Context(), root, dir, location.Options{
 			Registry: reg, Logger: logger, Asker: srv, BuildCache: buildCache, StateDir: t.TempDir(),
 		})
 		if err != nil {

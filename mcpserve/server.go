@@ -218,7 +218,8 @@ func (s *Server) refresh() *view {
 	qs := make([]*registry.Request, len(ids))
 	same := s.cur != nil && slices.Equal(s.cur.locs, ids)
 	for i, id := range ids {
-		q, err := s.opts.Registry.Prepare(id)
+		// What the Location's permission rules leave visible (Location.Prepare).
+		q, err := s.locs[id].Prepare()
 		if err != nil { // closing: it has no tools
 			q = nil
 		}

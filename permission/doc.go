@@ -17,5 +17,13 @@
 //     errors.Is(err, ErrDeclined) — an interruption, never shown to the model;
 //   - the call's context ended or the Asker failed: that error, not a tool failure.
 //
-// Package permission imports only sdk of toolhost.
+// Several host processes may serve one Location and share its state file. A save
+// merges with the file's latest contents under a file lock (internal/filestore), so
+// no host loses another's approval, and an evaluation that would ask first checks
+// whether the file changed (one stat) and re-reads it if so, so an approval another
+// host saved is honoured without asking again. The Service's own locks: saveMu
+// serializes its saves; mu guards the approvals in memory, the pending asks and
+// closed, and is never held while asking.
+//
+// Package permission imports only sdk and internal/filestore of toolhost.
 package permission

@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -136,6 +139,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	saved   []approval
+	info    fs.FileInfo // the state file as saved was read from it; nil: none
 	pending map[string]*pending
 	seq     uint64
 	closed  bool
@@ -172,11 +176,15 @@ func New(opts Options) (*Service, error) {
 		pending: map[string]*pending{},
 	}
 	if s.file != "" {
-		saved, err := loadState(s.file)
+		if _, err := filestore.Clean(s.file); err != nil {
+			return nil, &StateError{File: s.file, Op: "load", Err: err}
+		}
+		s.mu.Lock()
+		err := s.refreshLocked()
+		s.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		s.saved = saved
 	}
 	return s, nil
 }
@@ -209,6 +217,32 @@ func (s *Service) SetRules(rules []Rule) error {
 	return nil
 }
 
+// refreshLocked re-reads the state file when it changed since it was last read
+// (another process saved an approval): a stat per call, a read only on change.
+// Evaluation calls it only when the result would otherwise be Ask, the only one a
+// saved approval changes. s.mu is held.
+func (s *Service) refreshLocked() error {
+	if s.file == "" {
+		return nil
+	}
+	fi, err := os.Stat(s.file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s.saved, s.info = nil, nil
+		return nil
+	case err != nil:
+		return &StateError{File: s.file, Op: "load", Err: err}
+	case s.info != nil && os.SameFile(fi, s.info) && fi.ModTime().Equal(s.info.ModTime()) && fi.Size() == s.info.Size():
+		return nil
+	}
+	saved, err := loadState(s.file)
+	if err != nil {
+		return err
+	}
+	s.saved, s.info = saved, fi
+	return nil
+}
+
 // Evaluate returns the policy's effect for action on resources, from the configured
 // rules and the saved approvals, without asking anyone. For each resource the last
 // matching configured rule decides (no match: Ask), except that a saved approval
@@ -219,6 +253,9 @@ func (s *Service) Evaluate(action string, resources []string) Effect {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eff, _ := s.evaluateLocked("", action, resources)
+	if eff == Ask && s.refreshLocked() == nil {
+		eff, _ = s.evaluateLocked("", action, resources)
+	}
 	return eff
 }
 
@@ -262,6 +299,9 @@ func (s *Service) Assert(ctx context.Context, req Request) error {
 	}
 	s.mu.Lock()
 	eff, each := s.evaluateLocked(req.Source.ToolSource, req.Action, req.Resources)
+	if eff == Ask && s.refreshLocked() == nil { // another process may have saved an approval
+		eff, each = s.evaluateLocked(req.Source.ToolSource, req.Action, req.Resources)
+	}
 	switch {
 	case eff == Allow:
 		s.mu.Unlock()
@@ -458,33 +498,37 @@ func (s *Service) recheckPending(p *pending) {
 	}
 }
 
-// save persists allow rules for (source, action, pattern) for each new pattern, then
-// installs them. When persisting fails nothing is installed.
+// save persists allow rules for (source, action, pattern) for each pattern, merged
+// with the approvals the state file holds now (see addState), then installs what
+// the file holds. When persisting fails nothing is installed.
 func (s *Service) save(source, action string, patterns []string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	s.mu.Lock()
-	next := slices.Clone(s.saved)
-	s.mu.Unlock()
-	added := false
+	var add []approval
 	for _, pat := range patterns {
-		a := approval{Action: action, Resource: pat, Source: source}
-		if pat == "" || slices.Contains(next, a) {
-			continue
+		if pat != "" {
+			add = append(add, approval{Action: action, Resource: pat, Source: source})
 		}
-		next = append(next, a)
-		added = true
 	}
-	if !added {
+	if len(add) == 0 {
 		return nil
 	}
-	if s.file != "" {
-		if err := saveState(s.file, next); err != nil {
-			return err
+	if s.file == "" {
+		s.mu.Lock()
+		for _, a := range add {
+			if !slices.Contains(s.saved, a) {
+				s.saved = append(s.saved, a)
+			}
 		}
+		s.mu.Unlock()
+		return nil
+	}
+	all, fi, err := addState(s.file, add)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
-	s.saved = next
+	s.saved, s.info = all, fi
 	s.mu.Unlock()
 	return nil
 }

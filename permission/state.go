@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // stateVersion is the format version of the saved-approvals file.
@@ -45,6 +47,11 @@ func loadState(path string) ([]approval, error) {
 	if err != nil {
 		return nil, &StateError{File: path, Op: "load", Err: err}
 	}
+	return parseState(path, data)
+}
+
+// parseState decodes the contents of the state file path, as loadState does.
+func parseState(path string, data []byte) ([]approval, error) {
 	fail := func(format string, args ...any) error {
 		return &StateError{File: path, Op: "load", Err: fmt.Errorf(format, args...)}
 	}
@@ -107,50 +114,47 @@ func position(data []byte, off int64) string {
 	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
-// saveState writes the approvals to path atomically: a temporary file in the same
-// directory, synced, renamed over path, then the directory synced. The directory is
-// created (0700) if missing; the file is 0600.
-func saveState(path string, approvals []approval) (err error) {
-	defer func() {
-		if err != nil {
-			err = &StateError{File: path, Op: "save", Err: err}
-		}
-	}()
-	data, err := json.MarshalIndent(stateFile{Version: stateVersion, Approvals: approvals}, "", "  ")
+// addState adds approvals to the state file path, merging them with its latest
+// contents: under the file's lock (see internal/filestore) it re-reads the file,
+// appends those of approvals it lacks, and writes it atomically (a temporary file
+// in the same directory, synced, renamed over path, then the directory synced). It
+// returns the approvals the file now holds and its FileInfo. The directory is
+// created (0700) if missing; the file is 0600. An approval another process saved
+// meanwhile is kept, as is one removed by hand: only the latest file is merged.
+func addState(path string, add []approval) (all []approval, fi fs.FileInfo, err error) {
+	l, err := filestore.Lock(path)
 	if err != nil {
-		return err
+		return nil, nil, &StateError{File: path, Op: "save", Err: err}
 	}
-	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	defer l.Unlock()
+	data, err := l.Read()
 	if err != nil {
-		return err
+		return nil, nil, &StateError{File: path, Op: "save", Err: err}
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	if data != nil {
+		if all, err = parseState(path, data); err != nil {
+			return nil, nil, err
 		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
+	changed := false
+	for _, a := range add {
+		if !slices.Contains(all, a) {
+			all = append(all, a)
+			changed = true
+		}
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if changed || data == nil {
+		data, err := json.MarshalIndent(stateFile{Version: stateVersion, Approvals: all}, "", "  ")
+		if err != nil {
+			return nil, nil, &StateError{File: path, Op: "save", Err: err}
+		}
+		if err := l.Write(append(data, '\n'), 0o600); err != nil {
+			return nil, nil, &StateError{File: path, Op: "save", Err: err}
+		}
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	fi, err = os.Stat(path)
+	if err != nil {
+		return nil, nil, &StateError{File: path, Op: "save", Err: err}
 	}
-	if d, err := os.Open(dir); err == nil {
-		// Make the rename durable; a failure here does not undo the saved content.
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return all, fi, nil
 }

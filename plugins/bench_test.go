@@ -25,6 +25,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // The benchmarks compare a toolhost call (registry pipeline + plugin protocol) with
@@ -140,7 +141,7 @@ func (h *benchHost) supervise() (*plugins.Supervisor, error) {
 func (h *benchHost) superviseIn(spec sandbox.Spec) (*plugins.Supervisor, error) {
 	return plugins.Supervise(context.Background(), h.root,
 		plugins.Config{Name: "echo", Path: echoBinary, Sandbox: spec},
-		plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, plugins.Budget{})
+		plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}, supervise.Budget{})
 }
 
 func payload(n int) string { return strings.Repeat("a", n) }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
@@ -50,8 +51,8 @@ type Config struct {
 	SHA256 string
 	// Env is the plugin's whole environment: the host's own is never inherited. The
 	// go-plugin handshake variables are added, and the Go runtime's settings
-	// GOMAXPROCS=PluginGOMAXPROCS() and GOGC=PluginGOGC unless Env sets them (a
-	// plugin's "env" in the Location config).
+	// GOMAXPROCS (a quarter of the host's, at least 1) and GOGC=200 unless Env sets
+	// them (a plugin's "env" in the Location config).
 	Env map[string]string
 	// Options is passed to the plugin's activation (a JSON object, or nil).
 	Options json.RawMessage
@@ -61,7 +62,8 @@ type Config struct {
 	// its process group is killed. Default 5s.
 	StopGrace time.Duration
 	// SocketDir is where the private (mode 0700) socket directory of each process is
-	// made. Default: DefaultSocketDir().
+	// made. Default: $XDG_RUNTIME_DIR, else /dev/shm, else the system temporary
+	// directory (the first where one can be made).
 	SocketDir string
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
@@ -92,7 +94,12 @@ type Config struct {
 	// Overrides are the tool names the plugin may take over from another source of
 	// its Location (registry.Batch.Overrides).
 	Overrides []string
-	// Limits bound what each generation of the plugin holds (registry.Batch.Limits).
+	// Limits bound what each generation of the plugin holds (registry.Batch.Limits),
+	// and with it what the host takes from the plugin before looking: a message on
+	// its Tools capability, and its activation line, may be at most
+	// registerMessageLimit(Limits) (twice MaxSchemaBytes and 1 MiB, 9 MiB by
+	// default); a longer one is refused before it is read. At most
+	// maxRegistrations of its registrations are received at a time.
 	Limits registry.SourceLimits
 	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
 	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
@@ -137,9 +144,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.SocketDir == "" {
-		c.SocketDir = DefaultSocketDir()
+		c.SocketDir = defaultSocketDir()
 	}
-	for k, v := range map[string]string{"GOMAXPROCS": strconv.Itoa(PluginGOMAXPROCS()), "GOGC": PluginGOGC} {
+	for k, v := range map[string]string{"GOMAXPROCS": strconv.Itoa(pluginGOMAXPROCS()), "GOGC": pluginGOGC} {
 		if _, set := c.Env[k]; !set {
 			c.Env = maps.Clone(c.Env)
 			if c.Env == nil {
@@ -151,32 +158,26 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// PluginGOGC is the GOGC a plugin gets unless its config's env sets one. A plugin's
-// live heap is small, so at the default of 100 its collector runs every 4 MiB of
-// allocation: every twenty 64 KiB calls or so. At 200 (a heap goal of at least
-// 8 MiB) a 64 KiB call's median came out 0.82-0.85 of bare go-plugin's against
-// 0.94-0.99, and throughput with 64 callers 0.73-0.76 against 0.65-0.70 (2 CPUs,
-// alternating; 400 was no better than 200). The cost is up to 4 MiB more heap per
-// plugin process before its first collection.
-const PluginGOGC = "200"
+// pluginGOGC is the GOGC a plugin gets unless its config's env sets one. A plugin's
+// live heap is small, so at the default of 100 its collector would run every few
+// calls; a higher goal trades up to a few MiB more heap per plugin process for
+// fewer collections on the call path (BENCHMARKS.md).
+const pluginGOGC = "200"
 
-// PluginGOMAXPROCS is the GOMAXPROCS a plugin gets unless its config's env sets one:
+// pluginGOMAXPROCS is the GOMAXPROCS a plugin gets unless its config's env sets one:
 // a quarter of the host's own (the CPUs the host may use), at least 1. A plugin
-// serves one host, whose calls come a few at a time; each processor its runtime has
-// spins looking for work between messages, on the CPUs the host needs to make the
-// next call. On two CPUs one processor made a plugin's 64-byte call 13% faster and
-// raised throughput with 8 callers by a fifth (see BENCHMARKS.md). A plugin with
-// parallel work of its own sets GOMAXPROCS in its env.
-func PluginGOMAXPROCS() int { return max(1, runtime.GOMAXPROCS(0)/4) }
+// serves one host, whose calls come a few at a time, and each processor its runtime
+// has spins looking for work on the CPUs the host needs for the next call
+// (BENCHMARKS.md). A plugin with parallel work of its own sets GOMAXPROCS in its env.
+func pluginGOMAXPROCS() int { return max(1, runtime.GOMAXPROCS(0)/4) }
 
-// DefaultSocketDir is where plugin sockets go unless configured: a memory file
+// defaultSocketDir is where plugin sockets go unless configured: a memory file
 // system when there is one, because every launch creates and removes a directory and
-// two sockets, and on a disk-backed /tmp that costs milliseconds (3.2 ms against
-// 67 µs on tmpfs, measured on the project's VM; see BENCHMARKS.md). In order:
+// two sockets, which costs far more on a disk-backed /tmp (BENCHMARKS.md). In order:
 // $XDG_RUNTIME_DIR (the per-user runtime directory meant for sockets), /dev/shm,
 // then the system temporary directory. The directory made inside it is private
 // (mode 0700) wherever it is.
-func DefaultSocketDir() string {
+func defaultSocketDir() string {
 	socketDirOnce.Do(func() {
 		socketDir = os.TempDir()
 		for _, dir := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
@@ -223,10 +224,7 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q did not start: %v", e.Plugin, e.Err)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nplugin stderr (last lines):\n" + indent(tail)
-	}
-	return msg
+	return proc.WithStderr(msg, "plugin", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -247,18 +245,7 @@ type CrashError struct {
 
 func (e *CrashError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q (generation %d) exited unexpectedly: %s", e.Plugin, e.Generation, e.Status)
-	if tail := strings.TrimSpace(e.Stderr); tail != "" {
-		msg += "\nplugin stderr (last lines):\n" + indent(tail)
-	}
-	return msg
-}
-
-func indent(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "  " + strings.Join(lines, "\n  ")
+	return proc.WithStderr(msg, "plugin", e.Stderr)
 }
 
 // Instance is one running generation of a plugin: one process and one scope. Its
@@ -277,6 +264,7 @@ type Instance struct {
 	proc       *procRunner     // nil when reattached
 	attached   *attachedRunner // set when reattached
 	stderr     *proc.Ring
+	log        *pluginLog
 	exited     <-chan struct{}
 	inFlight   atomic.Int64
 	watch      *callWatch  // the call timeout and the scope's end, for every call
@@ -285,6 +273,9 @@ type Instance struct {
 	// about (granted plugins only): call id → context.Context.
 	calls    sync.Map
 	nextCall atomic.Uint64
+
+	// registering holds a token per registration being received (see admit).
+	registering chan struct{}
 
 	mu   sync.Mutex
 	regs map[uint64]*registry.Registration // by the plugin-chosen registration id
@@ -309,7 +300,8 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
 	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{},
-		watch: newCallWatch(sc.Context(), cfg.CallTimeout)}
+		watch: newCallWatch(sc.Context(), cfg.CallTimeout), registering: make(chan struct{}, maxRegistrations)}
+	inst.log = &pluginLog{name: cfg.Name, logs: loglimit.New(cfg.Logger, 0, 0), tail: inst.stderr}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
 		defer cancel()
@@ -323,7 +315,54 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 	return inst, nil
 }
 
+// start launches (or attaches to) the plugin, serves it its capabilities and runs
+// its activation, in that order; each step is a method below. Whatever it started
+// is stopped by the instance's scope, which Start closes on an error.
 func (inst *Instance) start(ctx context.Context) error {
+	req := inst.activateRequest()
+	clientCfg, atStart, err := inst.clientConfig(req)
+	if err != nil {
+		return err
+	}
+	inst.client = plugin.NewClient(clientCfg)
+	// Registered first, so it runs last: what the plugin logged is reported once its
+	// process and the reading of its stderr have ended.
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.log.logs.Close(); return nil })
+	// The process stops after the tools are gone.
+	_ = inst.scope.Defer(ctx, inst.stop)
+	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+	if err := inst.connect(atStart != ""); err != nil {
+		return err
+	}
+	inst.serveCapabilities()
+	return inst.activate(ctx, req)
+}
+
+// activateRequest is the plugin's activation request. The capabilities' broker ids
+// are fixed, so the request can go with the launch.
+func (inst *Instance) activateRequest() *pluginpb.ActivateRequest {
+	req := &pluginpb.ActivateRequest{
+		Directory:               inst.target.Directory,
+		WorkspaceId:             inst.target.WorkspaceID,
+		Options:                 inst.cfg.Options,
+		ToolsBrokerId:           toolsBrokerID,
+		RegistrationsInResponse: true,
+		FlatResults:             true,
+	}
+	if inst.cfg.Services != nil {
+		req.ServicesBrokerId = servicesBrokerID
+	}
+	if len(inst.cfg.Grants) > 0 {
+		req.InteractionBrokerId = interactionBrokerID
+	}
+	return req
+}
+
+// clientConfig is go-plugin's config for the plugin: the protocol versions offered,
+// the host token, and how the process is launched in its sandbox (or attached to).
+// atStart is the encoded activation request when the plugin is offered activation at
+// start (pluginpb.StartActivationVersion), else "".
+func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.ClientConfig, atStart string, _ error) {
 	cfg := inst.cfg
 	plugins := plugin.PluginSet{pluginpb.PluginName: &hostPlugin{}}
 	clientCfg := &plugin.ClientConfig{
@@ -335,85 +374,72 @@ func (inst *Instance) start(ctx context.Context) error {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           cfg.Logger,
 		StartTimeout:     cfg.StartTimeout,
-		Stderr:           inst.stderr,
-		SkipHostEnv:      true,
+		// What the plugin writes to os.Stderr and os.Stdout comes over the
+		// connection; its stderr itself, procRunner gives to inst.log.
+		SyncStderr:  inst.log.writer("stderr"),
+		SyncStdout:  inst.log.writer("stdout"),
+		SkipHostEnv: true,
 		GRPCDialOptions: append(pluginpb.DialOptions(),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
-	token := rand.Text() // see pluginpb.HostTokenEnv
-	// The capabilities' broker ids are fixed, so the request can go with the launch.
-	req := &pluginpb.ActivateRequest{
-		Directory:               inst.target.Directory,
-		WorkspaceId:             inst.target.WorkspaceID,
-		Options:                 cfg.Options,
-		ToolsBrokerId:           toolsBrokerID,
-		RegistrationsInResponse: true,
-		FlatResults:             true,
+	if cfg.Reattach != nil {
+		rc, err := cfg.Reattach.Config()
+		if err != nil {
+			return nil, "", err
+		}
+		inst.attached = newAttachedRunner(rc.Pid)
+		rc.ReattachFunc = func() (runner.AttachedRunner, error) { return inst.attached, nil }
+		clientCfg.Reattach = rc
+		return clientCfg, "", nil
 	}
-	if cfg.Services != nil {
-		req.ServicesBrokerId = servicesBrokerID
-	}
-	if len(cfg.Grants) > 0 {
-		req.InteractionBrokerId = interactionBrokerID
-	}
-	// The request for an activation at the start, if offered: not to a plugin with
-	// the Location services, which it may use while it activates, before its server
-	// (and with it the broker its connection to them needs) is up.
-	var atStart string
-	if cfg.Reattach == nil && cfg.Services == nil {
+
+	// Activation at start, if offered: not to a plugin with the Location services,
+	// which it may use while it activates, before its server (and with it the broker
+	// its connection to them needs) is up.
+	if cfg.Services == nil {
 		value, ok, err := pluginpb.EncodeActivateRequest(req)
 		if err != nil {
-			return fmt.Errorf("encode the activation request: %w", err)
+			return nil, "", fmt.Errorf("encode the activation request: %w", err)
 		}
 		if ok {
 			atStart = value
 			clientCfg.VersionedPlugins[pluginpb.StartActivationVersion] = plugins
 		}
 	}
-	if cfg.Reattach == nil {
-		// inst.client is set before the connection is dialled, and go-plugin has
-		// read the plugin's version from its handshake by then.
-		perConn := func() bool { return inst.client.NegotiatedVersion() >= pluginpb.ConnTokenVersion }
-		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
+	token := rand.Text() // see pluginpb.HostTokenEnv
+	// inst.client is set before the connection is dialled, and go-plugin has read the
+	// plugin's version from its handshake by then.
+	perConn := func() bool { return inst.client.NegotiatedVersion() >= pluginpb.ConnTokenVersion }
+	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
+	if _, err := os.Stat(cfg.Path); err != nil {
+		return nil, "", fmt.Errorf("plugin binary: %w", err)
 	}
-	if cfg.Reattach != nil {
-		rc, err := cfg.Reattach.Config()
+	clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
+	clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+		env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
+		env = append(env, pluginpb.HostTokenEnv+"="+token)
+		if atStart != "" {
+			env = append(env, pluginpb.StartActivationEnv+"="+atStart)
+		}
+		box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		inst.attached = newAttachedRunner(rc.Pid)
-		rc.ReattachFunc = func() (runner.AttachedRunner, error) { return inst.attached, nil }
-		clientCfg.Reattach = rc
-	} else {
-		if _, err := os.Stat(cfg.Path); err != nil {
-			return fmt.Errorf("plugin binary: %w", err)
+		if w := box.Warning(); w != "" {
+			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
-		clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
-		clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
-			env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
-			env = append(env, pluginpb.HostTokenEnv+"="+token)
-			if atStart != "" {
-				env = append(env, pluginpb.StartActivationEnv+"="+atStart)
-			}
-			box, err := sandbox.Command(cfg.sandboxSpec(), cfg.Path, append([]string{cfg.Path}, cfg.Args...), inst.target.Directory, env, socketDir)
-			if err != nil {
-				return nil, err
-			}
-			if w := box.Warning(); w != "" {
-				cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
-			}
-			inst.proc = newProcRunner(box)
-			return inst.proc, nil
-		}
+		inst.proc = newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
+		return inst.proc, nil
 	}
-	inst.client = plugin.NewClient(clientCfg)
-	// Registered first, so it runs last: the process stops after the tools are gone.
-	_ = inst.scope.Defer(ctx, inst.stop)
-	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
+	return clientCfg, atStart, nil
+}
 
+// connect launches (or attaches to) the plugin and completes go-plugin's handshake
+// (activating: the plugin activates as it starts).
+func (inst *Instance) connect(activating bool) error {
 	rpcClient, err := inst.client.Client()
 	if err != nil {
-		return inst.handshakeError(err, atStart != "")
+		return inst.handshakeError(err, activating)
 	}
 	inst.rpcClient = rpcClient
 	raw, err := rpcClient.Dispense(pluginpb.PluginName)
@@ -427,15 +453,22 @@ func (inst *Instance) start(ctx context.Context) error {
 	} else {
 		inst.exited = inst.attached.exited
 	}
+	return nil
+}
 
-	// The Tools capability: one broker id, one connection, served until the plugin's
-	// broker closes with the process.
+// serveCapabilities serves the plugin its capabilities on their broker ids: the
+// Tools capability always, the Location services to a trusted plugin, the
+// Interaction capability to a granted one. Each has one connection, served until the
+// plugin's broker closes with the process.
+func (inst *Instance) serveCapabilities() {
+	cfg := inst.cfg
 	inst.acceptAndServe(toolsBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
+		s := grpc.NewServer(append(append(opts, inst.onlyThePlugin(),
+			grpc.MaxRecvMsgSize(registerMessageLimit(cfg.Limits)), grpc.MaxConcurrentStreams(maxRegistrations), grpc.InTapHandle(inst.admit)),
+			pluginpb.ServerOptions()...)...)
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
-
 	if svc := cfg.Services; svc != nil {
 		inst.acceptAndServe(servicesBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
@@ -444,7 +477,6 @@ func (inst *Instance) start(ctx context.Context) error {
 			return s
 		})
 	}
-
 	if len(cfg.Grants) > 0 {
 		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
@@ -452,12 +484,19 @@ func (inst *Instance) start(ctx context.Context) error {
 			return s
 		})
 	}
+}
 
+// activate takes the outcome of the activation the plugin made as it started, or
+// calls Activate with req, within the start timeout, and registers the activation's
+// registrations.
+func (inst *Instance) activate(ctx context.Context, req *pluginpb.ActivateRequest) error {
+	cfg := inst.cfg
 	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(inst.scope.Context(), cancel)
 	defer stop()
 	var res *pluginpb.ActivateResponse
+	var err error
 	if inst.proc != nil && inst.client.NegotiatedVersion() >= pluginpb.StartActivationVersion {
 		res, err = inst.activatedAtStart(actx)
 	} else {
@@ -485,7 +524,10 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The activation's own registrations came with its answer, in the order made (a
 	// plugin built with an older sdk sent them over the Tools capability instead).
 	for _, req := range res.Registrations {
-		if err := inst.registerBatch(req); err != nil {
+		if err := inst.registerUntil(actx, req); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return fmt.Errorf("its registrations were not made within the start timeout (%s)", cfg.StartTimeout)
+			}
 			return fmt.Errorf("its activation failed: %w", err)
 		}
 	}
@@ -507,6 +549,9 @@ func (inst *Instance) handshakeError(err error, activating bool) error {
 	select {
 	case <-inst.proc.exited:
 		if !inst.proc.killedByHost() {
+			if activating {
+				return fmt.Errorf("the plugin exited before it finished its activation (%s)", inst.proc.exitStatus())
+			}
 			return fmt.Errorf("the plugin exited before it served (%s)", inst.proc.exitStatus())
 		}
 	case <-time.After(100 * time.Millisecond):
@@ -612,10 +657,20 @@ func checkDigest(path, want string) error {
 		return fmt.Errorf("plugin binary: %w", err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(want) {
-		return fmt.Errorf("%w: %s has sha256 %s, the config pins %s; refusing to start it", ErrChecksum, path, got, want)
+		return &checksumError{path: path, got: got, want: want}
 	}
 	return nil
 }
+
+// checksumError is ErrChecksum with its particulars; its text does not repeat
+// ErrChecksum's package prefix inside the StartError that carries it.
+type checksumError struct{ path, got, want string }
+
+func (e *checksumError) Error() string {
+	return fmt.Sprintf("checksum mismatch: %s has sha256 %s, the config pins %s; refusing to start it", e.path, e.got, e.want)
+}
+
+func (e *checksumError) Is(target error) bool { return target == ErrChecksum }
 
 // Generation returns the instance's generation.
 func (inst *Instance) Generation() uint64 { return inst.generation }
@@ -623,25 +678,22 @@ func (inst *Instance) Generation() uint64 { return inst.generation }
 // Scope returns the instance's scope.
 func (inst *Instance) Scope() *scope.Scope { return inst.scope }
 
-// Exited returns a channel closed when the plugin process has exited, for whatever
+// Done returns a channel closed when the plugin process has exited, for whatever
 // reason.
-func (inst *Instance) Exited() <-chan struct{} { return inst.exited }
+func (inst *Instance) Done() <-chan struct{} { return inst.exited }
 
 // Stop closes the instance's scope: its tools are unregistered, its in-flight
 // executions end as interruptions, and its process is stopped (asked, then killed as
 // a group after the grace). Idempotent.
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
-// crashed closes the scope of an instance whose process exited on its own, so
-// in-flight calls fail with the crash rather than as interruptions.
-func (inst *Instance) crashed(ctx context.Context) *CrashError {
+// Crash describes the exit of a plugin process that ended on its own (a
+// *CrashError, with its exit status and stderr); see supervise.Generation.
+func (inst *Instance) Crash() error {
 	cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
 	if inst.proc != nil {
 		cerr.Status = inst.proc.exitStatus()
 	}
-	ctx, cancel := context.WithTimeout(ctx, inst.cfg.StopGrace)
-	defer cancel()
-	_ = inst.scope.CloseWithCause(ctx, cerr)
 	return cerr
 }
 
@@ -708,6 +760,10 @@ func (inst *Instance) closeRegistration(id uint64) error {
 	g.Withdraw()
 	return nil
 }
+
+// Release unregisters every tool of the plugin, newest batch first; its calls in
+// flight go on. Stop releases them too. Idempotent.
+func (inst *Instance) Release() { inst.releaseAll() }
 
 // releaseAll removes every batch, newest first.
 func (inst *Instance) releaseAll() {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 var faultBinary string
@@ -113,7 +114,7 @@ func (h *host) target() plugins.Target {
 	return plugins.Target{Registry: h.reg, Location: h.loc, Directory: h.loc}
 }
 
-func (h *host) supervise(cfg plugins.Config, budget plugins.Budget) (*plugins.Supervisor, error) {
+func (h *host) supervise(cfg plugins.Config, budget supervise.Budget) (*plugins.Supervisor, error) {
 	s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), budget)
 	if err == nil {
 		h.track(s.Current())
@@ -147,7 +148,7 @@ func (h *host) mustCall(name, input string) *registry.Settlement {
 func TestPluginServesTools(t *testing.T) {
 	t.Setenv("HOST_ONLY", "leaked")
 	h := newHost(t)
-	if _, err := h.supervise(h.config(map[string]string{"PLUGIN_SECRET": "s3"}, ""), plugins.Budget{}); err != nil {
+	if _, err := h.supervise(h.config(map[string]string{"PLUGIN_SECRET": "s3"}, ""), supervise.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := h.mustCall("echo", `{"text":"hello"}`); s.Text() != "hello" {
@@ -259,7 +260,7 @@ func TestOlderSDKPluginServes(t *testing.T) {
 		t.Fatalf("build oldsdk: %v\n%s", err, out)
 	}
 	h := newHost(t)
-	if _, err := h.supervise(plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, plugins.Budget{}); err != nil {
+	if _, err := h.supervise(plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, supervise.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, text := range []string{"hello", "again"} {
@@ -272,7 +273,7 @@ func TestOlderSDKPluginServes(t *testing.T) {
 func TestCancellationReachesThePlugin(t *testing.T) {
 	h := newHost(t)
 	mark := filepath.Join(t.TempDir(), "mark")
-	if _, err := h.supervise(h.config(map[string]string{"FAULT_MARK": mark}, ""), plugins.Budget{}); err != nil {
+	if _, err := h.supervise(h.config(map[string]string{"FAULT_MARK": mark}, ""), supervise.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -291,7 +292,7 @@ func TestCancellationReachesThePlugin(t *testing.T) {
 
 func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 
 func TestCrashLeavesNoProcess(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestCrashLeavesNoProcess(t *testing.T) {
 	}
 	gen := s.Current()
 	h.call(context.Background(), "crash", `{}`)
-	<-gen.Exited()
+	<-gen.Done()
 	waitFor(t, func() bool { return !proctest.Running(child) })
 }
 
@@ -341,7 +342,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	h := newHost(t)
 	cfg := h.config(map[string]string{"FAULT": "linger", "PATH": os.Getenv("PATH")}, "")
 	cfg.StopGrace = 200 * time.Millisecond
-	s, err := h.supervise(cfg, plugins.Budget{})
+	s, err := h.supervise(cfg, supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 
 func TestCrashRestartsUnderBudget(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{Crashes: 1, MinBackoff: time.Millisecond})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{Crashes: 1, MinBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	waitFor(t, func() bool { return s.Current() != first })
 	second := s.Current()
 	h.track(second)
-	waitFor(t, func() bool { st, _ := s.State(); return st == plugins.Running })
+	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Running })
 	if second.Generation() != first.Generation()+1 {
 		t.Fatalf("generation %d after %d", second.Generation(), first.Generation())
 	}
@@ -386,7 +387,7 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	}
 	// A second crash within the window spends the budget: the plugin stays failed.
 	h.call(context.Background(), "crash", `{}`)
-	waitFor(t, func() bool { st, _ := s.State(); return st == plugins.Failed })
+	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
 	_, why := s.State()
 	if why == nil || !strings.Contains(why.Error(), "not restarting") {
 		t.Fatalf("failed state says %v", why)
@@ -402,7 +403,7 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 // request too large for the environment goes with an Activate call instead.
 func TestActivationAtStart(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, "chatty_activate"), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, "chatty_activate"), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func TestActivationAtStart(t *testing.T) {
 	// Over pluginpb.MaxStartActivationRequest: the options still arrive whole.
 	cfg := h.config(nil, "")
 	cfg.Options = json.RawMessage(`{"mode":"fail_activate","pad":"` + strings.Repeat("x", 70<<10) + `"}`)
-	if _, err := h.supervise(cfg, plugins.Budget{}); err == nil || !strings.Contains(err.Error(), "its activation failed: missing API key") {
+	if _, err := h.supervise(cfg, supervise.Budget{}); err == nil || !strings.Contains(err.Error(), "its activation failed: missing API key") {
 		t.Fatalf("err = %v, want the activation's own failure", err)
 	}
 }
@@ -434,11 +435,11 @@ func TestStartFaults(t *testing.T) {
 		{"ActivationHangs", nil, "hang_activate", func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond }, []string{"start timeout"}},
 		{"ActivationFails", nil, "fail_activate", nil, []string{`plugin "fault" did not start: its activation failed: missing API key`}},
 		// Activated as it starts (pluginpb.StartActivationVersion): it exits before its handshake.
-		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited before it served (exit status 4", "cannot open the cache database"}},
+		{"ExitsDuringActivation", nil, "exit_activate", nil, []string{"exited before it finished its activation (exit status 4", "cannot open the cache database"}},
 		{"MalformedActivationLine", map[string]string{"FAULT": "fake_activation"}, "", nil, []string{"its activation failed: malformed activation line"}},
 		{"InvalidSchemaFromPlugin", nil, "bad_schema", nil, []string{`"broken"`, "plugin fault"}},
 		{"InvalidNameFromPlugin", nil, "bad_name", nil, []string{`"9lives"`, "plugin fault"}},
-		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{"checksum mismatch", "refusing to start"}},
+		{"ChecksumMismatch", nil, "", func(c *plugins.Config) { c.SHA256 = strings.Repeat("0", 64) }, []string{`plugins: plugin "fault" did not start: checksum mismatch: `, "refusing to start"}},
 		{"MissingBinary", nil, "", func(c *plugins.Config) { c.Path = "/nonexistent/plugin" }, []string{"no such file"}},
 	}
 	for _, tt := range tests {
@@ -448,7 +449,7 @@ func TestStartFaults(t *testing.T) {
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
-			_, err := h.supervise(cfg, plugins.Budget{})
+			_, err := h.supervise(cfg, supervise.Budget{})
 			var serr *plugins.StartError
 			if !errors.As(err, &serr) || serr.Plugin != "fault" {
 				t.Fatalf("err = %v, want a *StartError naming the plugin", err)
@@ -473,7 +474,7 @@ func TestStartFaults(t *testing.T) {
 		h := newHost(t)
 		cfg := h.config(nil, "")
 		cfg.SHA256 = digest(t, faultBinary)
-		if _, err := h.supervise(cfg, plugins.Budget{}); err != nil {
+		if _, err := h.supervise(cfg, supervise.Budget{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -481,11 +482,11 @@ func TestStartFaults(t *testing.T) {
 
 func TestTwoLocationsAreIsolated(t *testing.T) {
 	h1, h2 := newHost(t), newHost(t)
-	s1, err := h1.supervise(h1.config(nil, ""), plugins.Budget{})
+	s1, err := h1.supervise(h1.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h2.supervise(h2.config(nil, ""), plugins.Budget{}); err != nil {
+	if _, err := h2.supervise(h2.config(nil, ""), supervise.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	pid1, pid2 := h1.mustCall("whoami", `{}`), h2.mustCall("whoami", `{}`)
@@ -511,7 +512,7 @@ func runHostProcess() {
 	reg.OpenLocation(dir, registry.Limits{})
 	s, err := plugins.Supervise(context.Background(), scope.New(context.Background()),
 		plugins.Config{Name: "fault", Path: os.Getenv("PLUGINS_TEST_HOST")},
-		plugins.Target{Registry: reg, Location: dir, Directory: dir}, plugins.Budget{})
+		plugins.Target{Registry: reg, Location: dir, Directory: dir}, supervise.Budget{})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -581,7 +582,7 @@ func TestDebugModeReattach(t *testing.T) {
 	cfg.Reattach = &rc
 	// The debug process serves one host after another, each with a fresh activation.
 	for attach := range 3 {
-		s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), plugins.Budget{})
+		s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), supervise.Budget{})
 		if err != nil {
 			t.Fatalf("attach %d: %v", attach+1, err)
 		}
@@ -606,7 +607,7 @@ func TestDefaultSocketDir(t *testing.T) {
 	// the plugin its path in PLUGIN_UNIX_SOCKET_DIR) is made there, and removed when
 	// the plugin stops.
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,7 +639,7 @@ func TestSocketsArePrivate(t *testing.T) {
 	h := newHost(t)
 	cfg := h.config(nil, "")
 	cfg.SocketDir = t.TempDir()
-	if _, err := h.supervise(cfg, plugins.Budget{}); err != nil {
+	if _, err := h.supervise(cfg, supervise.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(cfg.SocketDir)

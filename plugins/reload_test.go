@@ -13,10 +13,11 @@ import (
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // reload reloads s with its own config changed by edit, tracking the new process.
-func (h *host) reload(t *testing.T, s *plugins.Supervisor, edit func(*plugins.Config)) (plugins.Reload, error) {
+func (h *host) reload(t *testing.T, s *plugins.Supervisor, edit func(*plugins.Config)) (supervise.Reload, error) {
 	t.Helper()
 	cfg := s.Config()
 	if edit != nil {
@@ -33,7 +34,7 @@ func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) 
 
 func TestReloadSameContractRunsCapturedCallsOnTheNewGeneration(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestReloadSameContractRunsCapturedCallsOnTheNewGeneration(t *testing.T) {
 	if !gone(r.OldPID) {
 		t.Fatalf("old generation's process %d still exists after the swap", r.OldPID)
 	}
-	if st, _ := s.State(); st != plugins.Running || s.Current().Generation() != 2 {
+	if st, _ := s.State(); st != supervise.Running || s.Current().Generation() != 2 {
 		t.Fatalf("state %s, generation %d", st, s.Current().Generation())
 	}
 	// The Request captured generation 1; the contract is unchanged, so it runs on 2.
@@ -65,7 +66,7 @@ func TestReloadSameContractRunsCapturedCallsOnTheNewGeneration(t *testing.T) {
 
 func TestReloadChangedContractSettlesUnavailable(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestReloadChangedContractSettlesUnavailable(t *testing.T) {
 
 func TestReloadFailedStartKeepsTheOldGeneration(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestReloadFailedStartKeepsTheOldGeneration(t *testing.T) {
 	if s.Current() != old || gone(old.PID()) {
 		t.Fatal("a failed reload replaced or stopped the serving generation")
 	}
-	if st, _ := s.State(); st != plugins.Running {
+	if st, _ := s.State(); st != supervise.Running {
 		t.Fatalf("state %s after a failed reload", st)
 	}
 	if got := h.mustCall("echo", `{"text":"still"}`).Text(); got != "still" {
@@ -123,7 +124,7 @@ func TestReloadFailedStartKeepsTheOldGeneration(t *testing.T) {
 
 func TestCrashAfterReloadRestartsTheNewGeneration(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{Crashes: 1, MinBackoff: time.Millisecond})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{Crashes: 1, MinBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestCrashAfterReloadRestartsTheNewGeneration(t *testing.T) {
 	if _, err := h.call(context.Background(), "crash", `{}`); err == nil {
 		t.Fatal("crash settled")
 	}
-	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != reloaded && st == plugins.Running })
+	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != reloaded && st == supervise.Running })
 	h.track(s.Current())
 	if g := s.Current().Generation(); g != reloaded.Generation()+1 {
 		t.Fatalf("restarted as generation %d, want %d", g, reloaded.Generation()+1)
@@ -146,21 +147,21 @@ func TestCrashAfterReloadRestartsTheNewGeneration(t *testing.T) {
 
 func TestReloadRevivesAFailedPlugin(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{Crashes: 1, MinBackoff: time.Millisecond})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{Crashes: 1, MinBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		cur := s.Current()
 		h.call(context.Background(), "crash", `{}`)
-		waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur || st == plugins.Failed })
+		waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur || st == supervise.Failed })
 		h.track(s.Current())
 	}
-	waitFor(t, func() bool { st, _ := s.State(); return st == plugins.Failed })
+	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
 	if _, err := h.reload(t, s, nil); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := s.State(); st != plugins.Running {
+	if st, err := s.State(); st != supervise.Running {
 		t.Fatalf("state %s (%v) after reloading a failed plugin", st, err)
 	}
 	if got := h.mustCall("echo", `{"text":"alive"}`).Text(); got != "alive" {
@@ -169,7 +170,7 @@ func TestReloadRevivesAFailedPlugin(t *testing.T) {
 	// And the watch follows it: a crash restarts it again (the budget was reset).
 	cur := s.Current()
 	h.call(context.Background(), "crash", `{}`)
-	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur && st == plugins.Running })
+	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur && st == supervise.Running })
 	h.track(s.Current())
 }
 
@@ -178,7 +179,7 @@ func TestReloadInterruptsCallsThatOutliveTheDrain(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "mark")
 	cfg := h.config(map[string]string{"FAULT_MARK": mark}, "")
 	cfg.StopGrace = 300 * time.Millisecond
-	s, err := h.supervise(cfg, plugins.Budget{})
+	s, err := h.supervise(cfg, supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,14 +206,14 @@ func TestReloadInterruptsCallsThatOutliveTheDrain(t *testing.T) {
 
 func TestReloadAfterCloseFails(t *testing.T) {
 	h := newHost(t)
-	s, err := h.supervise(h.config(nil, ""), plugins.Budget{})
+	s, err := h.supervise(h.config(nil, ""), supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reload(t.Context(), s.Config()); !errors.Is(err, plugins.ErrStopped) {
+	if _, err := s.Reload(t.Context(), s.Config()); !errors.Is(err, supervise.ErrStopped) {
 		t.Fatalf("reload after close: %v, want ErrStopped", err)
 	}
 }
@@ -235,7 +236,7 @@ func TestReloadDrainsCallsWaitingForAuthorization(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	}
-	s, err := h.supervise(cfg, plugins.Budget{})
+	s, err := h.supervise(cfg, supervise.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestReloadDrainsCallsWaitingForAuthorization(t *testing.T) {
 		done <- res{s, err}
 	}()
 	<-asked
-	reloaded := make(chan plugins.Reload, 1)
+	reloaded := make(chan supervise.Reload, 1)
 	go func() {
 		r, err := h.reload(t, s, nil)
 		if err != nil {

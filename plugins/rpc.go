@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -46,10 +47,29 @@ type toolsServer struct {
 }
 
 func (s *toolsServer) Register(_ context.Context, req *pluginpb.RegisterRequest) (*pluginpb.RegisterResponse, error) {
-	if err := s.inst.registerBatch(req); err != nil {
+	// Not abandoned when the plugin gives up on the call: the registration would
+	// then be made all the same, under an id the plugin believes free.
+	if err := s.inst.registerUntil(s.inst.scope.Context(), req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return &pluginpb.RegisterResponse{}, nil
+}
+
+// registerUntil is registerBatch, abandoned when ctx ends: the host's shutdown or a
+// start that gave up never waits for a registration's schemas to compile. The
+// abandoned registration finishes by itself (its cost is bounded: see
+// registry.MaxBatchSchemaNodes); ctx must end no later than the instance's scope,
+// so it is then refused (the registry refuses an owner that closed) or released
+// with the scope's other registrations.
+func (inst *Instance) registerUntil(ctx context.Context, req *pluginpb.RegisterRequest) error {
+	done := make(chan error, 1)
+	go func() { done <- inst.registerBatch(req) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // registerBatch registers a batch the plugin sent, over the Tools capability or in
@@ -87,7 +107,7 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 		Limits:      inst.cfg.Limits,
 	})
 	if err != nil {
-		inst.cfg.Logger.Warn("refused a registration", "plugin", inst.cfg.Name, "error", err)
+		inst.log.logs.Log(hclog.Warn, "refused a registration", "plugin", inst.cfg.Name, "error", err.Error())
 	}
 	return err
 }

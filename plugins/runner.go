@@ -20,7 +20,12 @@ import (
 type procRunner struct {
 	box    *sandbox.Box
 	stdout *pluginpb.StdoutFilter // the activation line taken out
-	stderr io.ReadCloser
+	stderr io.ReadCloser          // read by log; go-plugin gets drained
+	log    *pluginLog
+	// drained is closed once log has read stderr to its end.
+	drained chan struct{}
+	// maxActivationLine bounds the activation line read off stdout.
+	maxActivationLine int
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
@@ -31,9 +36,9 @@ type procRunner struct {
 	killed     atomic.Bool // Kill was called: go-plugin or the host ended the process
 }
 
-func newProcRunner(box *sandbox.Box) *procRunner {
+func newProcRunner(box *sandbox.Box, maxActivationLine int, log *pluginLog) *procRunner {
 	box.Cmd.Stdin = nil // never the host's stdin
-	return &procRunner{box: box, exited: make(chan struct{})}
+	return &procRunner{box: box, exited: make(chan struct{}), maxActivationLine: maxActivationLine, log: log, drained: make(chan struct{})}
 }
 
 func (r *procRunner) Start(context.Context) error {
@@ -42,13 +47,17 @@ func (r *procRunner) Start(context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.stdout = pluginpb.NewStdoutFilter(stdout)
+	r.stdout = pluginpb.NewStdoutFilter(stdout, r.maxActivationLine)
 	if r.stderr, err = r.box.Cmd.StderrPipe(); err != nil {
 		return err
 	}
 	if err := r.box.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", r.Name(), err)
 	}
+	go func() {
+		defer close(r.drained)
+		r.log.readLines("stderr", r.stderr)
+	}()
 	return nil
 }
 
@@ -112,7 +121,7 @@ func (r *procRunner) exitStatus() string {
 }
 
 func (r *procRunner) Stdout() io.ReadCloser           { return r.stdout }
-func (r *procRunner) Stderr() io.ReadCloser           { return r.stderr }
+func (r *procRunner) Stderr() io.ReadCloser           { return drainedReader(r.drained) }
 func (r *procRunner) Name() string                    { return r.box.Spec().Name }
 func (r *procRunner) Diagnose(context.Context) string { return "" }
 func (r *procRunner) ID() string {
@@ -170,3 +179,10 @@ func (r *attachedRunner) PluginToHost(network, addr string) (string, string, err
 func (r *attachedRunner) HostToPlugin(network, addr string) (string, string, error) {
 	return network, addr, nil
 }
+
+// drainedReader is what go-plugin reads as a plugin's stderr: nothing, and the end
+// once done is closed (go-plugin reaps the process after that).
+type drainedReader <-chan struct{}
+
+func (d drainedReader) Read([]byte) (int, error) { <-d; return 0, io.EOF }
+func (d drainedReader) Close() error             { return nil }

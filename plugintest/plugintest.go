@@ -23,6 +23,7 @@ import (
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // closeTimeout bounds the cleanup's close. A plugin is killed after its stop grace
@@ -207,7 +208,7 @@ func TryStart(t testing.TB, path string, opts Options) (*Host, error) {
 		}
 	}
 	target := plugins.Target{Registry: reg, Location: dir, Directory: dir}
-	sup, err := plugins.Supervise(t.Context(), h.root, cfg, target, plugins.Budget{})
+	sup, err := plugins.Supervise(t.Context(), h.root, cfg, target, supervise.Budget{})
 	if err != nil {
 		return nil, err
 	}

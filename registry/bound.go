@@ -302,3 +302,102 @@ func (t joinedText[T]) WriteTo(w io.Writer) (int64, error) {
 	}
 	return total, nil
 }
+
+// boundMessage bounds the text of a refusal (every settlement but a completed one)
+// by lim, as bound does output: within the limits it returns the whole text, all of
+// m's problems and no path. Over them it retains the whole text in st, returns its
+// path, and replaces the text by a preview that names the path. For a message without
+// problems the preview is the text's head and tail, as for output. For a problem
+// list it is the first line, as many problems as fit with a line saying how many
+// were left out, and the trailing lines, each line cut to maxLineBytes; problems
+// is then the problems shown, cut the same way. A failed retention is returned as an
+// error (a *StorageError).
+func boundMessage(st retainer, lim Limits, m refusalText) (text string, problems []Problem, path string, err error) {
+	lim = lim.WithDefaults()
+	if err := lim.Validate(); err != nil {
+		return "", nil, "", err
+	}
+	full := m.segments()
+	size, lines := full.size(), lineCount(full...)
+	if size <= lim.MaxBytes && lines <= lim.MaxLines {
+		return full.slice(0, size), m.problems, "", nil
+	}
+	if path, err = st.retain(full); err != nil {
+		return "", nil, "", err
+	}
+	if len(m.problems) > 0 {
+		if text, problems, ok := problemPreview(m, lim, path, lines, size); ok {
+			return text, problems, path, nil
+		}
+	}
+	return previewOf(full, lim, messageMarker(path, lines, size)), nil, path, nil
+}
+
+// messageMarker is the text between a refusal preview's head and tail, as
+// truncationMarker is for output.
+func messageMarker(path string, lines, size int) string {
+	return fmt.Sprintf("\n[... truncated: the whole message (%d lines, %d bytes) is in %s ...]\n\n", lines, size, path)
+}
+
+// problemPreview lays out the preview of a problem list over lim (see boundMessage),
+// the whole message having lines lines and size bytes and being retained at path.
+// It reports false when lim leaves no room for that layout.
+func problemPreview(m refusalText, lim Limits, path string, lines, size int) (string, []Problem, bool) {
+	lineBytes := maxLineBytes(lim)
+	head := cutLine(m.head, lineBytes)
+	tail := make([]string, len(m.tail))
+	// Each line after the head begins with its "\n" and has no other (see cutLine).
+	byteBudget, lineBudget := lim.MaxBytes-len(head), lim.MaxLines-1-len(m.tail)-1
+	for i, line := range m.tail {
+		tail[i] = "\n" + cutLine(line, lineBytes)
+		byteBudget -= len(tail[i])
+	}
+	// The marker is sized for the most problems it can name.
+	marker := func(left int) string {
+		if left == 0 {
+			return fmt.Sprintf("\n[... lines cut: the whole message (%d lines, %d bytes) is in %s ...]", lines, size, path)
+		}
+		return fmt.Sprintf("\n[... %d more problems left out: the whole message (%d lines, %d bytes) is in %s ...]", left, lines, size, path)
+	}
+	byteBudget -= len(marker(len(m.problems)))
+
+	var b strings.Builder
+	b.WriteString(head)
+	var shown []Problem
+	for _, p := range m.problems {
+		p = Problem{Pointer: cutLine(p.Pointer, lineBytes/2), Message: cutLine(p.Message, lineBytes/2)}
+		line := "\n- " + p.String()
+		if len(line) > byteBudget || lineBudget < 1 {
+			break
+		}
+		byteBudget -= len(line)
+		lineBudget--
+		b.WriteString(line)
+		shown = append(shown, p)
+	}
+	if len(shown) == 0 {
+		return "", nil, false
+	}
+	b.WriteString(marker(len(m.problems) - len(shown)))
+	for _, line := range tail {
+		b.WriteString(line)
+	}
+	return b.String(), shown, true
+}
+
+// maxLineBytes is the longest line a problem list's preview keeps of each line: an
+// eighth of the byte limit, at most 2 KiB.
+func maxLineBytes(lim Limits) int { return min(lim.MaxBytes/8, 2048) }
+
+// cutLine returns s when it is at most n bytes, else its first bytes (on a UTF-8
+// boundary) followed by "…", n bytes at most. A line break in s ends the line there.
+func cutLine(s string, n int) string {
+	const ellipsis = "…"
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " " + ellipsis
+	}
+	if len(s) <= n {
+		return s
+	}
+	return trimPartialRuneEnd(s[:max(n-len(ellipsis), 0)]) + ellipsis
+}

@@ -366,7 +366,7 @@ func TestBoundMediaLimit(t *testing.T) {
 			if out != nil || managed != nil {
 				t.Errorf("bound returned %v, %v beside the error", out, managed)
 			}
-			if entries, _ := os.ReadDir(st.Dir()); len(entries) != 0 {
+			if entries := outputFiles(t, st.Dir()); len(entries) != 0 {
 				t.Errorf("storage holds %d files after a media error, want none", len(entries))
 			}
 		})

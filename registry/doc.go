@@ -18,4 +18,17 @@
 // Outcomes stay distinct: every model-visible result is a [Settlement]; interruption
 // is an error satisfying errors.Is(err, context.Canceled); defects are [*DefectError];
 // operational failures are [*OperationalError].
+//
+// # Locks
+//
+// Registry.mu guards every placement and what it holds: the placements map, each
+// placement's names, hooks, holds, usage, version and cached Request, the
+// registration sequence, the Changed channel, and Registration.released. Every
+// read of them, even of the application placement, happens under it (RLock for
+// reading); nothing else is held while it is taken, and it is never held across a
+// call into a tool, a hook or an Owner. An entry's closed flag is atomic, so a
+// settlement checks it without the lock. Requests are immutable once prepared.
+// Managed storage holds no lock in memory: the quota's accounting is shared by
+// every process through the directory, under its lock file (see [Storage]), which
+// is never taken while mu is held.
 package registry

@@ -27,7 +27,10 @@ type RegistrationError struct {
 	// Owner, when Err is ErrNameTaken, names the source that holds the name (for
 	// example "builtin").
 	Owner string
-	Err   error
+	// Held, when the owner holds the name spelled otherwise ("read" for "Read"), is
+	// the name as the owner holds it: names differing only by letter case are one.
+	Held string
+	Err  error
 }
 
 func (e *RegistrationError) Error() string {
@@ -38,6 +41,9 @@ func (e *RegistrationError) Error() string {
 	switch {
 	case e.Tool == "":
 		return fmt.Sprintf("registry: register%s: %v", from, e.Err)
+	case e.Owner != "" && e.Held != "":
+		return fmt.Sprintf("registry: register tool %q%s: the name differs only by letter case from %q, which belongs to %s; the Location config must list %q in this source's \"overrides\" to take it over",
+			e.Tool, from, e.Held, e.Owner, e.Tool)
 	case e.Owner != "":
 		return fmt.Sprintf("registry: register tool %q%s: the name belongs to %s; the Location config must list %q in this source's \"overrides\" to take it over",
 			e.Tool, from, e.Owner, e.Tool)

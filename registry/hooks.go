@@ -83,8 +83,9 @@ func (r *Registry) hooksFor(location string) []*hookEntry {
 }
 
 // runBefore runs the before hooks in order. It returns the call with its final input,
-// or a refusal settlement, or an error (operational, or a defect for a panic).
-func runBefore(ctx context.Context, hooks []*hookEntry, call Call) (_ Call, refused *Settlement, err error) {
+// or the tool failure a hook refused it with, or an error (operational, or a defect
+// for a panic).
+func runBefore(ctx context.Context, hooks []*hookEntry, call Call) (_ Call, refused *sdk.ToolFailure, err error) {
 	for _, he := range hooks {
 		if he.before == nil {
 			continue
@@ -93,7 +94,7 @@ func runBefore(ctx context.Context, hooks []*hookEntry, call Call) (_ Call, refu
 		var failure *sdk.ToolFailure
 		switch {
 		case errors.As(err, &failure):
-			return call, refusal(call, ToolFailed, failure.Message, nil), nil
+			return call, failure, nil
 		case err != nil:
 			return call, nil, err
 		}

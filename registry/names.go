@@ -24,3 +24,8 @@ func NormalizeName(authored string) (string, error) {
 	}
 	return name, nil
 }
+
+// foldName is the form in which names that differ only by letter case are equal.
+// Normalized names are ASCII, so lower-casing is the whole fold; a name without
+// upper-case letters is returned as is, without allocating.
+func foldName(name string) string { return strings.ToLower(name) }

@@ -114,21 +114,45 @@ func checkLimits(p *placement, b Batch, entries []*entry, old *Registration) err
 }
 
 // checkOwnership refuses a batch with a name another source of the placement holds,
-// unless the batch or the holder lists it in Overrides. old's entries (being
-// replaced) do not count as holders. The caller holds r.mu.
+// unless the batch or the holder lists it in Overrides. Names that differ only by
+// letter case are one name here ("Read" beside the built-in "read" is a takeover),
+// though each stays as authored. old's entries (being replaced) do not count as
+// holders. The caller holds r.mu.
 func checkOwnership(p *placement, b Batch, entries []*entry, old *Registration) error {
-	sorted := make([]*entry, len(entries))
-	copy(sorted, entries)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
-	for _, e := range sorted {
-		if e.overrides {
-			continue
+	sorted := make([]*entry, 0, len(entries))
+	wanted := make(map[string]bool, len(entries)) // folded names of the entries checked
+	for _, e := range entries {
+		if !e.overrides {
+			sorted = append(sorted, e)
+			wanted[foldName(e.name)] = true
 		}
-		for _, x := range p.names[e.name] {
-			if x.source.same(b.Source) || x.overrides || (old != nil && old.holds(x)) {
-				continue
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	held := map[string][]string{} // folded name → the placement's names that fold to it
+	for name := range p.names {
+		if k := foldName(name); wanted[k] {
+			held[k] = append(held[k], name)
+		}
+	}
+	for _, e := range sorted {
+		names := held[foldName(e.name)]
+		sort.Slice(names, func(i, j int) bool { // the same spelling first
+			if (names[i] == e.name) != (names[j] == e.name) {
+				return names[i] == e.name
 			}
-			return &RegistrationError{Tool: e.name, Source: b.Source.String(), Owner: x.source.String(), Err: ErrNameTaken}
+			return names[i] < names[j]
+		})
+		for _, name := range names {
+			for _, x := range p.names[name] {
+				if x.source.same(b.Source) || x.overrides || (old != nil && old.holds(x)) {
+					continue
+				}
+				rerr := &RegistrationError{Tool: e.name, Source: b.Source.String(), Owner: x.source.String(), Err: ErrNameTaken}
+				if name != e.name {
+					rerr.Held = name
+				}
+				return rerr
+			}
 		}
 	}
 	return nil

@@ -187,12 +187,12 @@ func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err e
 	if id == Application {
 		return nil, fmt.Errorf("registry: location id must not be empty")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	limits = mergeLimits(limits, r.placements[Application].limits)
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if _, ok := r.placements[id]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrLocationOpen, id)
 	}
@@ -418,6 +418,9 @@ func (r *Registry) buildEntries(b Batch) ([]*entry, error) {
 		authored = append(authored, k)
 	}
 	sort.Strings(authored) // deterministic: the first bad entry in name order is named
+	if err := measureBatch(b, authored); err != nil {
+		return nil, err // before anything is compiled
+	}
 	fail := func(name string, err error) error {
 		return &RegistrationError{Tool: name, Source: b.Source.String(), Err: err}
 	}
@@ -509,7 +512,8 @@ func (r *Registry) effective(location, name string) *entry {
 // effective registration of every visible name, and their definitions sorted by name.
 // Requests are immutable, so while nothing is registered or released in the
 // placement (or the application's), Prepare without options returns the same one
-// again. Options narrow what is offered (see [Offer]).
+// again. Options narrow what is offered (see [Offer] and [OfferAll]); narrowing it to
+// the same tools again returns the same narrowed Request.
 func (r *Registry) Prepare(location string, opts ...PrepareOption) (*Request, error) {
 	q, err := r.prepare(location)
 	if err != nil || len(opts) == 0 {
@@ -519,10 +523,7 @@ func (r *Registry) Prepare(location string, opts ...PrepareOption) (*Request, er
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.offered == nil {
-		return q, nil
-	}
-	return q.only(cfg.offered), nil
+	return q.narrow(cfg), nil
 }
 
 func (r *Registry) prepare(location string) (*Request, error) {

@@ -19,7 +19,10 @@ import (
 	"github.com/toolhost/toolhost/sdk"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	registry.RunTestHelper()
+	goleak.VerifyTestMain(m)
+}
 
 func newRegistry(t testing.TB) *registry.Registry {
 	t.Helper()
@@ -796,7 +799,7 @@ func TestPrepareOffer(t *testing.T) {
 		}
 		return out
 	}
-	denyEdit := registry.Offer(func(action string) bool { return action != "edit" })
+	denyEdit := registry.Offer(func(_, action string) bool { return action != "edit" })
 
 	t.Run("SharedActionHidesEveryToolDeclaringIt", func(t *testing.T) {
 		q, err := r.Prepare("/ws", denyEdit)
@@ -811,9 +814,32 @@ func TestPrepareOffer(t *testing.T) {
 		}
 	})
 	t.Run("TheNameIsAnActionToo", func(t *testing.T) {
-		q, _ := r.Prepare("/ws", registry.Offer(func(action string) bool { return action != "write" }))
+		q, _ := r.Prepare("/ws", registry.Offer(func(_, action string) bool { return action != "write" }))
 		if got := names(q); !slices.Equal(got, []string{"apply_patch", "edit", "question"}) {
 			t.Fatalf("offered %q", got)
+		}
+	})
+	t.Run("OffersNarrowTogether", func(t *testing.T) {
+		q, _ := r.Prepare("/ws", denyEdit, registry.Offer(func(_, action string) bool { return action != "question" }))
+		if got := names(q); len(got) != 0 {
+			t.Fatalf("offered %q, want nothing", got)
+		}
+	})
+	t.Run("OfferAllOffersEverything", func(t *testing.T) {
+		q, _ := r.Prepare("/ws", registry.OfferAll(), denyEdit)
+		if got := names(q); len(got) != 4 {
+			t.Fatalf("offered %q, want all four", got)
+		}
+	})
+	t.Run("SameNarrowingSameRequest", func(t *testing.T) {
+		all, _ := r.Prepare("/ws")
+		q1, _ := r.Prepare("/ws", denyEdit)
+		q2, _ := r.Prepare("/ws", registry.Offer(func(_, action string) bool { return action != "edit" }))
+		if q1 != q2 {
+			t.Fatal("the same narrowing of an unchanged placement made a new Request")
+		}
+		if q, _ := r.Prepare("/ws", registry.Offer(func(string, string) bool { return true })); q != all {
+			t.Fatal("a narrowing that hides nothing made a new Request")
 		}
 	})
 	t.Run("WithoutOptionsEverythingIsOffered", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -27,6 +28,8 @@ type Request struct {
 	// because a quota made per call escapes into bound's interface (an allocation
 	// of every call).
 	store *quota
+	// narrowed is the last narrowing of this Request (see narrow).
+	narrowed atomic.Pointer[narrowing]
 }
 
 // Definitions returns the advertised definitions sorted by name. The slice is shared;
@@ -81,15 +84,18 @@ type Settlement struct {
 	ToolCallID string  `json:"tool_call_id"`
 	Outcome    Outcome `json:"outcome"`
 	// Content is the model-facing content. For every outcome but Completed it is one
-	// text part with the error the model should see.
+	// text part with the error the model should see, bounded by the placement's
+	// Limits as output is (see ManagedPaths).
 	Content []sdk.Part `json:"content,omitempty"`
 	// Structured is the structured output (nil when there is none, or when it was
 	// oversized and replaced by a preview in Content).
 	Structured json.RawMessage `json:"structured,omitempty"`
-	// Problems lists validation problems for InvalidInput and InvalidOutput.
+	// Problems lists validation problems for InvalidInput and InvalidOutput: all of
+	// them, or, when the message was over the limits, those its preview shows.
 	Problems []Problem `json:"problems,omitempty"`
-	// ManagedPaths are files in managed storage holding complete output that was
-	// replaced by a preview. Never derived from runner-supplied ids.
+	// ManagedPaths are files in managed storage holding complete output, or the
+	// complete message of a refusal, that was replaced by a preview. Never derived
+	// from runner-supplied ids.
 	ManagedPaths []string `json:"managed_paths,omitempty"`
 	// Hint is for the runner and the person, never for the model: for ToolFailed,
 	// the Hint() of the first error in the tool failure's Err chain that has one
@@ -118,7 +124,9 @@ func (s *Settlement) Text() string {
 
 // Settle runs one call through the pipeline: resolve the captured registration, run
 // the before hooks, validate input, execute, validate output, project, bound, run the
-// after hooks. Hooks run only when the tool resolved (not for Unknown or Unavailable).
+// after hooks. Whatever the outcome, the text the model sees is bounded (a refusal's
+// too: see boundMessage). Hooks run only when the tool resolved (not for Unknown or
+// Unavailable).
 //
 // It returns a Settlement for every model-visible result (see Outcome). It returns an
 // error, and no Settlement, when the call was interrupted (errors.Is(err,
@@ -127,7 +135,7 @@ func (s *Settlement) Text() string {
 func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	e, ok := q.entries[call.Name]
 	if !ok {
-		return refusal(call, Unknown, fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name), nil), nil
+		return q.refuse(call, Unknown, refusalText{head: fmt.Sprintf("unknown tool %q: it is not among the tools offered for this request", call.Name)})
 	}
 	e, done, reason, err := q.resolve(ctx, e)
 	if err != nil {
@@ -138,19 +146,23 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 		if reason != "" {
 			msg = fmt.Sprintf("tool %q is no longer available: %s", call.Name, reason)
 		}
-		return refusal(call, Unavailable, msg, nil), nil
+		return q.refuse(call, Unavailable, refusalText{head: msg})
 	}
 	defer done()
 
 	hooks := q.reg.hooksFor(q.location)
-	call, s, err := runBefore(ctx, hooks, call)
+	call, refused, err := runBefore(ctx, hooks, call)
 	if err != nil {
 		return nil, err
 	}
-	if s == nil {
-		if s, err = q.settle(ctx, e, call); err != nil {
-			return nil, err
-		}
+	var s *Settlement
+	if refused != nil {
+		s, err = q.refuse(call, ToolFailed, refusalText{head: refused.Message})
+	} else {
+		s, err = q.settle(ctx, e, call)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return runAfter(ctx, hooks, call, s)
 }
@@ -162,13 +174,13 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		input = []byte("{}")
 	}
 	if len(input) > q.reg.maxInputBytes {
-		return refusal(call, InvalidInput, fmt.Sprintf("invalid input for %q: %d bytes exceeds the %d byte limit", call.Name, len(input), q.reg.maxInputBytes), nil), nil
+		return q.refuse(call, InvalidInput, refusalText{head: fmt.Sprintf("invalid input for %q: %d bytes exceeds the %d byte limit", call.Name, len(input), q.reg.maxInputBytes)})
 	}
 	// The input's decoded value is needed only to explain a refusal: an input the
 	// text check accepts is not decoded at all.
 	if !e.input.validText(input) {
 		if v, problems := e.input.validate(input); problems != nil {
-			return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems), problems), nil
+			return q.refuse(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems))
 		}
 	}
 
@@ -179,29 +191,29 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 		var encodeErr *sdk.OutputEncodingError
 		switch {
 		case errors.As(err, &failure):
-			s := refusal(call, ToolFailed, failure.Message, nil)
-			if h := hinter(nil); errors.As(failure.Err, &h) {
+			s, err := q.refuse(call, ToolFailed, refusalText{head: failure.Message})
+			if h := hinter(nil); err == nil && errors.As(failure.Err, &h) {
 				s.Hint = h.Hint()
 			}
-			return s, nil
+			return s, err
 		case errors.As(err, &decodeErr):
 			p := []Problem{{Message: decodeErr.Err.Error()}}
-			return refusal(call, InvalidInput, invalidInputMessage(call.Name, e.input, nil, p), p), nil
+			return q.refuse(call, InvalidInput, invalidInputMessage(call.Name, e.input, nil, p))
 		case errors.As(err, &encodeErr):
 			p := []Problem{{Message: encodeErr.Err.Error()}}
-			return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, p), p), nil
+			return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, p))
 		}
 		return nil, err // interruption, defect or operational failure
 	}
 
 	decoded, problems := e.output.validate(out.JSON)
 	if problems != nil {
-		return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
+		return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, problems))
 	}
 	structured := out.JSON
 	if out.Structured != nil {
 		if _, problems := e.structured.validate(out.Structured); problems != nil {
-			return refusal(call, InvalidOutput, invalidOutputMessage(call.Name, problems), problems), nil
+			return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, problems))
 		}
 		structured = out.Structured
 	}
@@ -377,71 +389,143 @@ func project(e *entry, input json.RawMessage, out sdk.Output) (content []sdk.Par
 	return nil, nil
 }
 
-func refusal(call Call, o Outcome, msg string, problems []Problem) *Settlement {
-	return &Settlement{
+// refuse returns the settlement of a call that did not complete: m's text, bounded
+// (see boundMessage) with what is cut retained in the placement's managed storage. A
+// failed retention is an *OperationalError, never a lossy refusal.
+func (q *Request) refuse(call Call, o Outcome, m refusalText) (*Settlement, error) {
+	text, problems, path, err := boundMessage(q.store, q.limits, m)
+	if err != nil {
+		return nil, &OperationalError{Tool: call.Name, Op: "bound", Err: err}
+	}
+	s := &Settlement{
 		Name:       call.Name,
 		ToolCallID: call.Invocation.ToolCallID,
 		Outcome:    o,
-		Content:    []sdk.Part{sdk.Text(msg)},
+		Content:    []sdk.Part{sdk.Text(text)},
 		Problems:   problems,
 	}
+	if path != "" {
+		s.ManagedPaths = []string{path}
+	}
+	return s, nil
 }
 
-func invalidInputMessage(name string, s *compiledSchema, v any, problems []Problem) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "invalid input for %q:", name)
-	for _, p := range problems {
-		b.WriteString("\n- ")
-		b.WriteString(p.String())
+// refusalText is the text a refusal shows the model: its first line, one line per
+// problem ("- " and the problem), then the trailing lines.
+type refusalText struct {
+	head     string
+	problems []Problem
+	tail     []string
+}
+
+// segments returns the message's text as the segments boundMessage measures.
+func (m refusalText) segments() joinedText[string] {
+	t := make(joinedText[string], 0, 1+2*len(m.problems)+2*len(m.tail))
+	t = append(t, m.head)
+	for _, p := range m.problems {
+		t = append(t, "\n- ", p.String())
 	}
+	for _, line := range m.tail {
+		t = append(t, "\n", line)
+	}
+	return t
+}
+
+func invalidInputMessage(name string, s *compiledSchema, v any, problems []Problem) refusalText {
+	m := refusalText{head: fmt.Sprintf("invalid input for %q:", name), problems: problems}
 	if obj, ok := v.(map[string]any); ok && s != nil && len(s.keys) > 0 {
 		received := make([]string, 0, len(obj))
 		for k := range obj {
 			received = append(received, k)
 		}
 		slices.Sort(received)
-		fmt.Fprintf(&b, "\nexpected keys: %s\nreceived keys: %s", strings.Join(s.keys, ", "), strings.Join(received, ", "))
+		m.tail = []string{"expected keys: " + strings.Join(s.keys, ", "), "received keys: " + strings.Join(received, ", ")}
 	}
-	return b.String()
+	return m
 }
 
-func invalidOutputMessage(name string, problems []Problem) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "tool %q produced output that does not match its declared output schema, so its result cannot be used:", name)
-	for _, p := range problems {
-		b.WriteString("\n- ")
-		b.WriteString(p.String())
+func invalidOutputMessage(name string, problems []Problem) refusalText {
+	return refusalText{
+		head:     fmt.Sprintf("tool %q produced output that does not match its declared output schema, so its result cannot be used:", name),
+		problems: problems,
 	}
-	return b.String()
 }
 
 // PrepareOption narrows what one Prepare offers.
 type PrepareOption func(*prepareConfig)
 
 type prepareConfig struct {
-	offered func(action string) bool
+	offered []func(source, action string) bool
+	all     bool
 }
 
 // Offer makes Prepare offer only the tools whose permission actions all satisfy
-// offered: the tool's name and, when it declares one, its sdk.Tool.PermissionAction.
-// permission.Visibility builds offered from the rules that apply to a request, so a
-// tool those rules deny outright is not shown to the model. Offering decides
-// visibility only, never authorization: a call still goes through permission when it
-// runs, whatever Request it came through.
-func Offer(offered func(action string) bool) PrepareOption {
-	return func(c *prepareConfig) { c.offered = offered }
+// offered, asked with the tool's source (Source.ID: "builtin", "plugin:NAME",
+// "mcp:NAME", "manifest:NAME") and each action: the tool's name and, when it
+// declares one, its sdk.Tool.PermissionAction. permission.Visibility builds offered
+// from the rules that apply to a request, so a tool those rules deny outright is not
+// shown to the model. Several Offer options narrow together: a tool is offered when
+// every one accepts it. Offering decides visibility only, never authorization: a
+// call still goes through permission when it runs, whatever Request it came through.
+func Offer(offered func(source, action string) bool) PrepareOption {
+	return func(c *prepareConfig) { c.offered = append(c.offered, offered) }
 }
 
-// only returns a Request with the entries whose actions offered accepts.
-func (q *Request) only(offered func(action string) bool) *Request {
-	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
-	for _, d := range q.defs {
+// OfferAll makes Prepare offer every tool of the placement, whatever Offer options
+// come with it (such as the visibility location.Location.Prepare applies by
+// default): for a runner that wants the unfiltered list on purpose.
+func OfferAll() PrepareOption {
+	return func(c *prepareConfig) { c.all = true }
+}
+
+// narrow returns q narrowed by cfg's Offer options: q itself when they hide
+// nothing, else a Request with the entries they accept. The last narrowing of q is
+// kept, so preparing again with the same outcome returns the same Request (callers
+// compare Requests to see whether the tool set changed).
+func (q *Request) narrow(cfg prepareConfig) *Request {
+	if cfg.all || len(cfg.offered) == 0 {
+		return q
+	}
+	offered := func(source, action string) bool {
+		for _, f := range cfg.offered {
+			if !f(source, action) {
+				return false
+			}
+		}
+		return true
+	}
+	var hidden []bool // by index in q.defs; nil while nothing is hidden
+	for i, d := range q.defs {
 		e := q.entries[d.Name]
-		if !offered(d.Name) || (e.tool.PermissionAction != "" && !offered(e.tool.PermissionAction)) {
+		source := e.source.ID()
+		if offered(source, d.Name) && (e.tool.PermissionAction == "" || offered(source, e.tool.PermissionAction)) {
 			continue
 		}
-		out.entries[d.Name] = e
-		out.defs = append(out.defs, d)
+		if hidden == nil {
+			hidden = make([]bool, len(q.defs))
+		}
+		hidden[i] = true
 	}
+	if hidden == nil {
+		return q
+	}
+	if n := q.narrowed.Load(); n != nil && slices.Equal(n.hidden, hidden) {
+		return n.q
+	}
+	out := &Request{reg: q.reg, location: q.location, limits: q.limits, entries: make(map[string]*entry, len(q.entries)), store: q.store}
+	for i, d := range q.defs {
+		if !hidden[i] {
+			out.entries[d.Name] = q.entries[d.Name]
+			out.defs = append(out.defs, d)
+		}
+	}
+	q.narrowed.Store(&narrowing{hidden: hidden, q: out})
 	return out
+}
+
+// narrowing is a Request's last narrowing: which of its definitions were hidden,
+// and the Request that resulted.
+type narrowing struct {
+	hidden []bool
+	q      *Request
 }

@@ -2,19 +2,23 @@ package registry
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 const (
@@ -51,6 +55,7 @@ func (e *StorageError) Unwrap() error { return e.Err }
 type StorageOptions struct {
 	Retention time.Duration    // how long managed files are kept; default 7 days
 	Now       func() time.Time // the clock Sweep uses; default time.Now
+	Logger    hclog.Logger     // where removed partial files are reported; default hclog.Default()
 }
 
 // Storage is the managed output directory, where outputs too large for the provider
@@ -60,31 +65,25 @@ type StorageOptions struct {
 // A Storage is safe for concurrent use, also by several processes sharing the
 // directory.
 //
-// Each placement (Location) has a quota of managed bytes (Limits.MaxRetainedBytes).
-// What counts against it is what this Storage retained for that placement — the
-// bytes of the files it wrote for it, within this process, across activations —
-// while those files exist: before each retention, files of the placement older than
-// the retention period are removed and files removed by anyone else stop counting.
-// Files other processes or other placements wrote in the same directory never count.
+// A retention is atomic: the output is written to a hidden temporary file
+// (".tool-output-….partial") that its writer holds a file lock on, and renamed to
+// its managed name only once complete and synced, so a managed name never holds a
+// partial output. A temporary file whose lock is free was left by a process killed
+// mid-write; it is removed (and logged) by the next retention for its placement and
+// by Sweep, which OpenStorage runs.
+//
+// Each placement (Location) has a quota of managed bytes (Limits.MaxRetainedBytes),
+// one quota whatever the number of processes: a managed file's name carries a tag
+// of its placement, and a retention reserves its bytes, in steps, under the
+// placement's lock file in the directory by summing the sizes of the placement's
+// files there — whole ones within the retention period (older ones are removed
+// then) and the temporary files of retentions in progress, whose size includes
+// what they reserved. Files of other placements never count.
 type Storage struct {
 	dir       string
 	retention time.Duration
 	now       func() time.Time
-
-	mu       sync.Mutex
-	accounts map[string]*account // per placement id
-}
-
-// account is what one placement has retained.
-type account struct {
-	used  int64 // bytes of files, plus reservations of retentions in progress
-	files []retainedFile
-}
-
-type retainedFile struct {
-	path string
-	size int64
-	mod  time.Time
+	log       hclog.Logger
 }
 
 // DefaultStorageDir returns the managed output directory: $TOOLHOST_OUTPUT_DIR if set,
@@ -127,12 +126,15 @@ func OpenStorage(dir string, opts StorageOptions) (*Storage, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, &StorageError{Op: "open", Path: abs, Err: err}
 	}
-	s := &Storage{dir: abs, retention: opts.Retention, now: opts.Now, accounts: map[string]*account{}}
+	s := &Storage{dir: abs, retention: opts.Retention, now: opts.Now, log: opts.Logger}
 	if s.retention == 0 {
 		s.retention = defaultRetention
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = hclog.Default()
 	}
 	probe, err := s.retain(strings.NewReader(""))
 	if err != nil {
@@ -151,9 +153,11 @@ func OpenStorage(dir string, opts StorageOptions) (*Storage, error) {
 func (s *Storage) Dir() string { return s.dir }
 
 // Sweep removes the managed files whose modification time is older than the retention
-// period. It considers only regular files named the way Storage names them, never any
-// other file. It keeps going past failures and returns them joined, each a
-// *StorageError. Files another sweep removed first are not failures.
+// period, and the temporary files of retentions whose process died mid-write (their
+// file lock is free), logging each of those. It considers only regular files named
+// the way Storage names them, never any other file. It keeps going past failures and
+// returns them joined, each a *StorageError. Files another sweep removed first are not
+// failures.
 func (s *Storage) Sweep() error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -161,8 +165,16 @@ func (s *Storage) Sweep() error {
 	}
 	cutoff := s.now().Add(-s.retention)
 	var errs []error
+	partial := map[string]bool{} // tags with temporary files
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !isManagedName(e.Name()) {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if tag, ok := partialTag(e.Name()); ok {
+			partial[tag] = true
+			continue
+		}
+		if _, ok := managedTag(e.Name()); !ok {
 			continue
 		}
 		path := filepath.Join(s.dir, e.Name())
@@ -174,40 +186,120 @@ func (s *Storage) Sweep() error {
 			errs = append(errs, &StorageError{Op: "sweep", Path: path, Err: err})
 		}
 	}
+	for tag := range partial {
+		if _, err := s.usage(tag); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // retain writes everything src writes to a new managed file and returns the file's
-// absolute path. src streams straight into the file, which is created exclusively with
-// mode 0600 and synced before retain returns. On failure nothing is left behind and the
+// absolute path. src streams into a temporary file, which is synced and renamed to
+// the managed name before retain returns. On failure nothing is left behind and the
 // error is a *StorageError wrapping the cause. It counts against no quota.
 func (s *Storage) retain(src io.WriterTo) (string, error) {
-	path, _, err := s.retainTo(src, func(w io.Writer) io.Writer { return w })
-	return path, err
+	return s.forLocation(Application, math.MaxInt64).retain(src)
 }
 
-func (s *Storage) retainTo(src io.WriterTo, wrap func(io.Writer) io.Writer) (string, int64, error) {
-	var random [managedSuffixLen / 2]byte
-	_, _ = rand.Read(random[:]) // never fails
-	path := filepath.Join(s.dir, managedPrefix+hex.EncodeToString(random[:]))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// tagLen is the length of a placement's tag in managed names.
+const tagLen = 16
+
+// placementTag is the tag of the placement id in managed names: hex of the first
+// bytes of its SHA-256.
+func placementTag(location string) string {
+	sum := sha256.Sum256([]byte(location))
+	return hex.EncodeToString(sum[:tagLen/2])
+}
+
+// lockFileName is the lock file of the directory's accounting.
+const lockFileName = ".tool-output.lock"
+
+// lockPlacement takes the lock of the placement tag's accounting, across processes:
+// the directory's one lock file, held briefly.
+func (s *Storage) lockPlacement(string) (*os.File, error) {
+	path := filepath.Join(s.dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return "", 0, &StorageError{Op: "retain", Path: path, Err: err}
+		return nil, &StorageError{Op: "retain", Path: path, Err: err}
 	}
-	n, err := src.WriteTo(wrap(f))
-	if err == nil {
-		err = f.Sync()
+	if err := filestore.LockFile(f); err != nil {
+		f.Close()
+		return nil, &StorageError{Op: "retain", Path: path, Err: err}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	return f, nil
+}
+
+// usage locks the placement tag and returns its usage (see usageLocked).
+func (s *Storage) usage(tag string) (int64, error) {
+	lk, err := s.lockPlacement(tag)
 	if err != nil {
-		if rerr := os.Remove(path); rerr != nil {
-			err = errors.Join(err, rerr)
+		return 0, err
+	}
+	defer lk.Close()
+	return s.usageLocked(tag)
+}
+
+// usageLocked returns the bytes the placement tag holds in the directory: its
+// managed files within the retention period, after removing older ones, and the
+// temporary files of retentions in progress. A temporary file whose lock is free
+// was left by a dead process: it is removed and logged. The tag's lock is held.
+func (s *Storage) usageLocked(tag string) (int64, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, &StorageError{Op: "retain", Path: s.dir, Err: err}
+	}
+	cutoff := s.now().Add(-s.retention)
+	var used int64
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() {
+			continue
 		}
-		return "", 0, &StorageError{Op: "retain", Path: path, Err: err}
+		path := filepath.Join(s.dir, name)
+		if t, ok := partialTag(name); ok && t == tag {
+			size, _ := s.checkPartial(path)
+			used += size
+			continue
+		}
+		if t, ok := managedTag(name); !ok || t != tag {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if info.ModTime().Before(cutoff) {
+			if err := os.Remove(path); err == nil || errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
+		used += info.Size()
 	}
-	return path, n, nil
+	return used, nil
+}
+
+// checkPartial returns the size of the temporary file path and whether a live
+// retention writes it; one whose writer died is removed, and logged.
+func (s *Storage) checkPartial(path string) (size int64, live bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, false
+	}
+	if ok, err := filestore.TryLockFile(f); err != nil || !ok {
+		return info.Size(), true
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("could not remove a partial output file left by a host that stopped while writing it", "path", path, "error", err)
+		return info.Size(), true
+	}
+	s.log.Warn("removed a partial output file left by a host that stopped while writing it", "path", path, "bytes", info.Size())
+	return 0, false
 }
 
 // ErrQuotaExceeded is wrapped by the error of a retention that would take a
@@ -234,46 +326,18 @@ func (e *QuotaError) Error() string {
 
 func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
 
-// Usage returns the bytes counted against location's quota: files this Storage
-// retained for it that still exist (as of the last retention or Usage call) and are
-// within the retention period, plus retentions in progress.
-func (s *Storage) Usage(location string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pruneLocked(location)
-	if a := s.accounts[location]; a != nil {
-		return a.used
-	}
-	return 0
-}
-
-// pruneLocked removes location's files older than the retention period and forgets
-// the ones that no longer exist. The caller holds s.mu.
-func (s *Storage) pruneLocked(location string) {
-	a := s.accounts[location]
-	if a == nil {
-		return
-	}
-	cutoff := s.now().Add(-s.retention)
-	a.files = slices.DeleteFunc(a.files, func(f retainedFile) bool {
-		gone := false
-		if f.mod.Before(cutoff) {
-			err := os.Remove(f.path)
-			gone = err == nil || errors.Is(err, fs.ErrNotExist)
-		} else if _, err := os.Lstat(f.path); errors.Is(err, fs.ErrNotExist) {
-			gone = true
-		}
-		if gone {
-			a.used -= f.size
-		}
-		return gone
-	})
+// Usage returns the bytes counted against location's quota, by every process
+// sharing the directory: the placement's managed files within the retention period,
+// plus retentions in progress (with what they reserved).
+func (s *Storage) Usage(location string) (int64, error) {
+	return s.usage(placementTag(location))
 }
 
 // quota is a retainer that counts against one placement's quota.
 type quota struct {
 	s        *Storage
 	location string
+	tag      string
 	max      int64
 }
 
@@ -281,61 +345,179 @@ func (s *Storage) forLocation(location string, max int64) quota {
 	if max <= 0 {
 		max = DefaultMaxRetainedBytes
 	}
-	return quota{s: s, location: location, max: max}
+	return quota{s: s, location: location, tag: placementTag(location), max: max}
 }
 
-func (q quota) retain(src io.WriterTo) (string, error) {
+// reserveStep is how many bytes a retention reserves against its quota at a time
+// (less when less is left, or the quota is small; more for a larger write): each
+// step takes the directory's lock and reads the directory once.
+const reserveStep = 1 << 20
+
+func (q quota) retain(src io.WriterTo) (path string, err error) {
 	s := q.s
-	s.mu.Lock()
-	s.pruneLocked(q.location)
-	a := s.accounts[q.location]
-	if a == nil {
-		a = &account{}
-		s.accounts[q.location] = a
-	}
-	s.mu.Unlock()
-	w := &quotaWriter{q: q, a: a}
-	path, n, err := s.retainTo(src, func(f io.Writer) io.Writer { w.w = f; return w })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a.used -= w.reserved // the file's bytes are counted again below when it was kept
+	var random [managedSuffixLen / 2]byte
+	_, _ = rand.Read(random[:]) // never fails
+	name := managedPrefix + q.tag + "-" + hex.EncodeToString(random[:])
+	path = filepath.Join(s.dir, name)
+	tmp := filepath.Join(s.dir, "."+name+partialSuffix)
+
+	// Created and locked under the placement's lock, so no one takes it for a
+	// dead process's leftover in between.
+	lk, err := s.lockPlacement(q.tag)
 	if err != nil {
 		return "", err
 	}
-	a.used += n
-	a.files = append(a.files, retainedFile{path: path, size: n, mod: s.now()})
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		if err = filestore.LockFile(f); err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}
+	lk.Close()
+	if err != nil {
+		return "", &StorageError{Op: "retain", Path: tmp, Err: err}
+	}
+	defer func() {
+		if err != nil {
+			if rerr := os.Remove(tmp); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			f.Close()
+			err = &StorageError{Op: "retain", Path: path, Err: err}
+		}
+	}()
+	w := &quotaWriter{q: q, f: f}
+	n, err := src.WriteTo(w)
+	if err != nil {
+		return "", err
+	}
+	if err := f.Truncate(n); err != nil { // what was reserved and not written
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	// Sweep and the quota age files by the Storage's clock.
+	if now := s.now(); !now.IsZero() {
+		if err := os.Chtimes(tmp, now, now); err != nil {
+			return "", err
+		}
+	}
+	if lk, err = s.lockPlacement(q.tag); err != nil {
+		return "", err
+	}
+	err = os.Rename(tmp, path)
+	lk.Close()
+	if err != nil {
+		return "", err
+	}
+	f.Close() // the lock goes with it; the file is whole under its managed name
+	if err := filestore.SyncDir(s.dir); err != nil {
+		return "", &StorageError{Op: "retain", Path: s.dir, Err: err}
+	}
 	return path, nil
 }
 
-// quotaWriter reserves each write's bytes against the account before writing them.
+// quotaWriter writes a retention's temporary file, reserving bytes against the
+// quota before writing them: a reservation grows the file (sparse), so every
+// process summing the placement's files counts it.
 type quotaWriter struct {
 	q        quota
-	a        *account
-	w        io.Writer
+	f        *os.File
+	written  int64
 	reserved int64
 }
 
 func (w *quotaWriter) Write(p []byte) (int, error) {
-	s := w.q.s
-	s.mu.Lock()
-	if w.a.used+int64(len(p)) > w.q.max {
-		err := &QuotaError{Location: w.q.location, Quota: w.q.max, Used: w.a.used - w.reserved, Dir: s.dir}
-		s.mu.Unlock()
-		return 0, err
+	if need := w.written + int64(len(p)) - w.reserved; need > 0 {
+		if err := w.reserve(need); err != nil {
+			return 0, err
+		}
 	}
-	w.a.used += int64(len(p))
-	w.reserved += int64(len(p))
-	s.mu.Unlock()
-	return w.w.Write(p)
+	n, err := w.f.Write(p)
+	w.written += int64(n)
+	return n, err
+}
+
+// WriteString is Write without copying s to a []byte.
+func (w *quotaWriter) WriteString(str string) (int, error) {
+	if need := w.written + int64(len(str)) - w.reserved; need > 0 {
+		if err := w.reserve(need); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.f.WriteString(str)
+	w.written += int64(n)
+	return n, err
+}
+
+// reserve reserves at least need more bytes, up to a reserveStep, or fails with a
+// *QuotaError when the quota has less left.
+func (w *quotaWriter) reserve(need int64) error {
+	s := w.q.s
+	lk, err := s.lockPlacement(w.q.tag)
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
+	used, err := s.usageLocked(w.q.tag) // includes what this retention reserved
+	if err != nil {
+		return err
+	}
+	left := w.q.max - used
+	if left < need {
+		return &QuotaError{Location: w.q.location, Quota: w.q.max, Used: used - w.reserved, Dir: s.dir}
+	}
+	// A step is at most 1/64 of the quota, so retentions in progress hold back
+	// little of it beyond what they wrote.
+	grant := min(max(need, min(reserveStep, w.q.max/64)), left)
+	if err := w.f.Truncate(w.reserved + grant); err != nil {
+		return err
+	}
+	w.reserved += grant
+	return nil
+}
+
+// partialSuffix ends the name of a retention's temporary file, "." + the managed
+// name + partialSuffix.
+const partialSuffix = ".partial"
+
+// managedTag reports whether name has the form of a managed file, and returns its
+// placement tag: "tool-output-" + tag + "-" + random hex. The older form without a
+// tag (which Sweep still removes when old) has tag "".
+func managedTag(name string) (tag string, ok bool) {
+	rest, ok := strings.CutPrefix(name, managedPrefix)
+	if !ok {
+		return "", false
+	}
+	if len(rest) == tagLen+1+managedSuffixLen && rest[tagLen] == '-' && isLowerHex(rest[:tagLen]) && isLowerHex(rest[tagLen+1:]) {
+		return rest[:tagLen], true
+	}
+	return "", len(rest) == managedSuffixLen && isLowerHex(rest)
+}
+
+// partialTag reports whether name is a retention's temporary file, and its tag.
+func partialTag(name string) (tag string, ok bool) {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return "", false
+	}
+	if rest, ok = strings.CutSuffix(rest, partialSuffix); !ok {
+		return "", false
+	}
+	tag, ok = managedTag(rest)
+	return tag, ok && tag != ""
 }
 
 // isManagedName reports whether name has the form of a file retain creates.
 func isManagedName(name string) bool {
-	suffix, ok := strings.CutPrefix(name, managedPrefix)
-	if !ok || len(suffix) != managedSuffixLen {
-		return false
-	}
-	for _, c := range []byte(suffix) {
+	_, ok := managedTag(name)
+	return ok
+}
+
+func isLowerHex(s string) bool {
+	for _, c := range []byte(s) {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/invopop/jsonschema"
 )
@@ -282,4 +283,64 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// selfContain makes the schema of a type that refers back to itself (directly, as
+// a Node with []Node children, or through another type) self-contained. Reflected
+// with ExpandedStruct, the type's own schema is written at the root, where the
+// references to it ("#/$defs/Node") do not reach; so a copy of the root's schema
+// is added to "$defs" under the name they use. The root stays an object schema, as
+// providers require of a tool's input.
+func selfContain(s *jsonschema.Schema) {
+	var missing []string
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(x *jsonschema.Schema)
+	walk = func(x *jsonschema.Schema) {
+		if x == nil || seen[x] {
+			return
+		}
+		seen[x] = true
+		if name, ok := strings.CutPrefix(x.Ref, "#/$defs/"); ok && s.Definitions[name] == nil && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		eachSubschema(x, walk)
+	}
+	walk(s)
+	// Only the root's own definition can be missing: every other named type is in
+	// $defs. More than one name missing is left for the registry to refuse.
+	if len(missing) != 1 {
+		return
+	}
+	root := *s
+	root.Version, root.ID, root.Definitions = "", "", nil
+	if s.Definitions == nil {
+		s.Definitions = jsonschema.Definitions{}
+	}
+	s.Definitions[missing[0]] = &root
+}
+
+// eachSubschema calls f with every schema x holds directly.
+func eachSubschema(x *jsonschema.Schema, f func(*jsonschema.Schema)) {
+	for _, k := range sortedKeys(x.Definitions) {
+		f(x.Definitions[k])
+	}
+	for _, list := range [][]*jsonschema.Schema{x.AllOf, x.AnyOf, x.OneOf, x.PrefixItems} {
+		for _, y := range list {
+			f(y)
+		}
+	}
+	for _, y := range []*jsonschema.Schema{x.Not, x.If, x.Then, x.Else, x.Items, x.Contains,
+		x.AdditionalProperties, x.PropertyNames, x.ContentSchema} {
+		f(y)
+	}
+	for _, m := range []map[string]*jsonschema.Schema{x.DependentSchemas, x.PatternProperties} {
+		for _, k := range sortedKeys(m) {
+			f(m[k])
+		}
+	}
+	if x.Properties != nil {
+		for p := x.Properties.Oldest(); p != nil; p = p.Next() {
+			f(p.Value)
+		}
+	}
 }

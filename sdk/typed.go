@@ -45,12 +45,13 @@ func NewTool[In, Out any](description string, execute func(ctx context.Context, 
 // github.com/invopop/jsonschema: struct fields are named by their json tags, fields
 // without omitempty are required, unknown properties are refused, and `jsonschema`
 // struct tags add descriptions and constraints. Named nested types land in "$defs"
-// and are referenced locally, so recursive types work. It panics if T's schema cannot
+// and are referenced locally, so recursive types work, T itself included. It panics if T's schema cannot
 // be encoded, which is a programming error found at construction.
 func SchemaFor[T any]() json.RawMessage {
 	r := jsonschema.Reflector{ExpandedStruct: true, Anonymous: true}
 	s := r.ReflectFromType(reflect.TypeFor[T]())
 	s.Version = "" // the registry compiles schemas as draft 2020-12 regardless
+	selfContain(s)
 	data, err := appendSchema(nil, s)
 	if err != nil {
 		panic(fmt.Sprintf("sdk: derive schema for %v: %v", reflect.TypeFor[T](), err))

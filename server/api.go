@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -126,7 +125,11 @@ func (a *api) PrepareRequest(ctx context.Context, req *servepb.PrepareRequestReq
 	if err != nil {
 		return nil, err
 	}
-	q, err := loc.Prepare()
+	var opts []registry.PrepareOption
+	if req.AllTools {
+		opts = append(opts, registry.OfferAll())
+	}
+	q, err := loc.Prepare(opts...)
 	switch {
 	case errors.Is(err, location.ErrClosing):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
@@ -213,10 +216,14 @@ func (a *api) Settle(ctx context.Context, req *servepb.SettleRequest) (*servepb.
 }
 
 func (a *api) SettleStream(req *servepb.SettleRequest, stream servepb.Toolhost_SettleStreamServer) error {
-	out := newProgressSender(stream)
-	s, callErr, err := a.settle(stream.Context(), req, out.push)
-	out.finish()
+	h, err := handleFrom(stream.Context(), req.ClientId)
 	if err != nil {
+		return err
+	}
+	out := newProgressSender(a.s, h, stream)
+	s, callErr, err := a.settle(stream.Context(), req, out.push)
+	if err != nil {
+		out.stop()
 		return err
 	}
 	final := &servepb.SettleEvent{}
@@ -226,7 +233,7 @@ func (a *api) SettleStream(req *servepb.SettleRequest, stream servepb.Toolhost_S
 		final.Event = &servepb.SettleEvent_Settlement{Settlement: settlementProto(s)}
 		final.RunnerHint = s.Hint
 	}
-	return out.send(final)
+	return out.finish(final)
 }
 
 // settle settles one call for its handle, reporting progress to progress (if set).
@@ -306,95 +313,6 @@ func callError(err error) *servepb.CallError {
 		return &servepb.CallError{Kind: servepb.CallError_DEFECT, Message: err.Error()}
 	}
 	return &servepb.CallError{Kind: servepb.CallError_OPERATIONAL, Message: err.Error()}
-}
-
-// maxQueuedProgress bounds the progress events waiting to be sent; past it the
-// oldest are dropped.
-const maxQueuedProgress = 256
-
-// progressSender sends a call's progress events from one goroutine, so a slow
-// client never blocks the tool reporting them (events are dropped instead, oldest
-// first), and keeps them ahead of the final event.
-type progressSender struct {
-	stream servepb.Toolhost_SettleStreamServer
-
-	mu      sync.Mutex
-	queue   []*servepb.Progress
-	done    bool
-	started bool          // the sender goroutine runs (from the first event on)
-	wake    chan struct{} // set when started
-	sent    chan struct{} // closed when the sender goroutine has finished
-	broken  error         // the stream's send error, once it failed
-}
-
-func newProgressSender(stream servepb.Toolhost_SettleStreamServer) *progressSender {
-	return &progressSender{stream: stream}
-}
-
-func (p *progressSender) push(ev sdk.Progress) {
-	p.mu.Lock()
-	if p.done {
-		p.mu.Unlock()
-		return
-	}
-	if !p.started { // most calls report no progress: no goroutine for them
-		p.started = true
-		p.wake, p.sent = make(chan struct{}, 1), make(chan struct{})
-		go p.run()
-	}
-	if len(p.queue) >= maxQueuedProgress {
-		p.queue = p.queue[1:]
-	}
-	p.queue = append(p.queue, &servepb.Progress{Progress: ev.Progress, Total: ev.Total, Message: ev.Message})
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *progressSender) run() {
-	defer close(p.sent)
-	for {
-		p.mu.Lock()
-		batch, done := p.queue, p.done
-		p.queue = nil
-		p.mu.Unlock()
-		for _, ev := range batch {
-			if p.broken != nil {
-				break
-			}
-			p.broken = p.stream.Send(&servepb.SettleEvent{Event: &servepb.SettleEvent_Progress{Progress: ev}})
-		}
-		if done {
-			return
-		}
-		<-p.wake
-	}
-}
-
-// finish stops accepting progress and waits until what is queued has been sent.
-func (p *progressSender) finish() {
-	p.mu.Lock()
-	p.done = true
-	started := p.started
-	p.mu.Unlock()
-	if !started {
-		return
-	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-	<-p.sent
-}
-
-// send sends the final event, after finish.
-func (p *progressSender) send(ev *servepb.SettleEvent) error {
-	if p.broken != nil {
-		return p.broken
-	}
-	return p.stream.Send(ev)
 }
 
 func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_WatchAsksServer) error {

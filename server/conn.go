@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -35,7 +36,11 @@ type handle struct {
 	conn     *conn
 	requests map[string]*request
 	closed   bool
+	cause    error         // why it was closed
 	done     chan struct{} // closed when the handle ends: its WatchAsks streams end
+	unread   chan struct{} // closed when it ends for not reading (see unreadError)
+
+	held atomic.Int64 // progress events its SettleStreams hold for the client (see progressSender)
 }
 
 // request is a prepared registry Request held for its handle.
@@ -69,7 +74,7 @@ func connFrom(ctx context.Context) *conn {
 
 // open opens a new handle on c.
 func (c *conn) open() (*handle, error) {
-	h := &handle{id: newID("cl_"), conn: c, requests: map[string]*request{}, done: make(chan struct{})}
+	h := &handle{id: newID("cl_"), conn: c, requests: map[string]*request{}, done: make(chan struct{}), unread: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -110,10 +115,14 @@ func (h *handle) close(cause error) bool {
 		return false
 	}
 	h.closed = true
+	h.cause = cause
 	delete(c.handles, h.id)
 	cancels := h.cancelsLocked()
 	h.requests = nil
 	c.mu.Unlock()
+	if _, ok := cause.(*unreadError); ok {
+		close(h.unread)
+	}
 	close(h.done)
 	for _, cancel := range cancels {
 		cancel(cause)

@@ -17,5 +17,16 @@
 // [NewToken] and [WriteTokenFile]). [Server.Shutdown] interrupts every call, ends
 // every stream and deactivates every Location.
 //
+// # Locks
+//
+// Server.mu guards the Locations (locs, activating, closing), the calls in flight,
+// the pending asks and interactions, their watch sets and pendingSeq; it is never
+// held across an activation, a close, a call or a send. A conn's mu guards its
+// handles and, for each, its Requests, their calls, closed and cause. Server.mu is
+// never taken while a conn's mu is held. A SettleStream's sender (progressSender)
+// has its own mu for what it keeps to send; a handle counts the events its streams
+// hold (atomically) and is closed, without any of these locks held, once they would
+// hold more than maxHeldProgress.
+//
 // Package server/provider checks and adapts definitions for model providers.
 package server

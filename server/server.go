@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -84,7 +85,10 @@ type Server struct {
 	mu         sync.Mutex
 	locs       map[string]*locEntry
 	activating map[string]*activation
-	calls      map[callKey]*handle // calls in flight, to attribute asks
+	// closing holds the Locations being deactivated, each with a channel closed
+	// once its Close has returned (its registry placement released).
+	closing map[string]chan struct{}
+	calls   map[callKey]*handle // calls in flight, to attribute asks
 	// asks are the permission asks waiting for an answer, and askWatchers the
 	// WatchAsks streams.
 	asks        map[string]*ask
@@ -96,6 +100,9 @@ type Server struct {
 	// pendingSeq numbers asks and interactions as they become pending, so that a
 	// new watcher is replayed them in that order.
 	pendingSeq uint64
+
+	// maxHeld is the most progress events one handle's streams held at once.
+	maxHeld atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -140,6 +147,7 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 		root:       root,
 		locs:       map[string]*locEntry{},
 		activating: map[string]*activation{},
+		closing:    map[string]chan struct{}{},
 		calls:      map[callKey]*handle{},
 		asks:       map[string]*ask{},
 
@@ -227,7 +235,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 
 // Activate activates the Location at dir (see location.Activate), or returns the
 // active one for the same directory with already set. Concurrent activations of one
-// directory share the first one's work. ctx bounds the activation.
+// directory share the first one's work. An activation of a Location being
+// deactivated waits until it has closed, then activates it anew. ctx bounds the
+// activation and that wait.
 func (s *Server) Activate(ctx context.Context, dir string) (loc *location.Location, already bool, err error) {
 	id, err := location.Canonicalize(dir)
 	if err != nil {
@@ -242,6 +252,16 @@ func (s *Server) Activate(ctx context.Context, dir string) (loc *location.Locati
 		if e, ok := s.locs[id]; ok {
 			s.mu.Unlock()
 			return e.loc, true, nil
+		}
+		if done, ok := s.closing[id]; ok {
+			s.mu.Unlock()
+			// Another client is deactivating it: activate once its close is done.
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, false, fmt.Errorf("server: location %q is closing; activate it again once it has closed: %w", id, context.Cause(ctx))
+			}
 		}
 		if a, ok := s.activating[id]; ok {
 			s.mu.Unlock()
@@ -306,10 +326,20 @@ func (s *Server) Deactivate(ctx context.Context, id string) error {
 	s.mu.Lock()
 	e, ok := s.locs[id]
 	delete(s.locs, id)
+	closed := make(chan struct{})
+	if ok {
+		s.closing[id] = closed
+	}
 	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownLocation, id)
 	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.closing, id)
+		s.mu.Unlock()
+		close(closed)
+	}()
 	if e.stop != nil {
 		e.stop()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 func (a *api) ListSources(_ context.Context, req *servepb.ListSourcesRequest) (*servepb.ListSourcesResponse, error) {
@@ -119,12 +120,12 @@ func sourcesProto(sts []location.SourceStatus) []*servepb.Source {
 	return out
 }
 
-var sourceStates = map[location.State]servepb.SourceState{
-	location.Starting:   servepb.SourceState_SOURCE_STATE_STARTING,
-	location.Running:    servepb.SourceState_SOURCE_STATE_RUNNING,
-	location.Restarting: servepb.SourceState_SOURCE_STATE_RESTARTING,
-	location.Failed:     servepb.SourceState_SOURCE_STATE_FAILED,
-	location.Stopped:    servepb.SourceState_SOURCE_STATE_STOPPED,
+var sourceStates = map[supervise.State]servepb.SourceState{
+	supervise.Starting:   servepb.SourceState_SOURCE_STATE_STARTING,
+	supervise.Running:    servepb.SourceState_SOURCE_STATE_RUNNING,
+	supervise.Restarting: servepb.SourceState_SOURCE_STATE_RESTARTING,
+	supervise.Failed:     servepb.SourceState_SOURCE_STATE_FAILED,
+	supervise.Stopped:    servepb.SourceState_SOURCE_STATE_STOPPED,
 }
 
 func sourceProto(st location.SourceStatus) *servepb.Source {

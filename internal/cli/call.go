@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -101,7 +102,9 @@ func (a *app) call(ctx context.Context, args []string) int {
 
 	if o.socket != "" {
 		return a.withRemote(ctx, "call", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
-			req, err := c.PrepareRequest(ctx, loc.ID, "")
+			// A person calls by name: a tool the rules deny is called too, so that
+			// the denial, and how to allow it, is what they see.
+			req, err := c.PrepareRequest(ctx, loc.ID, "", client.AllTools())
 			if err != nil {
 				return a.remoteError(ctx, "call", o.socket, err)
 			}
@@ -116,7 +119,7 @@ func (a *app) call(ctx context.Context, args []string) int {
 		})
 	}
 	return a.withLocation(ctx, "call", o.location, o.verbose, func(s *session) int {
-		q, err := s.loc.Prepare()
+		q, err := s.loc.Prepare(registry.OfferAll()) // as above
 		if err != nil {
 			a.errorf("toolhost call: %v", err)
 			return ExitFailure
@@ -186,7 +189,7 @@ func (a *app) printProgress(p sdk.Progress) {
 
 // printSettlement writes the human form: the content (an error prefixed with its
 // outcome) — or, when there is none, the structured output indented — then the
-// managed paths. --json shows both.
+// managed paths, inert on a terminal (termtext). --json shows both, exactly.
 func (a *app) printSettlement(s *registry.Settlement) {
 	var b bytes.Buffer
 	if s.IsError() {
@@ -214,5 +217,5 @@ func (a *app) printSettlement(s *registry.Settlement) {
 	for _, p := range s.ManagedPaths {
 		fmt.Fprintf(&b, "full output: %s\n", p)
 	}
-	a.stdout.Write(b.Bytes())
+	io.WriteString(a.stdout, termtext.Inert(b.String())) // --json prints it exactly
 }

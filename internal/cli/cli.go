@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -80,7 +81,9 @@ environment:
 // and logs to stderr; it never writes to either after it returns.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer sandbox.DropReserves() // what is kept ready for confined starts
-	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: stderr}}
+	// Everything on stderr is made inert (termtext): logs, errors, progress and
+	// permission asks quote what tool sources say.
+	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: termtext.NewWriter(stderr)}}
 	if isTerminal(stdin) {
 		a.asker = newPromptAsker(stdin, a.stderr)
 	}

@@ -8,8 +8,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type mcpLoginOptions struct {
@@ -87,7 +89,7 @@ func (a *app) mcpLogin(ctx context.Context, args []string) int {
 		a.errorf("toolhost mcp-login: %v", err)
 		return ExitFailure
 	}
-	opts := mcp.LoginOptions{Out: a.stdout, ListenAddr: o.listen, ClientID: o.clientID}
+	opts := mcp.LoginOptions{Out: termtext.NewWriter(a.stdout), ListenAddr: o.listen, ClientID: o.clientID} // the server chooses what it prints
 	if o.clientSecretEnv != "" {
 		opts.ClientSecret = os.Getenv(o.clientSecretEnv)
 		if opts.ClientSecret == "" {
@@ -127,7 +129,7 @@ func (a *app) loginOnFirstUse(ctx context.Context, loc *location.Location) {
 	}
 	for _, st := range loc.Sources() {
 		var auth *mcp.AuthRequiredError
-		if st.Kind != location.KindMCP || st.State == location.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
+		if st.Kind != location.KindMCP || st.State == supervise.Running || !errors.As(st.Err, &auth) || auth.Hint == "" {
 			continue
 		}
 		var m *location.MCPServerConfig

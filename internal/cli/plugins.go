@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/location"
 )
 
@@ -90,7 +92,7 @@ func (a *app) pluginsLock(ctx context.Context, id string, cfg *location.Config, 
 	}
 	for _, name := range resolved {
 		m := lock.Plugins[name]
-		fmt.Fprintf(a.stdout, "%s: %s@%s %s\n", name, m.Module, m.Version, m.Hash)
+		fmt.Fprintln(a.stdout, termtext.Line(fmt.Sprintf("%s: %s@%s %s", name, m.Module, m.Version, m.Hash)))
 	}
 	if len(resolved) == 0 {
 		fmt.Fprintln(a.stdout, "every module plugin is locked")
@@ -132,7 +134,7 @@ func (a *app) pluginsVerify(ctx context.Context, id string, cfg *location.Config
 			}
 			continue
 		}
-		fmt.Fprintf(a.stdout, "%s: %s@%s %s verified\n", pc.Name, m.Module, m.Version, m.Hash)
+		fmt.Fprintln(a.stdout, termtext.Line(fmt.Sprintf("%s: %s@%s %s verified", pc.Name, m.Module, m.Version, m.Hash)))
 	}
 	return code
 }
@@ -200,7 +202,7 @@ func (a *app) pluginsList(ctx context.Context, id string, cfg *location.Config, 
 		if p.Built != nil && *p.Built {
 			state += ", built"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, p.Source, orDash(version), orDash(p.Hash), orDash(state))
+		fmt.Fprintln(tw, strings.Join([]string{termtext.Line(p.Name), termtext.Line(p.Kind), termtext.Line(p.Source), termtext.Line(orDash(version)), termtext.Line(orDash(p.Hash)), termtext.Line(orDash(state))}, "\t"))
 	}
 	_ = tw.Flush()
 	return ExitOK

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/permission"
@@ -95,11 +98,33 @@ func (a *app) remoteError(ctx context.Context, cmd, socket string, err error) in
 		a.errorf("interrupted")
 		return ExitInterrupted
 	case errors.Is(err, client.ErrUnavailable):
-		a.errorf("toolhost %s: no toolhost serve or dev answers on %s (start one, or check the address): %v", cmd, socket, err)
+		a.errorf("toolhost %s: no toolhost serve or dev answers on %s (%s): start one, or check the address", cmd, socket, unreachable(ctx, socket))
 	default:
 		a.errorf("toolhost %s: %v", cmd, err)
 	}
 	return ExitFailure
+}
+
+// unreachable says why nothing answers at socket, in the operating system's words
+// ("connection refused", "no such file or directory"), asking it again directly:
+// gRPC's status for it quotes its transport's internals.
+func unreachable(ctx context.Context, socket string) string {
+	network, addr := "tcp", socket
+	if strings.HasPrefix(socket, "/") || strings.HasPrefix(socket, "unix:") {
+		network, addr = "unix", strings.TrimPrefix(strings.TrimPrefix(socket, "unix://"), "unix:")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		conn.Close()
+		return "something listens there but does not answer as toolhost, or it is shutting down"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
 }
 
 // forwardAsks answers the asks of c's calls in loc through a.asker (the person at

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/termtext"
 )
 
 type statusOptions struct {
@@ -96,7 +97,7 @@ func (a *app) status(ctx context.Context, args []string) int {
 			if i > 0 {
 				fmt.Fprintln(a.stdout)
 			}
-			fmt.Fprintf(a.stdout, "%s\n", l.Location)
+			fmt.Fprintf(a.stdout, "%s\n", termtext.Line(l.Location))
 			a.printSources(l.Sources, true)
 		}
 		return code
@@ -104,7 +105,7 @@ func (a *app) status(ctx context.Context, args []string) int {
 }
 
 // printSources prints a table of sources and, for those that do not run (or all with
-// details), their last error and stderr tail.
+// details), their last error and stderr tail, inert on a terminal (termtext).
 func (a *app) printSources(srcs []client.Source, all bool) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tSTATE\tGEN\tPID\tCONTAINMENT\tRESTARTS")
@@ -119,16 +120,16 @@ func (a *app) printSources(srcs []client.Source, all bool) {
 		if cont == "" {
 			cont = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", s.ID, s.State, s.Generation, s.PID, cont, s.Restarts)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", termtext.Line(s.ID), termtext.Line(s.State), s.Generation, s.PID, termtext.Line(cont), s.Restarts)
 	}
 	tw.Flush()
 	for _, s := range srcs {
 		if s.Error == "" {
 			continue
 		}
-		fmt.Fprintf(a.stdout, "%s: %s\n", s.ID, indentLines(s.Error))
+		fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Line(s.ID), indentLines(termtext.Inert(s.Error)))
 		if tail := strings.TrimSpace(s.StderrTail); tail != "" && !strings.Contains(s.Error, tail) {
-			fmt.Fprintf(a.stdout, "  stderr (last lines):\n    %s\n", strings.ReplaceAll(lastLinesOf(tail, 10), "\n", "\n    "))
+			fmt.Fprintf(a.stdout, "  stderr (last lines):\n    %s\n", strings.ReplaceAll(termtext.Inert(lastLinesOf(tail, 10)), "\n", "\n    "))
 		}
 	}
 }

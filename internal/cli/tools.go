@@ -9,9 +9,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolhost/toolhost/client"
-	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/internal/termtext"
 	"github.com/toolhost/toolhost/provider"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 type toolsOptions struct {
@@ -20,13 +21,16 @@ type toolsOptions struct {
 	json     bool
 	verbose  bool
 	provider string
+	all      bool
 }
 
 func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	o := &toolsOptions{}
-	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--json] [--provider NAME] [--verbose]",
+	fs := a.newFlagSet("tools", "(--location DIR | --socket ADDRESS [--location DIR]) [--all] [--json] [--provider NAME] [--verbose]",
 		"activates the Location at DIR, lists the definitions of its tools sorted by name,\n"+
-			"and deactivates it. Sources that do not serve (a plugin or MCP server that\n"+
+			"and deactivates it. It lists what a model is offered: a tool the Location's\n"+
+			"permission rules deny outright (for every resource) is left out; --all lists\n"+
+			"every tool. Sources that do not serve (a plugin or MCP server that\n"+
 			"failed to start and is retried, a manifest tool whose command cannot run) are\n"+
 			"listed after the tools, with why, and the exit status is then 4.\n"+
 			"With --socket it lists what a running toolhost serve or dev serves instead, and\n"+
@@ -41,6 +45,7 @@ func (a *app) toolsFlags() (*flag.FlagSet, *toolsOptions) {
 	fs.StringVar(&o.socket, "socket", "", remoteFlagHelp)
 	fs.StringVar(&o.tokenFile, "token-file", "", "with --socket 127.0.0.1:PORT, the `file` holding serve's token")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&o.all, "all", false, "list every tool, those the permission rules deny outright included")
 	fs.BoolVar(&o.verbose, "verbose", false, "show plugin and host logs (otherwise only warnings and errors)")
 	fs.StringVar(&o.provider, "provider", "", "check the definitions for a provider `profile`: openai, anthropic or gemini")
 	return fs, o
@@ -67,7 +72,11 @@ func (a *app) tools(ctx context.Context, args []string) int {
 	}
 	if o.socket != "" {
 		return a.withRemote(ctx, "tools", &o.remoteOptions, o.location, func(c *client.Client, loc client.Location) int {
-			req, err := c.PrepareRequest(ctx, loc.ID, o.provider)
+			var opts []client.PrepareOption
+			if o.all {
+				opts = append(opts, client.AllTools())
+			}
+			req, err := c.PrepareRequest(ctx, loc.ID, o.provider, opts...)
 			if err != nil {
 				return a.remoteError(ctx, "tools", o.socket, err)
 			}
@@ -93,7 +102,11 @@ func (a *app) tools(ctx context.Context, args []string) int {
 		})
 	}
 	return a.withLocation(ctx, "tools", o.location, o.verbose, func(s *session) int {
-		q, err := s.loc.Prepare()
+		var opts []registry.PrepareOption
+		if o.all {
+			opts = append(opts, registry.OfferAll())
+		}
+		q, err := s.loc.Prepare(opts...)
 		if err != nil {
 			a.errorf("toolhost tools: %v", err)
 			return ExitFailure
@@ -101,7 +114,7 @@ func (a *app) tools(ctx context.Context, args []string) int {
 		defs, problems := checkProvider(profile, q.Definitions())
 		var notServing []sourceJSON
 		for _, st := range s.loc.Sources() {
-			if st.State != location.Running {
+			if st.State != supervise.Running {
 				j := sourceJSON{ID: st.ID, State: string(st.State)}
 				if st.Err != nil {
 					j.Error = st.Err.Error()
@@ -140,14 +153,14 @@ func (a *app) listTools(o *toolsOptions, profile provider.Profile, loc string, d
 	a.printToolTable(defs, nil)
 	for _, d := range defs {
 		for _, p := range problems[d.Name] {
-			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, p)
+			fmt.Fprintf(a.stdout, "%s: not compatible with %s: %s\n", d.Name, profile, termtext.Inert(p.String()))
 		}
 	}
 	for _, s := range notServing {
 		if s.Error != "" {
-			fmt.Fprintf(a.stdout, "%s: %s: %s\n", s.ID, s.State, indentLines(s.Error))
+			fmt.Fprintf(a.stdout, "%s: %s: %s\n", termtext.Line(s.ID), termtext.Line(s.State), indentLines(termtext.Inert(s.Error)))
 		} else {
-			fmt.Fprintf(a.stdout, "%s: %s\n", s.ID, s.State)
+			fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Line(s.ID), termtext.Line(s.State))
 		}
 	}
 	return code
@@ -189,7 +202,7 @@ func (a *app) printToolTable(defs []registry.Definition, notRunning []string) {
 		fmt.Fprintln(tw, "NAME\tDESCRIPTION")
 		for _, d := range defs {
 			first, _, _ := strings.Cut(strings.TrimSpace(d.Description), "\n")
-			fmt.Fprintf(tw, "%s\t%s\n", d.Name, strings.TrimSpace(first))
+			fmt.Fprintf(tw, "%s\t%s\n", termtext.Line(d.Name), termtext.Line(strings.TrimSpace(first)))
 		}
 		tw.Flush()
 	}

@@ -43,8 +43,9 @@ const StartActivationEnv = "TOOLHOST_ACTIVATE"
 // with large options) is sent with the Activate call instead.
 const MaxStartActivationRequest = 64 << 10
 
-// MaxActivationLine bounds the activation line the host reads: the registrations of
-// an activation, as Tools.Register bounds one batch.
+// MaxActivationLine bounds the activation line the host reads unless told a
+// smaller bound (NewStdoutFilter): the registrations of an activation, as
+// Tools.Register bounds one batch.
 const MaxActivationLine = 96 << 20
 
 // activationLinePrefix starts the activation line; "ok " or "failed " follows, then
@@ -163,7 +164,7 @@ func ParseActivationLine(line []byte) (*ActivateResponse, error) {
 
 // StdoutFilter is a plugin's standard output with its activation lines taken out:
 // reads return everything else, as the plugin wrote it, for go-plugin's handshake
-// reader; the first activation line (at most MaxActivationLine bytes) goes to
+// reader; the first activation line (at most its limit of bytes) goes to
 // Activation, and any later one is dropped. The filter works within its reader's
 // reads: go-plugin reads a plugin's standard output from its start, so the line,
 // which the plugin prints before its handshake, is taken out as soon as it is
@@ -176,16 +177,22 @@ type StdoutFilter struct {
 	passing    []byte // what is left of the chunk being passed through
 	midLine    bool   // the last chunk passed did not end its line
 	skipping   bool   // dropping the rest of an activation line over the limit
+	maxLine    int
 }
 
-// NewStdoutFilter filters r. Its buffer is bufio's default, 4 KiB: it lives as long
-// as the plugin, and a longer activation line is assembled from several reads.
-func NewStdoutFilter(r io.ReadCloser) *StdoutFilter {
-	return &StdoutFilter{src: r, br: bufio.NewReader(r), activation: make(chan []byte, 1)}
+// NewStdoutFilter filters r, taking an activation line of at most maxLine bytes
+// (MaxActivationLine when maxLine is not positive or larger). Its buffer is bufio's
+// default, 4 KiB: it lives as long as the plugin, and a longer activation line is
+// assembled from several reads.
+func NewStdoutFilter(r io.ReadCloser, maxLine int) *StdoutFilter {
+	if maxLine <= 0 || maxLine > MaxActivationLine {
+		maxLine = MaxActivationLine
+	}
+	return &StdoutFilter{src: r, br: bufio.NewReader(r), activation: make(chan []byte, 1), maxLine: maxLine}
 }
 
 // Activation delivers the activation line (without its newline) once it is read. A
-// line over MaxActivationLine is delivered cut short, which does not parse.
+// line over the filter's limit is delivered cut short, which does not parse.
 func (f *StdoutFilter) Activation() <-chan []byte { return f.activation }
 
 func (f *StdoutFilter) Read(p []byte) (int, error) {
@@ -197,7 +204,7 @@ func (f *StdoutFilter) Read(p []byte) (int, error) {
 			f.skipping = full
 		case !f.midLine && bytes.HasPrefix(chunk, []byte(activationLinePrefix)):
 			line := slices.Clone(chunk)
-			for full && len(line) <= MaxActivationLine {
+			for full && len(line) <= f.maxLine {
 				chunk, err = f.br.ReadSlice('\n')
 				full = errors.Is(err, bufio.ErrBufferFull)
 				line = append(line, chunk...)

@@ -73,7 +73,7 @@ func TestStdoutFilter(t *testing.T) {
 				input += string(line) // the second is dropped
 			}
 			for _, cut := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
-				f := NewStdoutFilter(io.NopCloser(cut(strings.NewReader(input))))
+				f := NewStdoutFilter(io.NopCloser(cut(strings.NewReader(input))), 0)
 				got, err := io.ReadAll(f)
 				if err != nil {
 					t.Fatal(err)
@@ -96,7 +96,7 @@ func TestStdoutFilter(t *testing.T) {
 
 func TestStdoutFilterCutsAnOverlongActivationLine(t *testing.T) {
 	input := activationLinePrefix + "ok " + strings.Repeat("A", MaxActivationLine+100) + "\nafter\n"
-	f := NewStdoutFilter(io.NopCloser(strings.NewReader(input)))
+	f := NewStdoutFilter(io.NopCloser(strings.NewReader(input)), 0)
 	got, err := io.ReadAll(f)
 	if err != nil || string(got) != "after\n" {
 		t.Fatalf("passed %.40q (%v), want only the line after", got, err)

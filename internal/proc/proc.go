@@ -76,7 +76,7 @@ func Start(spec sandbox.Spec, path string, argv []string, dir string, env map[st
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := box.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
+		return nil, err // the sandbox's error names the program
 	}
 	// The child has its copies; ours would keep the pipes open forever.
 	inR.Close()
@@ -141,11 +141,16 @@ func EnvList(env map[string]string) []string {
 	return list
 }
 
-// LookPath resolves a command: a name with a slash is used as is; a bare name is
-// looked up on the PATH of env (absolute entries only), never on the host's PATH.
+// LookPath resolves a command: a name with a slash is used as is (an absolute one
+// must be an executable file: an error wrapping fs.ErrNotExist or fs.ErrPermission
+// says so before anything starts); a bare name is looked up on the PATH of env
+// (absolute entries only), never on the host's PATH.
 func LookPath(name string, env map[string]string) (string, error) {
 	if strings.Contains(name, "/") {
-		return name, nil
+		if filepath.IsAbs(name) {
+			return name, checkCommand(name)
+		}
+		return name, nil // relative to the working directory the program gets
 	}
 	path, ok := env["PATH"]
 	if !ok {
@@ -161,6 +166,20 @@ func LookPath(name string, env map[string]string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("command %q not found on the configured PATH %q: %w", name, path, fs.ErrNotExist)
+}
+
+// checkCommand reports why the file at path cannot be run, if it cannot.
+func checkCommand(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("command %s: %w", path, fs.ErrNotExist)
+	case err != nil:
+		return err // a *PathError: it names the path
+	case !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+		return fmt.Errorf("command %s is not an executable file: %w", path, fs.ErrPermission)
+	}
+	return nil
 }
 
 // Ring keeps the last bytes written to it, so a failure can quote a process's real

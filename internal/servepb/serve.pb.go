@@ -1415,7 +1415,12 @@ type PrepareRequestRequest struct {
 	LocationId string                 `protobuf:"bytes,2,opt,name=location_id,json=locationId,proto3" json:"location_id,omitempty"`
 	// provider is "", "openai", "anthropic" or "gemini". Empty: no checks, the
 	// definitions exactly as registered.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	// all_tools offers every tool of the Location. By default the Request offers
+	// only what the Location's permission rules leave visible: a tool whose source
+	// and action a rule denies for every resource is left out. Calls go through
+	// permission either way.
+	AllTools      bool `protobuf:"varint,4,opt,name=all_tools,json=allTools,proto3" json:"all_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1469,6 +1474,13 @@ func (x *PrepareRequestRequest) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *PrepareRequestRequest) GetAllTools() bool {
+	if x != nil {
+		return x.AllTools
+	}
+	return false
 }
 
 type PrepareRequestResponse struct {
@@ -2423,8 +2435,12 @@ type Progress struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Progress float64                `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
 	// total is 0 when unknown.
-	Total         float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
-	Message       string  `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Total   float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	Message string  `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// skipped counts the progress events of the call not sent since the previous
+	// one: a stream whose client reads slower than the tool reports keeps only the
+	// latest event (the final event of a call is never skipped).
+	Skipped       uint64 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2478,6 +2494,13 @@ func (x *Progress) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Progress) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 // CallError is a call that ended without a settlement: nothing to show the model.
@@ -3980,12 +4003,13 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\rR\n" +
 	"generation\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\x05R\x03pid\"q\n" +
+	"\x03pid\x18\x05 \x01(\x05R\x03pid\"\x8e\x01\n" +
 	"\x15PrepareRequestRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vlocation_id\x18\x02 \x01(\tR\n" +
 	"locationId\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\xb4\x01\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x1b\n" +
+	"\tall_tools\x18\x04 \x01(\bR\ballTools\"\xb4\x01\n" +
 	"\x16PrepareRequestResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12?\n" +
@@ -4067,11 +4091,12 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"=\n" +
 	"\aProblem\x12\x18\n" +
 	"\apointer\x18\x01 \x01(\tR\apointer\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"V\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"p\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xa8\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\x04R\askipped\"\xa8\x01\n" +
 	"\tCallError\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.toolhost.serve.v1.CallError.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"J\n" +

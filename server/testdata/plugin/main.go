@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -34,6 +35,14 @@ func main() {
 					sdk.ReportProgress(ctx, sdk.Progress{Progress: float64(i), Total: float64(in.N), Message: fmt.Sprint("step ", i)})
 				}
 				return "done", nil
+			}),
+			"flood": sdk.NewTool("Reports n progress events of 32 KiB, then blocks until cancelled.", func(ctx context.Context, _ sdk.Invocation, in countIn) (string, error) {
+				pad := strings.Repeat("p", 32<<10)
+				for i := 1; i <= in.N; i++ {
+					sdk.ReportProgress(ctx, sdk.Progress{Progress: float64(i), Total: float64(in.N), Message: pad})
+				}
+				<-ctx.Done()
+				return "", context.Cause(ctx)
 			}),
 			"block": sdk.NewTool("Blocks until cancelled.", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
 				sdk.ReportProgress(ctx, sdk.Progress{Message: "blocking"})

@@ -1,12 +1,15 @@
 // Command plugin is the plugin the cli tests call: a typed "echo" tool, a "fail" tool
 // that returns a ToolFailure, a "progress" tool that reports three progress events, a
 // "picture" tool with media content, a "big" tool whose output exceeds the limits,
-// and a "block" tool that waits until its call is cancelled.
+// and a "block" tool that waits until its call is cancelled. With EXIT_IN_ACTIVATION
+// set in its environment it exits with status 3 while it activates.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -26,6 +29,11 @@ type empty struct{}
 
 func main() {
 	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, _ sdk.Location, tools sdk.Tools) error {
+		if os.Getenv("EXIT_IN_ACTIVATION") != "" {
+			// Straight to fd 2, as a log or a panic writes.
+			fmt.Fprintln(os.NewFile(2, "stderr"), "plugin: cannot open the cache database")
+			os.Exit(3)
+		}
 		echo := sdk.NewTool("Echo the text back.\nThe second line is not shown in listings.",
 			func(_ context.Context, inv sdk.Invocation, in echoInput) (echoOutput, error) {
 				return echoOutput{Text: in.Text, Agent: inv.Agent, Call: inv.ToolCallID}, nil

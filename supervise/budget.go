@@ -1,12 +1,9 @@
-// Package restart holds what every supervised source (plugins, MCP servers) needs to
-// decide about restarts: the crash budget, its backoff, and the states a supervisor
-// reports.
-package restart
+package supervise
 
 import "time"
 
 // Budget limits restarts after crashes: at most Crashes crashes within Window; past
-// that the source stays failed. Backoff doubles from MinBackoff up to MaxBackoff.
+// that the program stays Failed. Backoff doubles from MinBackoff up to MaxBackoff.
 type Budget struct {
 	Crashes    int           // default 5
 	Window     time.Duration // default 1m
@@ -31,16 +28,16 @@ func (b Budget) WithDefaults() Budget {
 	return b
 }
 
-// Tracker counts crashes against a Budget. It is not safe for concurrent use: its
-// owner guards it with its own lock.
-type Tracker struct {
+// tracker counts crashes against a Budget. It is not safe for concurrent use: the
+// Supervisor guards it with its lock.
+type tracker struct {
 	crashes []time.Time
 }
 
-// Crash records a crash at now. It returns the backoff before the next start and
+// crash records a crash at now. It returns the backoff before the next start and
 // true, or false when this crash spends the budget; n is the number of crashes
 // within the window, this one included.
-func (t *Tracker) Crash(b Budget, now time.Time) (backoff time.Duration, n int, ok bool) {
+func (t *tracker) crash(b Budget, now time.Time) (backoff time.Duration, n int, ok bool) {
 	recent := t.crashes[:0]
 	for _, c := range t.crashes {
 		if now.Sub(c) < b.Window {
@@ -55,22 +52,25 @@ func (t *Tracker) Crash(b Budget, now time.Time) (backoff time.Duration, n int, 
 	return min(b.MinBackoff<<(n-1), b.MaxBackoff), n, true
 }
 
-// Reset forgets every crash (a deliberate reload starts afresh).
-func (t *Tracker) Reset() { t.crashes = nil }
+// reset forgets every crash (a deliberate reload starts afresh).
+func (t *tracker) reset() { t.crashes = nil }
 
-// State is a supervised source's condition.
+// State is a supervised program's condition.
 type State string
 
 const (
-	// Starting: a first generation, or one asked for by hand, is being started.
+	// Starting: a first generation is being started.
 	Starting State = "starting"
-	// Running: a generation is serving.
+	// Running: a generation is serving. The last error may still be set: a reload
+	// that failed while the serving generation went on.
 	Running State = "running"
-	// Restarting: the last generation crashed; a new one is being started.
+	// Restarting: the last generation crashed, or the first did not start; the next
+	// is being started under the crash budget. Its tools stay advertised (held).
 	Restarting State = "restarting"
-	// Failed: the crash budget is spent; the source stays down until restarted by
-	// hand (or reloaded).
+	// Failed: the crash budget is spent; the program stays down, its tools no longer
+	// advertised, until reloaded (or restarted) by hand.
 	Failed State = "failed"
-	// Stopped: the supervisor's scope closed.
+	// Stopped: the supervisor's scope closed, or the serving generation was stopped
+	// on purpose.
 	Stopped State = "stopped"
 )

@@ -1,0 +1,177 @@
+// Package filestore changes files that several toolhost processes of one user may
+// write at once: saved approvals, plugins.lock.json, OAuth tokens, the managed
+// output's quota. Every change is read-modify-write under an exclusive lock on a
+// sibling lock file, with the latest contents re-read under the lock, and is
+// written atomically: a temporary file in the same directory, synced, renamed over
+// the file, then the directory synced. A reader without the lock sees the old
+// contents or the new, never a mix, and no writer loses another's change as long as
+// its change is made from what Update hands it.
+//
+// The lock is advisory (flock on Unix, LockFileEx on Windows) and released by the
+// operating system when its process dies, so a killed writer never leaves it
+// held; what it may leave is a temporary file, which the next writer, or Clean
+// at start, removes under the lock.
+package filestore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// LockPath returns the lock file of path: a hidden sibling, ".NAME.lock".
+func LockPath(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock")
+}
+
+// tempPattern matches the temporary files of path: ".NAME.*.tmp".
+func tempPattern(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+}
+
+// Locked is a held lock of one file (see Lock). Unlock releases it.
+type Locked struct {
+	path    string
+	f       *os.File
+	removed []string // the temporary files Lock removed
+}
+
+// Lock takes the exclusive lock of path, creating its directory (mode 0700 if
+// missing) and lock file, and blocks until it holds it. Then it removes the
+// temporary files a writer killed mid-write left (see Clean). The caller must
+// Unlock. Locks taken in one process exclude each other as locks of two
+// processes do.
+func Lock(path string) (*Locked, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := LockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	l := &Locked{path: path, f: f}
+	if l.removed, err = l.removeTemps(); err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Unlock releases the lock. It is not idempotent.
+func (l *Locked) Unlock() error {
+	return l.f.Close() // closing the last descriptor releases the lock
+}
+
+// Read returns the file's contents, or nil and no error when it does not exist.
+func (l *Locked) Read() ([]byte, error) {
+	data, err := os.ReadFile(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// Write replaces the file's contents with data, atomically and durably: a
+// temporary file in the same directory with mode perm, synced, renamed over the
+// file, then the directory synced. On failure the file is as it was and no
+// temporary file is left.
+func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
+	dir := filepath.Dir(l.path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(l.path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), l.path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// removeTemps removes the temporary files (or directories) of the path; the lock
+// is held, so none is being written.
+func (l *Locked) removeTemps() ([]string, error) {
+	names, err := filepath.Glob(tempPattern(l.path))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, n := range names {
+		if err := os.RemoveAll(n); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, n)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Update changes the file at path under its lock: fn is given its latest contents
+// (nil when it does not exist) and returns the new contents, written as Write
+// writes them with mode perm. When fn returns an error nothing is written and
+// Update returns it as is; when fn returns ErrUnchanged nothing is written and
+// Update returns nil. Errors of Update's own name the file.
+func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) error {
+	l, err := Lock(path)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	old, err := l.Read()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	data, err := fn(old)
+	if errors.Is(err, ErrUnchanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := l.Write(data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrUnchanged, returned by Update's fn, leaves the file as it is.
+var ErrUnchanged = errors.New("filestore: unchanged")
+
+// Clean removes, under the lock of path, the temporary files a writer killed
+// mid-write left beside it, and returns their paths. A missing directory is not
+// an error and creates nothing.
+func Clean(path string) ([]string, error) {
+	if _, err := os.Stat(filepath.Dir(path)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	l, err := Lock(path)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	return l.removed, nil
+}

@@ -1,0 +1,4 @@
+package plugins
+
+// DefaultSocketDir is defaultSocketDir, for the tests.
+var DefaultSocketDir = defaultSocketDir
