@@ -162,18 +162,28 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("%d of %d calls under load failed; one: %v", n, calls.Load(), failure.Load())
 	}
 
-	// A new deny is in force for the next call.
+	// A new deny is in force for the next call: a Request prepared before the
+	// reload still offers echo and its call is denied; a new one does not offer it.
+	before, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg["permission"] = append(slices.Clone(allowAll), obj{"action": "echo", "resource": "*", "effect": "deny"})
 	if err := reload(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := settle(t, l, "echo", obj{"text": "denied?"}); err != nil || s.Outcome != registry.ToolFailed || !strings.Contains(s.Text(), "denied") {
-		t.Errorf("echo after a deny: %v %s %s", err, s.Outcome, s.Text())
+	s, err := before.Settle(t.Context(), registry.Call{Name: "echo", Input: json.RawMessage(`{"text":"denied?"}`), Invocation: sdk.Invocation{ToolCallID: "call_1"}})
+	if err != nil || s.Outcome != registry.ToolFailed || !strings.Contains(s.Text(), "denied") {
+		t.Errorf("echo after a deny, on a Request prepared before: %v %s", err, settlementText(s))
+	}
+	if s, err := settle(t, l, "echo", obj{"text": "denied?"}); err != nil || s.Outcome != registry.Unknown {
+		t.Errorf("echo after a deny, on a new Request: %v %s, want it not offered", err, settlementText(s))
 	}
 }
 
 // TestWatchConfigRename: with WatchConfig, a config file replaced by a rename (as
-// editors save) is applied: the new deny holds once SourcesChanged reports it.
+// editors save) is applied: the new deny holds (the tool is no longer offered)
+// once SourcesChanged reports it.
 func TestWatchConfigRename(t *testing.T) {
 	e := newEnv(t)
 	e.opts.WatchConfig = true
@@ -193,7 +203,7 @@ func TestWatchConfigRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		if s, _ := settle(t, l, "echo", obj{"text": "x"}); s != nil && s.Outcome == registry.ToolFailed && strings.Contains(s.Text(), "denied") {
+		if s, _ := settle(t, l, "echo", obj{"text": "x"}); s != nil && s.Outcome == registry.Unknown { // denied for every resource: not offered
 			break
 		}
 		select {
@@ -264,7 +274,7 @@ func BenchmarkConfigRenameToRule(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s.Outcome == registry.ToolFailed
+		return s.Outcome == registry.Unknown // denied for every resource: not offered
 	}
 	var times []time.Duration
 	deny := false

@@ -302,7 +302,7 @@ func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 			}
 			return err
 		}
-		s.sup = sup
+		s.sup, s.sc = sup, psc
 		l.follow(s)
 		_, err = sup.State()
 		return err
