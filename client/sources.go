@@ -11,7 +11,9 @@ import (
 
 // Source is the health of one source of a Location (see ListSources in serve.proto).
 type Source struct {
-	// Kind is "builtin", "plugin", "mcp" or "manifest"; ID is "kind:name".
+	// Kind is "builtin", "plugin", "mcp" or "manifest"; ID is "kind:name". Kind and
+	// ID "config" (State "failed") stand for an edit to the config that cannot be
+	// applied, while the running config keeps serving (see location.KindConfig).
 	Kind, Name, ID string
 	// State is "starting", "running", "restarting", "failed" or "stopped".
 	State string

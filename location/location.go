@@ -56,6 +56,17 @@ type Options struct {
 	// $XDG_DATA_HOME/toolhost/permissions (else ~/.local/share/...), read from Env.
 	// Never inside the workspace: a cloned repository must not carry approvals.
 	StateDir string
+	// StartInBackground makes Activate return once the built-ins serve, before any
+	// plugin or MCP server has started: those build and start in the background
+	// (see Location.Started), their tools registering as each one starts, and
+	// closing the Location cancels a build or start in progress. Manifest tools
+	// register once they have all made their first attempt. For a front end that
+	// must answer at once (toolhost mcp). Default: Activate waits.
+	StartInBackground bool
+	// WatchConfig makes the Location watch its config files while it is active and
+	// apply each valid edit (see Location.Reload). For the long-lived front ends
+	// (serve, dev, mcp). Default: the config is read once.
+	WatchConfig bool
 	// SandboxMode forces every source's containment mechanism ("namespace",
 	// "cgroup", "subreaper"; see sandbox.Mode); "" picks the strongest the machine
 	// allows. A forced mode the kernel refuses fails the source's start.
@@ -72,7 +83,10 @@ type Location struct {
 	cfg      *Config
 	opts     Options
 	scope    *scope.Scope
-	sources  []*source // built-ins, plugins, MCP servers, manifest tools; set by Activate
+	srcMu    sync.Mutex
+	sources  []*source     // built-ins, plugins, MCP servers, manifest tools; added to by Activate
+	started  chan struct{} // see Started
+	reload   reloadState
 	reg      *registry.Registry
 	perm     *permission.Service
 	fs       *fsys.FS
@@ -145,6 +159,9 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		return nil, err
 	}
 	warnUnmatchedReattach(logger, id, cfg, reattach)
+	for _, n := range cfg.Notes {
+		logger.Info(n)
+	}
 	cacheDir := ""
 	if needsBuild(cfg, reattach) {
 		if cacheDir, err = BuildCacheDir(opts.BuildCache, env); err != nil {
@@ -178,7 +195,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	}
 
 	l := &Location{id: id, cfg: cfg, opts: opts, scope: sc, reg: opts.Registry, logger: logger, cacheDir: cacheDir,
-		reattach: reattach, env: env, changedCh: make(chan struct{})}
+		reattach: reattach, env: env, changedCh: make(chan struct{}), started: make(chan struct{})}
 	if lock != nil {
 		l.modules = lock.Plugins
 	}
@@ -186,105 +203,187 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		_ = sc.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	l.sources = append(l.sources, &source{kind: KindBuiltin, state: supervise.Running})
-
-	plugs := make([]*source, len(cfg.Plugins))
-	servers := make([]*source, len(cfg.MCPServers))
-	var errs []error // what refuses the whole Location
-	var wg sync.WaitGroup
-	// Each source gets its own scope, made here, one at a time; the sources then
-	// start in parallel.
-	for i, pc := range cfg.Plugins {
-		src := &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: supervise.Starting}
-		plugs[i] = src
-		psc, err := sc.Child()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("location: plugin %q: %w", pc.Name, err))
-			continue
-		}
-		wg.Go(func() {
-			sup, err := l.startPlugin(ctx, psc, pc)
-			src.mu.Lock()
-			defer src.mu.Unlock()
-			if sup != nil {
-				src.sup = sup
-			} else {
-				_ = psc.Close(context.WithoutCancel(ctx))
-				src.state, src.err = supervise.Failed, err
+	l.addSources(&source{kind: KindBuiltin, state: supervise.Running})
+	if opts.StartInBackground {
+		// The scope's context ends when the Location closes, cancelling a build or
+		// start in progress.
+		if err := sc.Go(func(ctx context.Context) {
+			defer close(l.started)
+			if err := l.startSources(ctx); err != nil {
+				if ctx.Err() == nil {
+					logger.Error("Location's sources not started", "location", id, "error", err)
+				}
+				return
 			}
-		})
-	}
-	lookup := envLookup(env)
-	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
-	lost := make([]error, len(cfg.MCPServers)) // a supervisor not kept: the Location is closing
-	for i, mc := range cfg.MCPServers {
-		src := &source{kind: KindMCP, name: mc.Name, state: supervise.Starting}
-		servers[i] = src
-		msc, err := sc.Child()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("location: mcp server %q: %w", mc.Name, err))
-			continue
+			l.activated()
+			l.startWatching()
+		}); err != nil {
+			_ = sc.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("location: activate %s: %w", id, err)
 		}
-		mc, err = mc.Expand(lookup)
-		if err != nil {
-			// Like a server that cannot start: the source fails, the Location serves.
-			_ = msc.Close(ctx)
-			src.state, src.err = supervise.Failed, err
-			continue
-		}
-		wg.Go(func() {
-			sup, err := mcp.Keep(ctx, msc, mcp.Config{
-				Name: mc.Name,
-				Remote: mcp.Remote{
-					URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
-					LoginHint: "toolhost mcp-login " + mc.Name + " --location " + id,
-				},
-				Command:      mc.Command,
-				Args:         mc.Args,
-				Env:          mc.Env,
-				Dir:          mc.Dir,
-				Timeout:      mc.Timeout,
-				StartTimeout: mc.StartTimeout,
-				Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
-				Overrides:    mc.Overrides,
-				Limits:       mc.Sharing.limits(),
-				Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, opts.SandboxMode),
-				Logger:       logger.Named(mc.Name),
-			}, mcp.Target{Registry: opts.Registry, Location: id})
-			src.mu.Lock()
-			defer src.mu.Unlock()
-			if sup != nil {
-				src.sup = sup
-			} else { // only when the Location scope closed meanwhile
-				src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
-				lost[i] = src.err
-			}
-		})
+		return l, nil
 	}
-	wg.Wait()
-	errs = append(errs, lost...)
-	l.sources = append(l.sources, plugs...)
-	l.sources = append(l.sources, servers...)
-	if ctx.Err() != nil {
-		errs = append(errs, context.Cause(ctx))
-	}
-	if errors.Join(errs...) == nil {
-		errs = append(errs, l.registerManifestTools(ctx, logger))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := l.startSources(ctx); err != nil {
 		// Rollback: every source that started stops within its own grace.
 		if cerr := sc.Close(context.WithoutCancel(ctx)); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("location: roll back %s: %w", id, cerr))
 		}
 		return nil, fmt.Errorf("location: activate %s: %w", id, err)
 	}
-	for _, s := range l.sources {
+	l.activated()
+	close(l.started)
+	l.startWatching()
+	return l, nil
+}
+
+// startWatching watches the config files when Options.WatchConfig asks for it.
+func (l *Location) startWatching() {
+	if !l.opts.WatchConfig {
+		return
+	}
+	if err := l.watchConfig(); err != nil && l.scope.Context().Err() == nil {
+		l.logger.Warn("config edits will not apply while the Location is active: cannot watch its files", "location", l.id, "error", err)
+	}
+}
+
+// startSources starts every plugin and MCP server of the config in parallel, each
+// in its own child scope of the Location scope, waits for each one's first attempt,
+// then registers the manifest tools. The sources are listed (Starting) before they
+// start. An error refuses the whole Location: a scope closing, ctx ending.
+func (l *Location) startSources(ctx context.Context) error {
+	cfg, logger := l.cfg, l.logger
+	plugs := make([]*source, len(cfg.Plugins))
+	for i, pc := range cfg.Plugins {
+		plugs[i] = &source{kind: KindPlugin, name: pc.Name, pc: &cfg.Plugins[i], state: supervise.Starting}
+	}
+	servers := make([]*source, len(cfg.MCPServers))
+	for i, mc := range cfg.MCPServers {
+		servers[i] = &source{kind: KindMCP, name: mc.Name, mc: &cfg.MCPServers[i], state: supervise.Starting}
+	}
+	l.addSources(plugs...)
+	l.addSources(servers...)
+	l.bump()
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(plugs)+len(servers)) // what refuses the whole Location
+	for i, pc := range cfg.Plugins {
+		wg.Go(func() { errs[i] = l.startPluginSource(ctx, plugs[i], pc) })
+	}
+	for i, mc := range cfg.MCPServers {
+		wg.Go(func() { errs[len(plugs)+i] = l.startServerSource(ctx, servers[i], mc) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		errs = append(errs, context.Cause(ctx))
+	}
+	if errors.Join(errs...) == nil {
+		errs = append(errs, l.registerManifestTools(ctx, logger))
+	}
+	return errors.Join(errs...)
+}
+
+// startPluginSource builds (when given as Go source) and starts the plugin of src
+// in a child scope of the Location scope, kept in src. A plugin that cannot build
+// or start is src's error; only a Location closing is returned.
+func (l *Location) startPluginSource(ctx context.Context, src *source, pc PluginConfig) error {
+	psc, err := l.scope.Child()
+	if err != nil {
+		src.fail(err)
+		return fmt.Errorf("location: plugin %q: %w", pc.Name, err)
+	}
+	sup, err := l.startPlugin(ctx, psc, pc)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.sc = psc
+	if sup != nil {
+		src.sup = sup
+	} else {
+		_ = psc.Close(context.WithoutCancel(ctx))
+		src.state, src.err = supervise.Failed, err
+	}
+	return nil
+}
+
+// startServerSource starts the MCP server of src in a child scope of the Location
+// scope, kept in src. A server that cannot start is src's error; only a Location
+// closing is returned.
+func (l *Location) startServerSource(ctx context.Context, src *source, mc MCPServerConfig) error {
+	msc, err := l.scope.Child()
+	if err != nil {
+		src.fail(err)
+		return fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+	}
+	lookup := envLookup(l.env)
+	mc, err = mc.Expand(lookup)
+	if err == nil {
+		mc, err = mc.RunHeadersHelper(ctx, l.env)
+	}
+	if err != nil {
+		// Like a server that cannot start: the source fails, the Location serves.
+		_ = msc.Close(context.WithoutCancel(ctx))
+		src.fail(err)
+		return nil
+	}
+	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
+	sup, err := mcp.Keep(ctx, msc, mcp.Config{
+		Name: mc.Name,
+		Remote: mcp.Remote{
+			URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
+			LoginHint: "toolhost mcp-login " + mc.Name + " --location " + l.id,
+		},
+		Command:      mc.Command,
+		Args:         mc.Args,
+		Env:          mc.Env,
+		Dir:          mc.Dir,
+		Timeout:      mc.Timeout,
+		StartTimeout: mc.StartTimeout,
+		Authorize:    l.authorizer("mcp:" + mc.Name), // MCP tools are untrusted
+		Overrides:    mc.Overrides,
+		Limits:       mc.Sharing.limits(),
+		Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
+		Logger:       l.logger.Named(mc.Name),
+	}, mcp.Target{Registry: l.reg, Location: l.id})
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.sc = msc
+	if sup != nil {
+		src.sup = sup
+	} else { // only when the Location scope closed meanwhile
+		src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+		return src.err
+	}
+	return nil
+}
+
+// activated follows every source's changes and logs those that do not serve.
+func (l *Location) activated() {
+	for _, s := range l.sourceList() {
 		l.follow(s)
 	}
+	l.bump()
 	if bad := describe(l.Sources()); bad != "" {
-		logger.Warn("Location activated without some of its sources" + bad)
+		l.logger.Warn("Location activated without some of its sources" + bad)
 	}
-	return l, nil
+}
+
+// Started returns a channel closed once every plugin and MCP server has made its
+// first attempt to start and the manifest tools are registered: at once for a
+// Location activated in the foreground; with Options.StartInBackground, when the
+// background start is done (or ended by Close).
+func (l *Location) Started() <-chan struct{} { return l.started }
+
+// addSources lists sources of the Location.
+func (l *Location) addSources(srcs ...*source) {
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	l.sources = append(l.sources, srcs...)
+}
+
+// sourceList returns the Location's sources in order.
+func (l *Location) sourceList() []*source {
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	return slices.Clone(l.sources)
 }
 
 // startServices builds the Location's services — the FileSystem rooted at the
@@ -409,14 +508,19 @@ func (l *Location) FileSystem() *fsys.FS { return l.fs }
 // ID returns the Location's id: its canonical directory.
 func (l *Location) ID() string { return l.id }
 
-// Config returns the config the Location was activated with. Do not modify it.
-func (l *Location) Config() *Config { return l.cfg }
+// Config returns the config in force: the one the Location was activated with, or
+// the last one Reload applied. Do not modify it.
+func (l *Location) Config() *Config {
+	l.reload.cfg.Lock()
+	defer l.reload.cfg.Unlock()
+	return l.cfg
+}
 
 // Plugins returns the supervisors of the Location's plugins, in config order,
 // leaving out those that never got as far as starting (a failed build; see Sources).
 func (l *Location) Plugins() []*plugins.Supervisor {
 	var out []*plugins.Supervisor
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
 		if sup, ok := s.supervisor().(*plugins.Supervisor); ok {
 			out = append(out, sup)
 		}
@@ -427,7 +531,7 @@ func (l *Location) Plugins() []*plugins.Supervisor {
 // MCPServers returns the supervisors of the Location's MCP servers, in config order.
 func (l *Location) MCPServers() []*mcp.Supervisor {
 	var out []*mcp.Supervisor
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
 		if sup, ok := s.supervisor().(*mcp.Supervisor); ok {
 			out = append(out, sup)
 		}

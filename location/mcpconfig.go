@@ -1,36 +1,28 @@
 package location
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolhost/toolhost/mcp"
 )
 
 // This file holds what MCP servers need beyond the stdio entries of our own
-// config: remote entries (url, transport, headers), environment references and
-// reading the MCP configs other tools keep in a workspace:
-//
-//   - ".mcp.json" (Claude Code) and ".cursor/mcp.json" (Cursor):
-//     {"mcpServers": {NAME: {"command", "args", "env"} | {"type": "http"|"sse", "url", "headers"}}},
-//     with ${VAR} and ${VAR:-default} in command, args, env, url and headers;
-//   - ".vscode/mcp.json" (VS Code):
-//     {"servers": {NAME: {"type": "stdio"|"http"|"sse", "command", "args", "env", "cwd", "url", "headers"}}, "inputs": [...]},
-//     with ${env:VAR}, ${workspaceFolder} and ${userHome}; ${input:ID} needs a
-//     prompt toolhost cannot show, so it is a config problem.
-//
-// Imported servers join the Location's list; a name (normalized: characters
-// outside [A-Za-z0-9_-] become "_") used twice anywhere is a problem naming both
-// places. An imported stdio server's environment is its "env" plus PATH and HOME
-// from the host when it does not set them (those tools' servers inherit the
-// whole environment; toolhost passes only these).
+// config: remote entries (url, transport, headers) and variable references, and
+// their expansion when a Location activates. Reading other tools' MCP config
+// files is in mcpimport.go.
 
 // Remote holds the parts of an MCP server entry beyond a stdio command.
 type Remote struct {
@@ -47,18 +39,30 @@ type Remote struct {
 	// InheritEnv names host variables passed to a stdio server that does not set
 	// them (imported entries: PATH and HOME).
 	InheritEnv []string
+	// Problem is set for an imported entry toolhost cannot run as written (a key
+	// it does not know, a value it cannot use): the Location reports the entry as
+	// a Failed source with this error, naming the file and the JSON pointer, and
+	// serves the rest. nil for a usable entry.
+	Problem *ConfigError
 
-	syntax varSyntax
-	wsDir  string // the Location directory, for ${workspaceFolder}
+	syntax        varSyntax
+	wsDir         string // the Location directory, for ${workspaceFolder}
+	envFile       string // an env file whose variables the entry's env extends
+	headersHelper string // a shell command printing headers as a JSON object
+	serverURL     bool   // Windsurf's entry gave its URL as serverUrl
 }
 
 // varSyntax is a config format's way of referencing variables.
 type varSyntax int
 
 const (
-	syntaxOurs   varSyntax = iota // ${VAR}, in headers only
-	syntaxClaude                  // ${VAR} and ${VAR:-default}
-	syntaxVSCode                  // ${env:VAR}, ${workspaceFolder}, ${userHome}
+	syntaxOurs     varSyntax = iota // ${VAR}, in headers only
+	syntaxNone                      // nothing is expanded (Claude Desktop)
+	syntaxClaude                    // ${VAR} and ${VAR:-default}
+	syntaxVSCode                    // ${env:VAR}, ${workspaceFolder}, ${userHome}, ${input:ID} (refused)
+	syntaxCursor                    // ${env:VAR}, ${workspaceFolder}, ${userHome}
+	syntaxWindsurf                  // ${env:VAR} and ${file:PATH}
+	syntaxOpencode                  // {env:VAR} and {file:PATH}
 )
 
 type rawRemote struct {
@@ -115,43 +119,94 @@ type errUnset struct{ name string }
 
 func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s is not set", e.name) }
 
-// expand replaces the references in s. With lookup nil it only checks them.
+// expand replaces the references in s. With lookup nil it only checks them;
+// otherwise a ${file:PATH} ({file:PATH} for opencode) is replaced by the file's
+// contents, trailing white space removed, PATH relative to dir.
 func expand(s string, syntax varSyntax, dir string, lookup func(string) (string, bool)) (string, error) {
+	open := "${"
+	switch syntax {
+	case syntaxNone:
+		return s, nil
+	case syntaxOpencode:
+		open = "{"
+	}
 	var b strings.Builder
 	for {
-		i := strings.Index(s, "${")
+		i := strings.Index(s, open)
 		if i < 0 {
 			b.WriteString(s)
 			return b.String(), nil
 		}
 		b.WriteString(s[:i])
 		end := strings.IndexByte(s[i:], '}')
+		if syntax == syntaxOpencode {
+			ref := s[i+1:]
+			if !strings.HasPrefix(ref, "env:") && !strings.HasPrefix(ref, "file:") {
+				b.WriteString(open) // a brace of the value itself
+				s = s[i+1:]
+				continue
+			}
+		}
 		if end < 0 {
 			return "", fmt.Errorf("unterminated variable reference %s", quote(s[i:]))
 		}
-		ref := s[i+2 : i+end]
+		ref := s[i+len(open) : i+end]
+		shown := s[i : i+end+1]
 		s = s[i+end+1:]
 		name, def, hasDef := ref, "", false
 		switch syntax {
 		case syntaxClaude:
 			name, def, hasDef = strings.Cut(ref, ":-")
-		case syntaxVSCode:
+		case syntaxVSCode, syntaxCursor, syntaxWindsurf, syntaxOpencode:
+			supported := "${env:NAME}, ${workspaceFolder} and ${userHome}"
+			switch syntax {
+			case syntaxWindsurf:
+				supported = "${env:NAME} and ${file:PATH}"
+			case syntaxOpencode:
+				supported = "{env:NAME} and {file:PATH}"
+			}
+			file, isFile := strings.CutPrefix(ref, "file:")
 			switch {
-			case ref == "workspaceFolder":
-				b.WriteString(dir)
-				continue
-			case ref == "userHome":
-				name = "HOME"
 			case strings.HasPrefix(ref, "env:"):
 				name = strings.TrimPrefix(ref, "env:")
-			case strings.HasPrefix(ref, "input:"):
-				return "", fmt.Errorf("${%s} asks the person for a value, which toolhost cannot do; use ${env:NAME} instead", ref)
+			case isFile && (syntax == syntaxWindsurf || syntax == syntaxOpencode):
+				if file == "" {
+					return "", fmt.Errorf("invalid file reference %s: want a path", shown)
+				}
+				if lookup == nil {
+					continue
+				}
+				v, err := readRef(dir, file, lookup)
+				if err != nil {
+					return "", err
+				}
+				b.WriteString(v)
+				continue
+			case syntax == syntaxVSCode || syntax == syntaxCursor:
+				switch ref {
+				case "workspaceFolder":
+					b.WriteString(dir)
+					continue
+				case "workspaceFolderBasename":
+					b.WriteString(filepath.Base(dir))
+					continue
+				case "pathSeparator", "/":
+					b.WriteString(string(filepath.Separator))
+					continue
+				case "userHome":
+					name = "HOME"
+				default:
+					if strings.HasPrefix(ref, "input:") {
+						return "", fmt.Errorf("%s asks the person for a value, which toolhost cannot do; use ${env:NAME} instead", shown)
+					}
+					return "", fmt.Errorf("unsupported variable %s (toolhost supports %s)", shown, supported)
+				}
 			default:
-				return "", fmt.Errorf("unsupported variable ${%s} (toolhost supports ${env:NAME}, ${workspaceFolder} and ${userHome})", ref)
+				return "", fmt.Errorf("unsupported variable %s (toolhost supports %s)", shown, supported)
 			}
 		}
 		if !varName.MatchString(name) {
-			return "", fmt.Errorf("invalid variable reference ${%s}: want ${NAME}", ref)
+			return "", fmt.Errorf("invalid variable reference %s: want a variable name", shown)
 		}
 		if lookup == nil {
 			continue
@@ -168,11 +223,62 @@ func expand(s string, syntax varSyntax, dir string, lookup func(string) (string,
 	}
 }
 
+// readRef reads the file a ${file:PATH} reference names: PATH is absolute,
+// starts with "~/" (the home directory), or is relative to dir.
+func readRef(dir, p string, lookup func(string) (string, bool)) (string, error) {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		home, _ := lookup("HOME")
+		if !filepath.IsAbs(home) {
+			return "", fmt.Errorf("file %s: HOME is not set", quote(p))
+		}
+		p = filepath.Join(home, rest)
+	} else if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	data, err := readSmall(p, maxRefBytes)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(data), " \t\r\n"), nil
+}
+
+// maxRefBytes bounds a file read for a reference, an env file or a headers
+// helper's output.
+const maxRefBytes = 1 << 20
+
+// readSmall reads a regular file of at most limit bytes.
+func readSmall(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
+	}
+	return data, nil
+}
+
 // Expand returns m with its variable references replaced from lookup (the host
-// environment at activation) and, for an imported stdio server, the inherited
-// variables added. An unset variable is an error naming the entry, the field and
-// the variable, never a value.
+// environment at activation), its env file read and, for an imported stdio
+// server, the inherited variables added. An unset variable is an error naming
+// the entry, the field and the variable, never a value. An entry with a Problem
+// returns the Problem.
 func (m MCPServerConfig) Expand(lookup func(string) (string, bool)) (MCPServerConfig, error) {
+	if m.Problem != nil {
+		return m, m.Problem
+	}
 	out := m
 	var errs []error
 	one := func(field, s string) string {
@@ -189,18 +295,39 @@ func (m MCPServerConfig) Expand(lookup func(string) (string, bool)) (MCPServerCo
 		}
 	}
 	if m.syntax != syntaxOurs {
-		out.URL = one("/url", m.URL)
-		out.Command = one("/command", m.Command)
+		cmdAt, argAt, envAt := "/command", func(i int) string { return fmt.Sprintf("/args/%d", i) }, "/env/"
+		if m.syntax == syntaxOpencode {
+			cmdAt, argAt, envAt = "/command/0", func(i int) string { return fmt.Sprintf("/command/%d", i+1) }, "/environment/"
+		}
+		if m.URL != "" {
+			out.URL = one(m.urlKey(), m.URL)
+		}
+		out.Command = one(cmdAt, m.Command)
 		if strings.ContainsRune(out.Command, '/') && !filepath.IsAbs(out.Command) {
 			out.Command = filepath.Join(m.Dir, out.Command)
 		}
 		out.Args = nil
 		for i, a := range m.Args {
-			out.Args = append(out.Args, one(fmt.Sprintf("/args/%d", i), a))
+			out.Args = append(out.Args, one(argAt(i), a))
 		}
 		out.Env = map[string]string{}
 		for _, k := range slices.Sorted(maps.Keys(m.Env)) {
-			out.Env[k] = one("/env/"+pointerToken(k), m.Env[k])
+			out.Env[k] = one(envAt+pointerToken(k), m.Env[k])
+		}
+		if m.envFile != "" {
+			p := one("/envFile", m.envFile)
+			if p != "" && !filepath.IsAbs(p) {
+				p = filepath.Join(m.wsDir, p)
+			}
+			vars, err := readEnvFile(p)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("/envFile: %w", err))
+			}
+			for k, v := range vars {
+				if _, set := out.Env[k]; !set { // env wins over the file
+					out.Env[k] = v
+				}
+			}
 		}
 	}
 	if m.Command != "" && len(m.InheritEnv) > 0 {
@@ -221,222 +348,122 @@ func (m MCPServerConfig) Expand(lookup func(string) (string, bool)) (MCPServerCo
 	return out, nil
 }
 
-// importMCPConfigs adds the servers of cfg.ImportMCPConfig's files. A missing
-// file is skipped; a broken one is a *ConfigError naming it.
-func importMCPConfigs(dir string, cfg *Config) error {
-	seen := map[string]string{}
-	for i, p := range cfg.Plugins {
-		seen[p.Name] = fmt.Sprintf("%s at /plugins/%d", filepath.Join(dir, filepath.FromSlash(ConfigPath)), i)
+// urlKey is the entry's key of its URL: "/serverUrl" for Windsurf's serverUrl.
+func (m MCPServerConfig) urlKey() string {
+	if m.syntax == syntaxWindsurf && m.serverURL {
+		return "/serverUrl"
 	}
-	for _, m := range cfg.MCPServers {
-		seen[m.Name] = m.Origin
-	}
-	var errs []error
-	for _, rel := range cfg.ImportMCPConfig {
-		file := filepath.Join(dir, filepath.FromSlash(rel))
-		data, err := os.ReadFile(file)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("location: read %s: %w", file, err))
-			continue
-		}
-		servers, problems := parseImported(dir, file, rel == ".vscode/mcp.json", data, seen)
-		if len(problems) > 0 {
-			errs = append(errs, newConfigError(file, problems))
-			continue
-		}
-		cfg.MCPServers = append(cfg.MCPServers, servers...)
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
+	return "/url"
 }
 
-// ParseImportedMCPConfig reads the servers of another tool's MCP config file
-// (Claude Code's or Cursor's format, or VS Code's when vscode is set) for the
-// Location at dir. Problems come back as a *ConfigError naming file.
-func ParseImportedMCPConfig(dir, file string, vscode bool, data []byte) ([]MCPServerConfig, error) {
-	servers, problems := parseImported(dir, file, vscode, data, map[string]string{})
-	if len(problems) > 0 {
-		return nil, newConfigError(file, problems)
+// readEnvFile reads a dotenv file: NAME=VALUE lines, blank lines and # comments
+// skipped, an optional "export " prefix, a value in single quotes taken as is and
+// one in double quotes with \n, \" and \\ unescaped.
+func readEnvFile(p string) (map[string]string, error) {
+	data, err := readSmall(p, maxRefBytes)
+	if err != nil {
+		return nil, err
 	}
-	return servers, nil
-}
-
-func parseImported(dir, file string, vscode bool, data []byte, seen map[string]string) ([]MCPServerConfig, []ConfigProblem) {
-	d := &decoder{dir: dir, file: file}
-	doc, problem := parseJSON(data)
-	if problem != nil {
-		return nil, []ConfigProblem{*problem}
-	}
-	top, ok := doc.(map[string]any)
-	if !ok {
-		return nil, []ConfigProblem{{Message: "got " + display(doc) + ", want a JSON object"}}
-	}
-	key, syntax := "mcpServers", syntaxClaude
-	if vscode {
-		key, syntax = "servers", syntaxVSCode
-	}
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if k != key && !(vscode && k == "inputs") {
-			d.problem("/"+pointerToken(k), "unknown key; this file's servers are under %s", quote(key))
-		}
-	}
-	entries, ok := top[key].(map[string]any)
-	if !ok {
-		if top[key] == nil {
-			d.problem("", "no %s object", quote(key))
-		} else {
-			d.problem("/"+key, "got %s, want an object of servers by name", display(top[key]))
-		}
-		return nil, d.problems
-	}
-	var out []MCPServerConfig
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		at := "/" + key + "/" + pointerToken(name)
-		m, ok := d.imported(at, name, entries[name], syntax)
-		if !ok {
+	vars := map[string]string{}
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if prev, dup := seen[m.Name]; dup {
-			d.problem(at, "duplicate server name %s: already defined in %s", quote(m.Name), prev)
-			continue
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !varName.MatchString(k) {
+			return nil, fmt.Errorf("%s:%d: want NAME=VALUE", p, n+1)
 		}
-		seen[m.Name] = m.Origin
-		out = append(out, m)
-	}
-	return out, d.problems
-}
-
-// imported decodes one entry of an imported file.
-func (d *decoder) imported(at, name string, v any, syntax varSyntax) (MCPServerConfig, bool) {
-	before := len(d.problems)
-	m := MCPServerConfig{Name: badChars.ReplaceAllString(name, "_"), Dir: d.dir}
-	m.Origin, m.syntax, m.wsDir = d.file+" at "+at, syntax, d.dir
-	if !nameRE.MatchString(m.Name) {
-		d.problem(at, "server name %s cannot name tools: it must start with a letter and have at most 64 characters", quote(name))
-	}
-	e, ok := v.(map[string]any)
-	if !ok {
-		d.problem(at, "got %s, want an object", display(v))
-		return m, false
-	}
-	allowed := []string{"type", "command", "args", "env", "url", "headers"}
-	if syntax == syntaxVSCode {
-		allowed = append(allowed, "cwd")
-	}
-	for _, k := range slices.Sorted(maps.Keys(e)) {
-		if !slices.Contains(allowed, k) {
-			d.problem(at+"/"+pointerToken(k), "unsupported key; toolhost reads %s", strings.Join(allowed, ", "))
-		}
-	}
-	str := func(k string) string {
-		s, ok := e[k].(string)
-		if e[k] != nil && (!ok || s == "") {
-			d.problem(at+"/"+k, "got %s, want a non-empty string", display(e[k]))
-		}
-		if ok {
-			d.refs(at+"/"+k, s, syntax)
-		}
-		return s
-	}
-	strMap := func(k string, keyRE *regexp.Regexp) map[string]string {
-		if e[k] == nil {
-			return nil
-		}
-		obj, ok := e[k].(map[string]any)
-		if !ok {
-			d.problem(at+"/"+k, "got %s, want an object of strings", display(e[k]))
-			return nil
-		}
-		out := map[string]string{}
-		for _, n := range slices.Sorted(maps.Keys(obj)) {
-			path := at + "/" + k + "/" + pointerToken(n)
-			s, ok := obj[n].(string)
-			switch {
-			case !keyRE.MatchString(n):
-				d.problem(path, "invalid name %s", quote(n))
-			case !ok:
-				d.problem(path, "got %s, want a string", display(obj[n]))
-			default:
-				d.refs(path, s, syntax)
-				out[n] = s
-			}
-		}
-		return out
-	}
-	typ := str("type")
-	m.Command, m.URL = str("command"), str("url")
-	m.Env, m.Headers = strMap("env", varName), strMap("headers", headerName)
-	if e["args"] != nil {
-		list, ok := e["args"].([]any)
-		if !ok {
-			d.problem(at+"/args", "got %s, want an array of strings", display(e["args"]))
-		}
-		for i, a := range list {
-			s, ok := a.(string)
-			if !ok {
-				d.problem(fmt.Sprintf("%s/args/%d", at, i), "got %s, want a string", display(a))
-				continue
-			}
-			d.refs(fmt.Sprintf("%s/args/%d", at, i), s, syntax)
-			m.Args = append(m.Args, s)
-		}
-	}
-	if cwd := str("cwd"); cwd != "" {
-		if c, err := expand(cwd, syntax, d.dir, nil); err == nil && !strings.Contains(c, "${") {
-			m.Dir = d.workDir(at+"/cwd", strings.ReplaceAll(cwd, "${workspaceFolder}", d.dir))
-		} else {
-			d.problem(at+"/cwd", "only ${workspaceFolder} may be referenced here")
-		}
-	}
-	if typ == "" {
 		switch {
-		case m.Command != "" && m.URL == "":
-			typ = "stdio"
-		case m.URL != "" && m.Command == "":
-			typ = "http"
-		case m.URL != "":
-			d.problem(at, "give either command (a stdio server) or url (a remote server), not both")
+		case len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'':
+			v = v[1 : len(v)-1]
+		case len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"':
+			v = strings.NewReplacer(`\n`, "\n", `\"`, `"`, `\\`, `\`).Replace(v[1 : len(v)-1])
 		default:
-			d.problem(at, "give command (a stdio server) or url (a remote server)")
+			if i := strings.Index(v, " #"); i >= 0 {
+				v = strings.TrimSpace(v[:i])
+			}
 		}
+		vars[k] = v
 	}
-	switch typ {
-	case "stdio":
-		if m.Command == "" {
-			d.problem(at, "a stdio server needs a command")
-		}
-		for _, k := range []string{"url", "headers"} {
-			if e[k] != nil {
-				d.problem(at+"/"+k, "applies only to a remote server (type http or sse)")
-			}
-		}
-		m.InheritEnv = []string{"PATH", "HOME"}
-	case "http", "sse":
-		if m.URL == "" {
-			d.problem(at, "a remote server (type %s) needs a url", typ)
-		} else if !strings.Contains(m.URL, "${") {
-			if err := mcp.ValidateURL(m.URL); err != nil {
-				d.problem(at+"/url", "%v", err)
-			}
-		}
-		for _, k := range []string{"command", "args", "env", "cwd"} {
-			if e[k] != nil {
-				d.problem(at+"/"+k, "applies only to a stdio server")
-			}
-		}
-		if typ == "sse" {
-			m.Transport = mcp.TransportSSE
-		}
-	case "":
-	default:
-		d.problem(at+"/type", "got %s, want \"stdio\", \"http\" or \"sse\"", quote(typ))
+	return vars, nil
+}
+
+// headersHelperTimeout bounds a headers helper's run.
+const headersHelperTimeout = 10 * time.Second
+
+// RunHeadersHelper runs the entry's headers helper (Claude Code's
+// "headersHelper"), if it has one, and returns m with the headers it printed
+// added over the static ones. The helper is a shell command run in the Location
+// directory with env and CLAUDE_CODE_MCP_SERVER_NAME and
+// CLAUDE_CODE_MCP_SERVER_URL set; it must print a JSON object of header names
+// to string values within 10 seconds. Call it on an expanded entry.
+func (m MCPServerConfig) RunHeadersHelper(ctx context.Context, env []string) (MCPServerConfig, error) {
+	if m.headersHelper == "" {
+		return m, nil
 	}
-	return m, len(d.problems) == before
+	fail := func(format string, args ...any) (MCPServerConfig, error) {
+		return m, fmt.Errorf("location: mcp server %q (%s): /headersHelper: %s", m.Name, m.Origin, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithTimeout(ctx, headersHelperTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", m.headersHelper)
+	cmd.Dir = m.wsDir
+	cmd.Env = append(slices.Clone(env), "CLAUDE_CODE_MCP_SERVER_NAME="+m.Name, "CLAUDE_CODE_MCP_SERVER_URL="+m.URL)
+	cmd.WaitDelay = time.Second
+	var stdout, stderr limitedBuffer
+	stdout.limit, stderr.limit = maxRefBytes, 4096
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fail("the command did not finish within %s", headersHelperTimeout)
+		}
+		if tail := strings.TrimSpace(stderr.String()); tail != "" {
+			return fail("the command failed (%v): %s", err, tail)
+		}
+		return fail("the command failed: %v", err)
+	}
+	if stdout.over {
+		return fail("the command printed more than %d bytes", maxRefBytes)
+	}
+	var printed map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &printed); err != nil || printed == nil {
+		return fail("the command must print a JSON object of header names to string values")
+	}
+	out := m
+	out.Headers = maps.Clone(m.Headers)
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(printed)) {
+		v, ok := printed[k].(string)
+		switch {
+		case !headerName.MatchString(k):
+			return fail("the command printed an invalid header name %s", quote(k))
+		case !ok || strings.ContainsAny(v, "\r\n\x00"):
+			return fail("the command printed header %s with a value that is not a single-line string", quote(k))
+		}
+		out.Headers[k] = v
+	}
+	return out, nil
+}
+
+// limitedBuffer keeps the first limit bytes written and notes whether there were more.
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.Len(); len(p) > room {
+		b.over = true
+		b.Buffer.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
 }
 
 var (

@@ -85,8 +85,17 @@ type source struct {
 	stderr string
 
 	pc   *PluginConfig
+	mc   *MCPServerConfig
 	tool *manifest.Tool
-	op   sync.Mutex // serializes RestartSource
+	sc   *scope.Scope // the child scope a plugin, MCP server or manifest tool runs in
+	op   sync.Mutex   // serializes RestartSource
+}
+
+// fail marks the source Failed with err.
+func (s *source) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state, s.err = supervise.Failed, err
 }
 
 // supervised is what a Location needs of a supervisor, whatever it supervises
@@ -156,13 +165,17 @@ func (s *source) changed() <-chan struct{} {
 // the plugins, MCP servers and manifest tools in config order (manifest tool files
 // after the config's tools). Safe for concurrent use.
 func (l *Location) Sources() []SourceStatus {
-	out := make([]SourceStatus, 0, len(l.sources))
-	for _, s := range l.sources {
+	srcs := l.sourceList()
+	out := make([]SourceStatus, 0, len(srcs))
+	for _, s := range srcs {
 		st := s.status()
 		if l.scope.Context().Err() != nil {
 			st.State = supervise.Stopped
 		}
 		out = append(out, st)
+	}
+	if err := l.ConfigErr(); err != nil && l.scope.Context().Err() == nil {
+		out = append(out, SourceStatus{Kind: KindConfig, ID: KindConfig, State: supervise.Failed, Err: err})
 	}
 	return out
 }
@@ -207,7 +220,7 @@ func (l *Location) follow(s *source) {
 // has it.
 func (l *Location) lookup(name string) (*source, error) {
 	var found []*source
-	for _, s := range l.sources {
+	for _, s := range l.sourceList() {
 		if s.id() == name {
 			return s, nil
 		}
@@ -249,7 +262,17 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 	case KindPlugin:
 		return l.restartPlugin(ctx, s)
 	case KindMCP:
-		return s.supervisor().Restart(ctx)
+		sup := s.supervisor()
+		if sup == nil { // its entry cannot run as configured, or it is still starting
+			s.mu.Lock()
+			err := s.err
+			s.mu.Unlock()
+			if err == nil {
+				err = fmt.Errorf("location: %s is still starting", s.id())
+			}
+			return err
+		}
+		return sup.Restart(ctx)
 	case KindManifest:
 		return l.restartManifest(ctx, s)
 	}
@@ -257,7 +280,13 @@ func (l *Location) RestartSource(ctx context.Context, name string) error {
 }
 
 func (l *Location) restartPlugin(ctx context.Context, s *source) error {
-	sup, _ := s.supervisor().(*plugins.Supervisor)
+	s.mu.Lock()
+	sup, _ := s.sup.(*plugins.Supervisor)
+	state := s.state
+	s.mu.Unlock()
+	if sup == nil && state == supervise.Starting { // Options.StartInBackground
+		return fmt.Errorf("location: %s is still starting", s.id())
+	}
 	if sup == nil { // its build failed: build and start it now
 		psc, err := l.scope.Child()
 		if err != nil {
@@ -278,7 +307,7 @@ func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 			}
 			return err
 		}
-		s.sup = sup
+		s.sup, s.sc = sup, psc
 		l.follow(s)
 		_, err = sup.State()
 		return err
@@ -333,12 +362,29 @@ func (l *Location) manifestAuthorizer() func(context.Context, string, sdk.Invoca
 }
 
 // registerManifestTools checks and registers the config's manifest tools and those
-// of .toolhost/tools/*.json in the Location scope. A tool whose command cannot run
-// is a Failed source, never advertised; a tool that cannot be registered is Failed
-// too, with why. The others register and run.
+// of .toolhost/tools/*.json, each in a child scope of the Location scope. A tool
+// whose command cannot run is a Failed source, never advertised; a tool that cannot
+// be registered is Failed too, with why. The others register and run.
 func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logger) error {
-	tools := make([]manifest.Tool, 0, len(l.cfg.Tools))
-	for _, t := range l.cfg.Tools {
+	for _, t := range l.manifestTools(l.cfg) {
+		s := l.newManifestSource(t)
+		if slices.ContainsFunc(l.sourceList(), func(o *source) bool { return o.id() == s.id() }) {
+			continue // a config tool wins over a file's of the same name
+		}
+		if err := l.startManifestSource(ctx, s); err != nil {
+			return err
+		}
+		l.addSources(s)
+	}
+	return nil
+}
+
+// manifestTools lists the manifest tools of cfg and of .toolhost/tools/*.json, a
+// config tool before a file's of the same name. A file that cannot be read is
+// logged and skipped.
+func (l *Location) manifestTools(cfg *Config) []manifest.Tool {
+	tools := make([]manifest.Tool, 0, len(cfg.Tools))
+	for _, t := range cfg.Tools {
 		tools = append(tools, manifest.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			Command: t.Command, Dir: t.Dir, Env: t.Env, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
@@ -348,36 +394,42 @@ func (l *Location) registerManifestTools(ctx context.Context, logger hclog.Logge
 	}
 	loaded, problems := manifest.Load(l.id)
 	for _, p := range problems {
-		logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
+		l.logger.Warn("skipping a manifest tool file", "location", l.id, "error", p)
 	}
 	for _, t := range loaded {
 		t.Sandbox.Mode = l.opts.SandboxMode
 		tools = append(tools, t)
 	}
-	for _, t := range tools {
-		name, err := registry.NormalizeName(t.Name)
-		if err != nil {
-			name = t.Name
-		}
-		s := &source{kind: KindManifest, name: name, tool: &t, state: supervise.Running}
-		if slices.ContainsFunc(l.sources, func(o *source) bool { return o.id() == s.id() }) {
-			continue // a config tool wins over a file's of the same name
-		}
-		l.sources = append(l.sources, s)
-		if err := manifest.Check(t); err != nil {
-			s.state, s.err = supervise.Failed, err
-			logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
-			continue
-		}
-		release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{t}, l.manifestAuthorizer(), logger)
-		if len(warnings) > 0 {
-			s.state, s.err = supervise.Failed, errors.Join(warnings...)
-		}
-		if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
-			return err
-		}
+	return tools
+}
+
+func (l *Location) newManifestSource(t manifest.Tool) *source {
+	name, err := registry.NormalizeName(t.Name)
+	if err != nil {
+		name = t.Name
 	}
-	return nil
+	return &source{kind: KindManifest, name: name, tool: &t, state: supervise.Running}
+}
+
+// startManifestSource checks and registers the manifest tool of s in a child
+// scope of the Location scope, kept in s. It returns an error only when the
+// Location is closing.
+func (l *Location) startManifestSource(ctx context.Context, s *source) error {
+	tsc, err := l.scope.Child()
+	if err != nil {
+		return err
+	}
+	s.sc = tsc
+	if err := manifest.Check(*s.tool); err != nil {
+		s.state, s.err = supervise.Failed, err
+		l.logger.Warn("manifest tool not advertised: its command cannot run", "location", l.id, "error", err)
+		return nil
+	}
+	release, warnings := manifest.Register(l.reg, l.id, tsc, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
+	if len(warnings) > 0 {
+		s.state, s.err = supervise.Failed, errors.Join(warnings...)
+	}
+	return tsc.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
 // startPlugin builds (when given as Go source) and supervises one plugin in sc.
@@ -395,7 +447,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		}
 		cfg.Path = path
 	}
-	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.cfg.WorkspaceID}
+	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.Config().WorkspaceID}
 	sup, err := plugins.Keep(ctx, sc, cfg, target, supervise.Budget{})
 	if err != nil {
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)
@@ -407,9 +459,10 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 // into the Location's build cache.
 func (l *Location) build(ctx context.Context, pc PluginConfig) (string, error) {
 	if pc.Module != "" {
-		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, l.modules[pc.Name])
+		locked := l.lockedModules()[pc.Name]
+		path, built, err := BuildModule(ctx, l.env, l.cacheDir, pc.Name, locked)
 		if err == nil && built {
-			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", l.modules[pc.Name].Version, "binary", path)
+			l.logger.Info("built plugin", "plugin", pc.Name, "module", pc.Module, "version", locked.Version, "binary", path)
 		}
 		return path, err
 	}

@@ -78,3 +78,55 @@ func buildNative(b *testing.B) string {
 	}
 	return p
 }
+
+// BenchmarkInitializeAlternating measures the time from spawning a stdio MCP
+// server to its initialize result, alternating: the native go-sdk server
+// (testdata/nativeecho), then `toolhost mcp`. ColdPlugin: over a Location whose
+// plugin is the probe given as Go source, with an empty toolhost build cache each
+// time (toolhost answers while the plugin builds; the Go build cache is the
+// machine's). Empty: over a Location with no config. It reports each median and
+// the ratio of toolhost to native.
+func BenchmarkInitializeAlternating(b *testing.B) {
+	probe, err := filepath.Abs(filepath.Join("testdata", "probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, cfg string }{
+		{"ColdPlugin", `{"plugins": [{"name": "probe", "source": "` + probe + `"}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`},
+		{"Empty", `{}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			native := buildNative(b)
+			bin := toolhostBin(b)
+			ws := b.TempDir()
+			os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
+			if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(bc.cfg), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			data := b.TempDir()
+			initialize := func(cmd *exec.Cmd) time.Duration {
+				client := gomcp.NewClient(&gomcp.Implementation{Name: "bench", Version: "1"}, nil)
+				start := time.Now()
+				s, err := client.Connect(b.Context(), &gomcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+				d := time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+				return d
+			}
+			var n, t []time.Duration
+			for b.Loop() {
+				n = append(n, initialize(exec.Command(native)))
+				cmd := exec.Command(bin, "mcp", "--location", ws)
+				cmd.Env = append(os.Environ(), "TOOLHOST_BUILD_CACHE="+b.TempDir(), "XDG_DATA_HOME="+data)
+				t = append(t, initialize(cmd))
+			}
+			med := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2].Nanoseconds()) }
+			mn, mt := med(n), med(t)
+			b.ReportMetric(mn, "native-init-p50-ns")
+			b.ReportMetric(mt, "toolhost-init-p50-ns")
+			b.ReportMetric(mt/mn, "ratio")
+		})
+	}
+}

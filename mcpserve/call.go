@@ -54,7 +54,34 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 	}
 }
 
-// call settles one tools/call on the view the session last listed.
+// awaitStarts waits until every served Location has made its first attempt to
+// start each of its sources (location.Location.Started: each bounded by its start
+// timeout, a plugin's build first), or ctx ends. It reports whether there was
+// anything to wait for.
+func (s *Server) awaitStarts(ctx context.Context) bool {
+	s.mu.Lock()
+	var starting []<-chan struct{}
+	for _, loc := range s.locs {
+		select {
+		case <-loc.Started():
+		default:
+			starting = append(starting, loc.Started())
+		}
+	}
+	s.mu.Unlock()
+	for _, ch := range starting {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return len(starting) > 0
+}
+
+// call settles one tools/call on the view the session last listed. A tool not
+// in it is looked for again once the Locations' sources still starting have
+// started, so a call that comes before its source is up waits for it.
 func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 	st := s.sessionOf(req.Session)
 	s.mu.Lock()
@@ -65,6 +92,11 @@ func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.C
 	}
 	name := req.Params.Name
 	t, ok := v.byName[name]
+	if !ok && s.awaitStarts(ctx) {
+		// Its source may have been starting: look again.
+		v = s.refresh()
+		t, ok = v.byName[name]
+	}
 	if !ok {
 		return &gomcp.CallToolResult{
 			IsError: true,

@@ -18,12 +18,20 @@ type HTTPOptions struct {
 	// MaxRequestBytes bounds a request body (default Options.MaxMessageBytes);
 	// larger ones get 413.
 	MaxRequestBytes int64
+	// TokenFile names where the token is, for the 401's explanation, or "".
+	TokenFile string
 }
 
 // Handler returns the streamable HTTP transport of the Server (every path), for a
 // listener on loopback. Against DNS rebinding and cross-site requests it refuses
 // (403) a Host header that is not a loopback name or address, and an Origin header
 // that is not http(s) on a loopback name or address; then it checks the token.
+//
+// The token is static: there is no OAuth authorization server to discover. A
+// request without it gets 401 whose WWW-Authenticate header (error="invalid_token")
+// and body say so and where the token is, and every /.well-known/ path (where
+// OAuth clients look for metadata before registering) is 404, so a client does not
+// start a registration that cannot succeed.
 func (s *Server) Handler(o HTTPOptions) http.Handler {
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = int64(s.opts.MaxMessageBytes)
@@ -31,6 +39,11 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
 		&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxRequestBytes})
 	want := []byte("Bearer " + o.Token)
+	tokenHint := "send Authorization: Bearer TOKEN with the static token from toolhost mcp's token file"
+	if o.TokenFile != "" {
+		tokenHint += " " + o.TokenFile
+	}
+	tokenHint = strings.ReplaceAll(tokenHint, `"`, "'") // it goes into a quoted header parameter
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
 			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
@@ -40,9 +53,13 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			http.Error(w, "forbidden: Origin must be a loopback address", http.StatusForbidden)
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, "/.well-known/") {
+			http.Error(w, "not found: toolhost mcp has no OAuth authorization server; "+tokenHint, http.StatusNotFound)
+			return
+		}
 		if o.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost"`)
-			http.Error(w, "unauthorized: send \"Authorization: Bearer <token>\" with the token from toolhost mcp's token file", http.StatusUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost", error="invalid_token", error_description="`+tokenHint+`"`)
+			http.Error(w, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)

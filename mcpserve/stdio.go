@@ -71,10 +71,13 @@ type stdioConn struct {
 
 	// direct is set once the session is connected: from then on the reader
 	// answers tools/call itself (see serveDirect).
-	direct  atomic.Pointer[directCalls]
-	mu      sync.Mutex
-	running map[jsonrpc.ID]context.CancelFunc // calls answered directly, by request id
-	calls   sync.WaitGroup                    // their runs (see dispatch)
+	direct atomic.Pointer[directCalls]
+	// initialized: the reader has passed an initialize on; it answers any later
+	// one itself. Only the reader uses it.
+	initialized bool
+	mu          sync.Mutex
+	running     map[jsonrpc.ID]context.CancelFunc // calls answered directly, by request id
+	calls       sync.WaitGroup                    // their runs (see dispatch)
 
 	// work hands a call answered directly to an idle worker (see dispatch).
 	work        chan func()
@@ -159,6 +162,15 @@ func (c *stdioConn) serveDirect(msg jsonrpc.Message) bool {
 			}
 		}
 		return false
+	}
+	if req.Method == "initialize" && req.IsCall() {
+		if !c.initialized {
+			c.initialized = true
+			return false
+		}
+		_ = c.Write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "invalid request: this session is already initialized, and initialize may be sent once per session; to start over, end this session (close stdin) and launch toolhost mcp again"}})
+		return true
 	}
 	if req.Method != "tools/call" || !req.IsCall() || d.ss.InitializeParams() == nil {
 		return false

@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +95,11 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("initialize: %v", m)
 	}
 	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	rs.send(t, strings.Replace(initialize, `"id":1`, `"id":"again"`, 1))
+	if m := rs.recv(t); errCode(m) != -32600 || m["id"] != "again" || !strings.Contains(fmt.Sprint(m["error"]), "already initialized, and initialize may be sent once per session") {
+		t.Errorf("a second initialize: %v", m)
+	}
 
 	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":`)
 	if m := rs.recv(t); errCode(m) != -32700 || m["id"] != nil {
@@ -179,7 +186,7 @@ func TestSubprocessStdio(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	f := start(t, "ws")
 	const token = "s3cret"
-	ts := httptest.NewServer(f.srv.Handler(mcpserve.HTTPOptions{Token: token}))
+	ts := httptest.NewServer(f.srv.Handler(mcpserve.HTTPOptions{Token: token, TokenFile: "/run/t.token"}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { f.srv.Close() }) // ends the sessions' streams before ts.Close waits for them
 
@@ -218,6 +225,36 @@ func TestHTTP(t *testing.T) {
 			}
 		})
 	}
+
+	// Without the token: a 401 that says a static token from the token file is
+	// expected, and no OAuth metadata to discover.
+	t.Run("Unauthorized", func(t *testing.T) {
+		resp, err := http.Post(ts.URL+"/mcp", "application/json", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		auth := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(auth, `Bearer realm="toolhost", error="invalid_token", error_description="`) ||
+			!strings.Contains(auth, "static token from toolhost mcp's token file /run/t.token") || strings.Contains(auth, "resource_metadata") {
+			t.Errorf("401: status %d, WWW-Authenticate %q", resp.StatusCode, auth)
+		}
+		if !strings.Contains(string(body), "static token from toolhost mcp's token file /run/t.token") || !strings.Contains(string(body), "no OAuth authorization server") {
+			t.Errorf("401 body %q", body)
+		}
+		for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+			resp, err := http.Get(ts.URL + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no OAuth authorization server") {
+				t.Errorf("GET %s: %d %q, want 404 saying there is no OAuth", p, resp.StatusCode, body)
+			}
+		}
+	})
 
 	t.Run("Client", func(t *testing.T) {
 		hc := &http.Client{Transport: bearer{token}}
@@ -260,7 +297,9 @@ func fromCache() []string {
 
 // TestTypeScriptClient runs the TypeScript SDK's client against `toolhost mcp` as a
 // subprocess. Session (testdata/node/client.mjs): it lists, calls, gets progress,
-// cancels (and sees the plugin's work stop), and answers an elicitation. DevReload
+// cancels (and sees the plugin's work stop), and answers an elicitation. ColdStart
+// (testdata/node/coldstart.mjs): initialize and tools/list are answered while the
+// plugin's build is held, and its tools arrive with list_changed. DevReload
 // (testdata/node/devreload.mjs): under --dev, an edit to a plugin's source makes it
 // get notifications/tools/list_changed, then list and call the new tool.
 func TestTypeScriptClient(t *testing.T) {
@@ -287,6 +326,18 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("client.mjs: %v", err)
 		}
 		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+	})
+
+	t.Run("ColdStart", func(t *testing.T) {
+		gate, _, _ := gatedGo(t)
+		ws, cache := coldWorkspace(t)
+		cmd := exec.CommandContext(t.Context(), node, filepath.Join(nodeDir, "coldstart.mjs"), bin, ws, filepath.Join(gate, "gate"))
+		cmd.Env = append(os.Environ(), "PATH="+gate+":"+os.Getenv("PATH"), "TOOLHOST_BUILD_CACHE="+cache, "XDG_DATA_HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		t.Logf("coldstart.mjs:\n%s", out)
+		if err != nil {
+			t.Fatalf("coldstart.mjs: %v", err)
+		}
 	})
 
 	t.Run("DevReload", func(t *testing.T) {
@@ -450,4 +501,143 @@ func TestDirectCallsAnswerAsTheSDK(t *testing.T) {
 			t.Errorf("%s:\ndirect %v\nSDK    %v", args, direct, viaSDK)
 		}
 	}
+}
+
+// gatedGo puts a go command first on PATH that records its pid in dir/pids and
+// waits until dir/gate exists before running the real one: a plugin build
+// started by toolhost stays in progress until the test opens the gate.
+func gatedGo(t *testing.T) (dir string, open func(), pids func() []int) {
+	t.Helper()
+	real, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %[1]s/pids\nwhile [ ! -e %[1]s/gate ]; do sleep 0.02; done\nexec %[2]s \"$@\"\n", dir, real)
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open = func() {
+		if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids = func() []int {
+		data, _ := os.ReadFile(filepath.Join(dir, "pids"))
+		var out []int
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	return dir, open, pids
+}
+
+// coldWorkspace is a Location whose one plugin is the probe given as Go source,
+// with a build cache of its own, empty.
+func coldWorkspace(t *testing.T) (ws, cache string) {
+	t.Helper()
+	probe, err := filepath.Abs(filepath.Join("testdata", "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws = t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
+	cfg := fmt.Sprintf(`{"plugins": [{"name": "probe", "source": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, probe)
+	if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ws, t.TempDir()
+}
+
+// TestAnswersAtOnce: toolhost mcp completes initialize and tools/list (the
+// built-ins) while its plugin's build is still in progress; a call to the
+// plugin's tool waits for it; the plugin's tools arrive with list_changed. When
+// the client goes away mid-build, the build is cancelled.
+func TestAnswersAtOnce(t *testing.T) {
+	bin := toolhostBin(t)
+
+	t.Run("ToolsArrive", func(t *testing.T) {
+		gate, open, _ := gatedGo(t)
+		ws, cache := coldWorkspace(t)
+		cmd := exec.Command(bin, "mcp", "--location", ws)
+		cmd.Env = append(os.Environ(), "PATH="+gate+":"+os.Getenv("PATH"), "TOOLHOST_BUILD_CACHE="+cache, "XDG_DATA_HOME="+t.TempDir())
+		changed := make(chan struct{}, 10)
+		client := gomcp.NewClient(&gomcp.Implementation{Name: "go-cold", Version: "1"}, &gomcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) { changed <- struct{}{} },
+		})
+		cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		list, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := toolNames(list.Tools)
+		if !slices.Contains(got, "read") || slices.Contains(got, "echo") {
+			t.Fatalf("tools/list during the build: %v, want the built-ins only", got)
+		}
+		// A call to the plugin's tool before it is up waits for it.
+		called := make(chan *gomcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "waited"}})
+			if err != nil {
+				t.Error(err)
+			}
+			called <- res
+		}()
+		open()
+		for !slices.Contains(got, "echo") {
+			select {
+			case <-changed:
+			case <-t.Context().Done():
+				t.Fatal("no tools/list_changed announced the plugin's tools")
+			}
+			list, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = toolNames(list.Tools)
+		}
+		if res := <-called; res == nil || res.IsError || text(res) != "waited" {
+			t.Errorf("the call made before the plugin was up: %+v", res)
+		}
+	})
+
+	t.Run("ClientGoesAway", func(t *testing.T) {
+		gate, _, pids := gatedGo(t)
+		ws, cache := coldWorkspace(t)
+		cmd := exec.Command(bin, "mcp", "--location", ws)
+		cmd.Env = append(os.Environ(), "PATH="+gate+":"+os.Getenv("PATH"), "TOOLHOST_BUILD_CACHE="+cache, "XDG_DATA_HOME="+t.TempDir())
+		client := gomcp.NewClient(&gomcp.Implementation{Name: "go-gone", Version: "1"}, nil)
+		cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the build is under way", func() bool { return len(pids()) > 0 })
+		pid := cmd.Process.Pid
+		if err := cs.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+		if proctest.Running(pid) {
+			t.Errorf("toolhost mcp (pid %d) still runs after the client closed", pid)
+		}
+		for _, p := range pids() {
+			if proctest.Running(p) {
+				t.Errorf("the build (go, pid %d) still runs after the client went away", p)
+			}
+		}
+	})
+}
+
+func toolNames(tools []*gomcp.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
 }

@@ -199,15 +199,8 @@ var errAnswered = errors.New("permission: ask answered elsewhere")
 // *StateError naming the file and what is wrong, and no Service. A missing file
 // holds no approvals.
 func New(opts Options) (*Service, error) {
-	for i, r := range opts.Rules {
-		if r.Action == "" || r.Resource == "" {
-			return nil, fmt.Errorf("permission: rule %d: action and resource must be non-empty", i)
-		}
-		switch r.Effect {
-		case Allow, Deny, Ask:
-		default:
-			return nil, fmt.Errorf("permission: rule %d: unknown effect %q (want allow, deny or ask)", i, r.Effect)
-		}
+	if err := checkRules(opts.Rules); err != nil {
+		return nil, err
 	}
 	s := &Service{
 		rules:   slices.Clone(opts.Rules),
@@ -229,6 +222,34 @@ func New(opts Options) (*Service, error) {
 		}
 	}
 	return s, nil
+}
+
+func checkRules(rules []Rule) error {
+	for i, r := range rules {
+		if r.Action == "" || r.Resource == "" {
+			return fmt.Errorf("permission: rule %d: action and resource must be non-empty", i)
+		}
+		switch r.Effect {
+		case Allow, Deny, Ask:
+		default:
+			return fmt.Errorf("permission: rule %d: unknown effect %q (want allow, deny or ask)", i, r.Effect)
+		}
+	}
+	return nil
+}
+
+// SetRules replaces the configured rules (a reloaded config): every evaluation
+// that starts after it returns uses them; the saved approvals stay. Invalid rules
+// are refused as New refuses them, and the rules in force stay. Safe for
+// concurrent use.
+func (s *Service) SetRules(rules []Rule) error {
+	if err := checkRules(rules); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = slices.Clone(rules)
+	return nil
 }
 
 // refreshLocked re-reads the state file when it changed since it was last read

@@ -22,8 +22,10 @@ func Visibility(rules []Rule) func(source, action string) bool {
 // Visible reports whether the Service's configured rules leave action of a tool of
 // source visible to the model (see Visibility). It is safe for concurrent use.
 func (s *Service) Visible(source, action string) bool {
-	// The configured rules never change after New.
-	return visible(s.rules, source, action)
+	s.mu.Lock()
+	rules := s.rules // SetRules replaces the slice, never changes it in place
+	s.mu.Unlock()
+	return visible(rules, source, action)
 }
 
 func visible(rules []Rule, source, action string) bool {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/location"
@@ -48,13 +49,25 @@ func (a *api) WatchSources(req *servepb.WatchSourcesRequest, stream servepb.Tool
 		}
 		changed = loc.SourcesChanged()
 		ev := &servepb.SourcesEvent{}
+		now := map[string]bool{}
 		for _, p := range sourcesProto(loc.Sources()) {
 			if closing {
 				p.State = servepb.SourceState_SOURCE_STATE_STOPPED
 			}
+			now[p.Id] = true
 			if prev := last[p.Id]; prev == nil || !sameSource(prev, p) {
 				ev.Sources = append(ev.Sources, p)
 				last[p.Id] = p
+			}
+		}
+		// A source a config reload removed (or the config entry, once a fix
+		// applies) is sent once more, stopped.
+		for id, p := range last {
+			if !now[id] {
+				gone := proto.Clone(p).(*servepb.Source)
+				gone.State, gone.Error = servepb.SourceState_SOURCE_STATE_STOPPED, ""
+				ev.Sources = append(ev.Sources, gone)
+				delete(last, id)
 			}
 		}
 		if len(ev.Sources) > 0 {

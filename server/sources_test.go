@@ -17,6 +17,7 @@ import (
 	"github.com/toolhost/toolhost/internal/cli"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/server"
 )
 
 // degradedWorkspace is a Location with one healthy plugin, one healthy MCP server
@@ -257,4 +258,64 @@ func TestDegradedLocation(t *testing.T) {
 			break // the watch ends with the Location
 		}
 	}
+}
+
+// TestConfigEventOverWatchSources: with the config watched, an invalid edit shows
+// in WatchSources as the "config" entry, failed, naming the file and pointer, while
+// the Location keeps serving; its fix removes the entry.
+func TestConfigEventOverWatchSources(t *testing.T) {
+	f := start(t, func(o *server.Options) { o.Location.WatchConfig = true })
+	c := f.dial(t)
+	dir, err := location.Canonicalize(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(cfg string) {
+		t.Helper()
+		os.MkdirAll(filepath.Join(dir, ".toolhost"), 0o755)
+		tmp := filepath.Join(dir, ".toolhost", ".tmp")
+		if err := os.WriteFile(tmp, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, location.ConfigPath)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, pluginBin)
+	write(good)
+	loc, _, err := c.ActivateLocation(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := c.WatchSources(t.Context(), loc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	if _, err := watch.Next(); err != nil {
+		t.Fatal(err)
+	}
+	until := func(what string, cond func([]client.Source) bool) []client.Source {
+		t.Helper()
+		for {
+			srcs, err := watch.Next()
+			if err != nil {
+				t.Fatalf("waiting until %s: %v", what, err)
+			}
+			if cond(srcs) {
+				return srcs
+			}
+		}
+	}
+	write(`{"plugins": [{"name": "test", "path": 7}]}`)
+	srcs := until("the config entry appears", func(s []client.Source) bool { return sourceByID(s, "config").ID != "" })
+	cfgEntry := sourceByID(srcs, "config")
+	if cfgEntry.Kind != "config" || cfgEntry.State != "failed" || !strings.Contains(cfgEntry.Error, filepath.Join(dir, location.ConfigPath)) || !strings.Contains(cfgEntry.Error, "/plugins/0/path") {
+		t.Errorf("config entry %+v", cfgEntry)
+	}
+	if st := sourceByID(srcs, "plugin:test"); st.ID != "" {
+		t.Errorf("an invalid edit changed the plugin: %+v", st)
+	}
+	write(good)
+	until("the config entry is sent stopped", func(s []client.Source) bool { return sourceByID(s, "config").State == "stopped" })
 }

@@ -61,7 +61,7 @@ func TestStress(t *testing.T) {
 			kind = "not found (deactivated meanwhile)"
 		case errors.As(err, &ce) && ce.Kind == client.Interrupted:
 			kind = "interrupted (deactivated or restarted meanwhile)"
-		case errors.Is(err, client.ErrActivation) && strings.Contains(err.Error(), "supervisor stopped"):
+		case errors.Is(err, client.ErrActivation) && strings.Contains(err.Error(), "the supervisor is stopped"):
 			kind = "restart failed (deactivated meanwhile)"
 		case err == errUnavailable:
 			kind = "unavailable (deactivated or restarted since prepared)"

@@ -179,6 +179,11 @@ func TestToolsJSON(t *testing.T) {
 		echo.Description != "Echo the text back.\nThe second line is not shown in listings." {
 		t.Errorf("echo definition %+v", echo)
 	}
+	// The title and annotations toolhost mcp passes on are in the listing too.
+	if echo.Title != "Echo" || echo.Annotations == nil || !echo.Annotations.ReadOnlyHint || echo.Annotations.OpenWorldHint == nil || *echo.Annotations.OpenWorldHint ||
+		!strings.Contains(r.stdout, `"title": "Echo"`) || !strings.Contains(r.stdout, `"readOnlyHint": true`) {
+		t.Errorf("echo title %q, annotations %+v; want them listed:\n%s", echo.Title, echo.Annotations, r.stdout)
+	}
 }
 
 func TestToolsEmptyLocation(t *testing.T) {

@@ -148,7 +148,11 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	defer srv.Close()
 	logger.RegisterSink(srv.LogSink())
 
-	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, ObservePermission: tel.ObservePermission()}
+	// Plugins build and sources start in the background, so the client's
+	// initialize is answered at once; their tools arrive with list_changed. (The
+	// dev watcher needs the plugins' supervisors from the start.)
+	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, StartInBackground: !o.dev, WatchConfig: true,
+		ObservePermission: tel.ObservePermission()}
 	if o.dev {
 		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
 			return fail(err)
@@ -229,7 +233,7 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	}
-	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token}), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token, TokenFile: tokenFile}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
 	if o.noToken {

@@ -83,6 +83,13 @@ func TestRemote(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ToolsJSONTitleAnnotations", func(t *testing.T) {
+		r := runRemote(t, "tools", "--socket", socket, "--location", dir, "--json")
+		r.want(t, cli.ExitOK)
+		if !strings.Contains(r.stdout, `"title": "Echo"`) || !strings.Contains(r.stdout, `"readOnlyHint": true`) || !strings.Contains(r.stdout, `"openWorldHint": false`) {
+			t.Errorf("tools --json over the socket drops echo's title or annotations:\n%s", r.stdout)
+		}
+	})
 	t.Run("CallTheOnlyLocation", func(t *testing.T) {
 		r := runRemote(t, "call", "--socket", socket, "echo", `{"text": "remote"}`)
 		r.want(t, cli.ExitOK)

@@ -168,7 +168,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		lis.Close()
 		return fail(err)
 	}
-	locOpts := location.Options{Logger: logger, ObservePermission: tel.ObservePermission()}
+	locOpts := location.Options{Logger: logger, WatchConfig: true, ObservePermission: tel.ObservePermission()}
 	var onActivate func(*location.Location) func()
 	if hook != nil {
 		cache, err := location.BuildCacheDir("", os.Environ())

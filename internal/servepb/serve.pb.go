@@ -644,7 +644,11 @@ func (x *RestartSourceResponse) GetSource() *Source {
 // Source is the health of one source of a Location.
 type Source struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// kind is "builtin", "plugin", "mcp" or "manifest".
+	// kind is "builtin", "plugin", "mcp" or "manifest"; or "config" (id "config",
+	// state FAILED, error naming the file and JSON pointer) while an edit to the
+	// Location's config files cannot be applied and the running config keeps
+	// serving. WatchSources sends it when the edit is read, and once more with state
+	// STOPPED when a fix applies, as it sends a source a reload removed.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// name is the source's name in the config (empty for the built-ins).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`

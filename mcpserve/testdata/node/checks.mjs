@@ -11,3 +11,14 @@ export const check = (name, ok, detail) => {
 export const text = (res) => (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("");
 
 export const exitCode = () => (failed ? 1 : 0);
+
+// toolsWith lists the tools until one is named name: toolhost mcp answers before
+// its plugins are up and announces their tools with notifications/tools/list_changed.
+export const toolsWith = async (client, schema, name) => {
+  for (;;) {
+    const changed = new Promise((resolve) => client.setNotificationHandler(schema, resolve));
+    const { tools } = await client.listTools();
+    if (tools.some((t) => t.name === name)) return tools;
+    await changed;
+  }
+};

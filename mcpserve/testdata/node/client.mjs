@@ -3,8 +3,8 @@
 // exits 1 if any failed.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { ElicitRequestSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { check, exitCode, text } from "./checks.mjs";
+import { ElicitRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, exitCode, text, toolsWith } from "./checks.mjs";
 
 const [bin, dir] = process.argv.slice(2);
 
@@ -16,7 +16,7 @@ client.setRequestHandler(ElicitRequestSchema, async (req) => ({ action: "accept"
 await client.connect(transport);
 await client.setLoggingLevel("info");
 
-const { tools } = await client.listTools();
+const tools = await toolsWith(client, ToolListChangedNotificationSchema, "echo");
 const echo = tools.find((t) => t.name === "echo");
 check("list", echo && tools.some((t) => t.name === "wait"), tools.map((t) => t.name));
 check("title and annotations", echo?.title === "Echo" && echo?.annotations?.readOnlyHint === true, echo);

@@ -39,6 +39,8 @@ func main() {
 			func(_ context.Context, inv sdk.Invocation, in echoInput) (echoOutput, error) {
 				return echoOutput{Text: in.Text, Agent: inv.Agent, Call: inv.ToolCallID}, nil
 			})
+		echo.Title = "Echo"
+		echo.Annotations = &sdk.Annotations{ReadOnlyHint: true, OpenWorldHint: sdk.Hint(false)}
 		echo.Project = sdk.ProjectTyped(func(_ echoInput, out echoOutput) []sdk.Part {
 			return []sdk.Part{sdk.Text("echo: " + out.Text)}
 		})

@@ -1,0 +1,367 @@
+package location
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/toolhost/toolhost/permission"
+	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/supervise"
+)
+
+// Config reload: while a Location is active its config files are watched (see
+// Options.WatchConfig) and a valid edit is applied as a reconciliation of the
+// running sources against the new config (Reload). An invalid edit changes
+// nothing: the running config keeps serving and the error shows as the "config"
+// entry of Sources until an edit applies.
+
+// KindConfig is the Kind (and ID) of the entry Sources adds while the config on
+// disk cannot be applied: State Failed, Err the *ConfigError (file and JSON
+// pointer) or the reading error. It is not a source: RestartSource does not know it.
+const KindConfig = "config"
+
+// reloadDebounce is how long the config files must be quiet before a change is
+// read: an editor's save (write, rename) or a git checkout is one reload.
+const reloadDebounce = 50 * time.Millisecond
+
+// reloadState is a Location's config as reloaded.
+type reloadState struct {
+	mu  sync.Mutex // serializes Reload
+	cfg sync.Mutex // guards Location.cfg and err
+	err error      // the last reload's error, nil once a config applied
+}
+
+// Reload reads the Location's config files again (config.json, the imported MCP
+// configs, .toolhost/tools/*.json, the lock file) and applies them, blocking until
+// done:
+//
+//   - permission rules are in force for every check that starts after Reload has
+//     read them (a new deny holds at once, also for Requests prepared before);
+//   - a source whose entry is unchanged keeps running untouched; an added one
+//     starts; a removed one stops (its calls in flight end as interruptions); a
+//     changed plugin is rebuilt when given as source and replaced by its next
+//     generation once that has registered (calls in flight on the old one finish);
+//     another changed source is stopped and started anew;
+//   - workspace_id and tool_output (the placement's limits) apply at the next
+//     activation; a change to them is logged.
+//
+// An invalid config changes nothing and is returned (a *ConfigError naming the file
+// and JSON pointer); it shows as the KindConfig entry of Sources and in the log
+// until a Reload applies. Reload fails with ErrClosing once the Location closes.
+// Safe for concurrent use; reloads are serialized.
+func (l *Location) Reload(ctx context.Context) error {
+	l.reload.mu.Lock()
+	defer l.reload.mu.Unlock()
+	if l.scope.Context().Err() != nil {
+		return fmt.Errorf("%w: %s", ErrClosing, l.id)
+	}
+	select { // the first start is done: its sources are listed
+	case <-l.started:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	oldModules := l.lockedModules()
+	cfg, err := LoadConfig(l.id)
+	if err == nil && hasModules(cfg) {
+		var lock *Lock
+		if lock, _, err = LockModules(ctx, l.id, cfg, LockOptions{Env: l.env, TmpDir: l.cacheDir, Logger: l.logger}); err == nil {
+			l.setModules(lock.Plugins)
+		}
+	}
+	if err == nil && needsBuild(cfg, l.reattach) && l.cacheDir == "" {
+		l.cacheDir, err = BuildCacheDir(l.opts.BuildCache, l.env)
+	}
+	var rules []permission.Rule
+	if err == nil {
+		rules = permissionRules(cfg)
+		err = l.perm.SetRules(rules)
+	}
+	if err != nil {
+		l.setConfigErr(err)
+		l.logger.Error("config not applied: the running config keeps serving until the error is fixed", "location", l.id, "error", err)
+		return err
+	}
+	old := l.Config()
+	for _, n := range cfg.Notes {
+		l.logger.Info(n)
+	}
+	if cfg.WorkspaceID != old.WorkspaceID || cfg.ToolOutput != old.ToolOutput {
+		l.logger.Warn("workspace_id and tool_output apply at the next activation", "location", l.id)
+	}
+	changes := l.reconcile(ctx, cfg, oldModules)
+	l.reload.cfg.Lock()
+	l.cfg, l.reload.err = cfg, nil
+	l.reload.cfg.Unlock()
+	l.bump()
+	if len(changes) > 0 {
+		l.logger.Info("config applied: "+strings.Join(changes, ", "), "location", l.id)
+	}
+	return nil
+}
+
+// ConfigErr returns why the config on disk is not applied (the last Reload's
+// error), or nil.
+func (l *Location) ConfigErr() error {
+	l.reload.cfg.Lock()
+	defer l.reload.cfg.Unlock()
+	return l.reload.err
+}
+
+func (l *Location) setConfigErr(err error) {
+	l.reload.cfg.Lock()
+	l.reload.err = err
+	l.reload.cfg.Unlock()
+	l.bump()
+}
+
+func (l *Location) setModules(m map[string]LockedModule) {
+	l.reload.cfg.Lock()
+	defer l.reload.cfg.Unlock()
+	l.modules = m
+}
+
+func (l *Location) lockedModules() map[string]LockedModule {
+	l.reload.cfg.Lock()
+	defer l.reload.cfg.Unlock()
+	return l.modules
+}
+
+// permissionRules is the permission service's form of cfg's rules.
+func permissionRules(cfg *Config) []permission.Rule {
+	rules := make([]permission.Rule, len(cfg.Permission))
+	for i, r := range cfg.Permission {
+		rules[i] = permission.Rule{Action: r.Action, Resource: r.Resource, Effect: permission.Effect(r.Effect), Source: r.Source}
+	}
+	return rules
+}
+
+// reconcile makes the running sources those of cfg (see Reload) and returns what
+// changed, one "added plugin:x"-style item each.
+func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[string]LockedModule) []string {
+	newModules := l.lockedModules()
+	running := map[string]*source{}
+	var builtin *source
+	for _, s := range l.sourceList() {
+		if s.kind == KindBuiltin {
+			builtin = s
+			continue
+		}
+		running[s.id()] = s
+	}
+	var (
+		next     = []*source{builtin}
+		changes  []string
+		stop     []*source
+		start    []func()
+		reloaded []func()
+		fresh    []*source // new plugins and MCP servers, to follow
+	)
+	// Plugins.
+	for i := range cfg.Plugins {
+		pc := &cfg.Plugins[i]
+		s, ok := running[KindPlugin+":"+pc.Name]
+		delete(running, KindPlugin+":"+pc.Name)
+		switch {
+		case ok && reflect.DeepEqual(*s.pc, *pc) && (pc.Module == "" || reflect.DeepEqual(oldModules[pc.Name], newModules[pc.Name])):
+			next = append(next, s)
+			continue
+		case ok && s.supervisor() != nil:
+			// Replaced by its next generation, as a restart by hand is.
+			next = append(next, s)
+			changes = append(changes, "changed "+s.id())
+			reloaded = append(reloaded, func() { l.replacePlugin(ctx, s, pc) })
+			continue
+		case ok:
+			stop = append(stop, s)
+			changes = append(changes, "changed "+s.id())
+		default:
+			changes = append(changes, "added "+KindPlugin+":"+pc.Name)
+		}
+		n := &source{kind: KindPlugin, name: pc.Name, pc: pc, state: supervise.Starting}
+		next, fresh = append(next, n), append(fresh, n)
+		start = append(start, func() { _ = l.startPluginSource(ctx, n, *pc) })
+	}
+	// MCP servers.
+	for i := range cfg.MCPServers {
+		mc := &cfg.MCPServers[i]
+		s, ok := running[KindMCP+":"+mc.Name]
+		delete(running, KindMCP+":"+mc.Name)
+		switch {
+		case ok && reflect.DeepEqual(*s.mc, *mc):
+			next = append(next, s)
+			continue
+		case ok:
+			stop = append(stop, s)
+			changes = append(changes, "changed "+s.id())
+		default:
+			changes = append(changes, "added "+KindMCP+":"+mc.Name)
+		}
+		n := &source{kind: KindMCP, name: mc.Name, mc: mc, state: supervise.Starting}
+		next, fresh = append(next, n), append(fresh, n)
+		start = append(start, func() { _ = l.startServerSource(ctx, n, *mc) })
+	}
+	// Manifest tools, registered after the others as at activation.
+	var manifests []*source
+	for _, t := range l.manifestTools(cfg) {
+		n := l.newManifestSource(t)
+		if slices.ContainsFunc(manifests, func(o *source) bool { return o.id() == n.id() }) {
+			continue // a config tool wins over a file's of the same name
+		}
+		s, ok := running[n.id()]
+		delete(running, n.id())
+		switch {
+		case ok && reflect.DeepEqual(*s.tool, *n.tool):
+			manifests = append(manifests, s)
+			continue
+		case ok:
+			stop = append(stop, s)
+			changes = append(changes, "changed "+s.id())
+		default:
+			changes = append(changes, "added "+n.id())
+		}
+		manifests = append(manifests, n)
+	}
+	for _, id := range slices.Sorted(maps.Keys(running)) {
+		stop = append(stop, running[id])
+		changes = append(changes, "removed "+id)
+	}
+
+	// Stop first, so a name a removed source held is free for an added one.
+	var wg sync.WaitGroup
+	for _, s := range stop {
+		wg.Go(func() { l.stopSource(ctx, s) })
+	}
+	wg.Wait()
+	l.srcMu.Lock()
+	l.sources = append(next, manifests...)
+	l.srcMu.Unlock()
+	l.bump()
+	for _, f := range append(start, reloaded...) {
+		wg.Go(f)
+	}
+	wg.Wait()
+	for _, s := range manifests {
+		if s.sc == nil {
+			_ = l.startManifestSource(ctx, s) // fails only when the Location closes
+		}
+	}
+	for _, s := range fresh {
+		l.follow(s)
+	}
+	return changes
+}
+
+// replacePlugin rebuilds a changed plugin when it is given as source or module and
+// reloads its supervisor with the new config: the next generation starts, registers,
+// and then the old one is released, its calls in flight finishing.
+func (l *Location) replacePlugin(ctx context.Context, s *source, pc *PluginConfig) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	sup, _ := s.sup.(*plugins.Supervisor)
+	s.pc = pc
+	s.mu.Unlock()
+	if sup == nil { // reconcile replaces only a plugin that got as far as starting
+		return
+	}
+	cfg := l.pluginConfig(*pc)
+	if old := sup.Config(); old.Reattach != nil {
+		cfg.Reattach = old.Reattach
+	} else if pc.Source != "" || pc.Module != "" {
+		path, err := l.build(ctx, *pc)
+		if err != nil {
+			l.logger.Error("changed plugin not rebuilt: the running generation keeps serving", "plugin", pc.Name, "error", err)
+			return
+		}
+		cfg.Path = path
+	}
+	if _, err := sup.Reload(ctx, cfg); err != nil {
+		l.logger.Error("changed plugin not replaced: the running generation keeps serving", "plugin", pc.Name, "error", err)
+	}
+}
+
+// stopSource stops a removed or replaced source: its scope closes, so its calls in
+// flight end as interruptions, its tools are released and its processes stop.
+func (l *Location) stopSource(ctx context.Context, s *source) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	sc := s.sc
+	s.mu.Unlock()
+	if sc == nil {
+		return
+	}
+	if err := sc.Close(context.WithoutCancel(ctx)); err != nil {
+		l.logger.Warn("source stopped with an error", "source", s.id(), "error", err)
+	}
+}
+
+// watchConfig reloads the Location whenever one of its config files changes, once
+// the files have been quiet for reloadDebounce, until the Location closes.
+func (l *Location) watchConfig() error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	dirs := map[string]bool{l.id: true, filepath.Join(l.id, ".toolhost"): true, filepath.Join(l.id, ".toolhost", "tools"): true}
+	for rel := range importFormats {
+		dirs[filepath.Join(l.id, filepath.Dir(filepath.FromSlash(rel)))] = true
+	}
+	for dir := range dirs {
+		_ = w.Add(dir) // one that does not exist yet is added when it is created
+	}
+	return l.scope.Go(func(ctx context.Context) {
+		defer w.Close()
+		var quiet <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Has(fsnotify.Create) && dirs[ev.Name] {
+					_ = w.Add(ev.Name)
+				}
+				if l.isConfigFile(ev.Name) {
+					quiet = time.After(reloadDebounce)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				l.logger.Warn("watching the config files", "location", l.id, "error", err)
+			case <-quiet:
+				quiet = nil
+				_ = l.Reload(ctx) // an error is logged and shown by Sources
+			}
+		}
+	})
+}
+
+// isConfigFile reports whether path is one of the files Reload reads.
+func (l *Location) isConfigFile(path string) bool {
+	rel, err := filepath.Rel(l.id, path)
+	if err != nil {
+		return false
+	}
+	rel = filepath.ToSlash(rel)
+	switch {
+	case rel == ConfigPath, rel == LockPath:
+		return true
+	case strings.HasPrefix(rel, ".toolhost/tools/") && strings.HasSuffix(rel, ".json"):
+		return true
+	}
+	_, imported := importFormats[rel]
+	return imported
+}
