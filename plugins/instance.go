@@ -428,8 +428,11 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		if w := box.Warning(); w != "" {
 			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
-		inst.proc = newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
-		return inst.proc, nil
+		proc := newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
+		inst.mu.Lock() // stop may read it at once: the Location can close during a start
+		inst.proc = proc
+		inst.mu.Unlock()
+		return proc, nil
 	}
 	return clientCfg, atStart, nil
 }
@@ -702,7 +705,7 @@ func (inst *Instance) Crash() error {
 // deadline, whichever is first) has passed without an exit.
 func (inst *Instance) stop(ctx context.Context) error {
 	inst.awaitAnnounced(ctx)
-	if inst.proc == nil {
+	if inst.cfg.Reattach != nil {
 		// Reattached: the process is not ours; only disconnect (go-plugin's Kill
 		// would ask it to shut down).
 		if inst.broker != nil {
@@ -722,13 +725,26 @@ func (inst *Instance) stop(ctx context.Context) error {
 	}
 	// go-plugin's Kill waits a hard-coded 2s before calling the runner's Kill; ours
 	// waits for our own deadline instead, and this watchdog covers a plugin too
-	// wedged to answer the shutdown request.
-	inst.proc.killAfter(deadline)
-	watchdog := time.AfterFunc(time.Until(deadline), inst.proc.killGroup)
-	defer watchdog.Stop()
+	// wedged to answer the shutdown request. The process may not have been launched
+	// yet (a close during the start): go-plugin's Kill then waits for its start to
+	// end, and the process it launched is killed after.
+	if proc := inst.runner(); proc != nil {
+		proc.killAfter(deadline)
+		watchdog := time.AfterFunc(time.Until(deadline), proc.killGroup)
+		defer watchdog.Stop()
+	}
 	inst.client.Kill() // returns once the process is reaped and the socket dir removed
-	inst.proc.killGroup()
+	if proc := inst.runner(); proc != nil {
+		proc.killGroup()
+	}
 	return nil
+}
+
+// runner returns the process runner once go-plugin has launched the plugin, else nil.
+func (inst *Instance) runner() *procRunner {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	return inst.proc
 }
 
 // register adds a batch the plugin sent over its Tools capability.
