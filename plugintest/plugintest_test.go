@@ -53,6 +53,7 @@ func TestMain(m *testing.M) {
 // ProbeOutput is what the probe tool reports about its process and activation.
 type ProbeOutput struct {
 	PID       int             `json:"pid"`
+	PIDNS     string          `json:"pid_ns,omitempty"`
 	Cwd       string          `json:"cwd"`
 	Directory string          `json:"directory"`
 	Options   json.RawMessage `json:"options,omitempty"`
@@ -63,7 +64,8 @@ func activateProbe(ctx context.Context, loc sdk.Location, tools sdk.Tools) error
 	probe := sdk.NewTool("Reports the plugin's process and activation.",
 		func(ctx context.Context, _ sdk.Invocation, _ struct{}) (ProbeOutput, error) {
 			cwd, err := os.Getwd()
-			return ProbeOutput{PID: hostPID(), Cwd: cwd, Directory: loc.Directory, Options: loc.Options, Env: os.Environ()}, err
+			ns, _ := os.Readlink("/proc/self/ns/pid")
+			return ProbeOutput{PID: hostPID(), PIDNS: ns, Cwd: cwd, Directory: loc.Directory, Options: loc.Options, Env: os.Environ()}, err
 		})
 	probe.OutputSchema = nil // options may be anything
 	crash := sdk.NewTool("Exits the plugin process.",
@@ -142,7 +144,32 @@ func probe(t *testing.T, h *plugintest.Host) ProbeOutput {
 	if err := json.Unmarshal(s.Structured, &out); err != nil {
 		t.Fatal(err)
 	}
+	if out.PID == 1 && out.PIDNS != "" {
+		out.PID = hostPIDOf(out.PIDNS)
+	}
 	return out
+}
+
+// hostPIDOf is the host's pid of the init of PID namespace ns (a plugin in a
+// world of its own sees its own /proc, where it is pid 1), or 0.
+func hostPIDOf(ns string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // TestWithTheExampleTextPlugin builds the example text plugin once and runs the
@@ -334,7 +361,12 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 		for {
 			s, err := h.Call(t.Context(), "probe", nil)
 			var got ProbeOutput
-			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil && got.PID != pids[0] {
+			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil {
+				if got.PID == 1 && got.PIDNS != "" {
+					got.PID = hostPIDOf(got.PIDNS)
+				}
+			}
+			if err == nil && s.Outcome == registry.Completed && got.PID != 0 && got.PID != pids[0] {
 				pids = append(pids, got.PID)
 				break
 			}
