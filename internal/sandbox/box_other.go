@@ -265,7 +265,6 @@ func SourceOf(pid int) (name string, ok bool) {
 	return "", false
 }
 
-
 // Layers names what holds the program for status and logs: here only its
 // containment mode (a process group, or a Job Object); nothing confines it.
 func (b *Box) Layers() []string { return []string{string(b.mode)} }
