@@ -162,28 +162,6 @@ type echoResult struct {
 	Directory string `json:"directory"`
 }
 
-// hostPIDOf is the host's pid of the init of PID namespace ns (a plugin in a
-// world of its own sees its own /proc, where it is pid 1), or 0.
-func hostPIDOf(ns string) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
-			continue
-		}
-		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		for line := range strings.Lines(string(status)) {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
-				return pid
-			}
-		}
-	}
-	return 0
-}
-
 func callEcho(t *testing.T, l *location.Location, text string) echoResult {
 	t.Helper()
 	q, err := l.Prepare()
@@ -203,7 +181,7 @@ func callEcho(t *testing.T, l *location.Location, text string) echoResult {
 		t.Fatalf("echo output %s: %v", s.Structured, err)
 	}
 	if out.PID == 1 && out.PIDNS != "" {
-		out.PID = hostPIDOf(out.PIDNS)
+		out.PID = proctest.InitOf(out.PIDNS)
 	}
 	return out
 }

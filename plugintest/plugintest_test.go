@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/plugintest"
@@ -145,31 +146,9 @@ func probe(t *testing.T, h *plugintest.Host) ProbeOutput {
 		t.Fatal(err)
 	}
 	if out.PID == 1 && out.PIDNS != "" {
-		out.PID = hostPIDOf(out.PIDNS)
+		out.PID = proctest.InitOf(out.PIDNS)
 	}
 	return out
-}
-
-// hostPIDOf is the host's pid of the init of PID namespace ns (a plugin in a
-// world of its own sees its own /proc, where it is pid 1), or 0.
-func hostPIDOf(ns string) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
-			continue
-		}
-		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		for line := range strings.Lines(string(status)) {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
-				return pid
-			}
-		}
-	}
-	return 0
 }
 
 // TestWithTheExampleTextPlugin builds the example text plugin once and runs the
@@ -363,7 +342,7 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 			var got ProbeOutput
 			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil {
 				if got.PID == 1 && got.PIDNS != "" {
-					got.PID = hostPIDOf(got.PIDNS)
+					got.PID = proctest.InitOf(got.PIDNS)
 				}
 			}
 			if err == nil && s.Outcome == registry.Completed && got.PID != 0 && got.PID != pids[0] {

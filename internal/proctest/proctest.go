@@ -171,3 +171,26 @@ func AssertMarkedGone(t testing.TB, marker string) {
 	}
 	t.Errorf("processes marked %q still alive after a second: %v", marker, left)
 }
+
+// InitOf is the host's pid of the init of PID namespace ns (the target of a
+// /proc/PID/ns/pid link), or 0: a program in a world of its own sees its own /proc,
+// where it is pid 1, and can report only its namespace.
+func InitOf(ns string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
+				return pid
+			}
+		}
+	}
+	return 0
+}
