@@ -16,10 +16,10 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcpserve"
 	"github.com/toolhost/toolhost/registry"
-	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -79,14 +79,7 @@ func (l *logCapture) has(msg string) bool {
 // start serves the Locations at dirs: under testdata, or absolute paths.
 func start(t testing.TB, dirs ...string) *fixture {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "test", Output: io.Discard, Level: hclog.Debug})
 	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Logger: logger, ChangeDelay: 20 * time.Millisecond})
 	if err != nil {
@@ -95,15 +88,8 @@ func start(t testing.TB, dirs ...string) *fixture {
 	f := &fixture{srv: srv, reg: reg, logs: &logCapture{}}
 	logger.RegisterSink(srv.LogSink())
 	logger.RegisterSink(f.logs)
-	root := scope.New(context.Background())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := root.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	root := hosttest.Scope(t)
+	t.Cleanup(func() { srv.Close() }) // before the root scope closes
 	for _, dir := range dirs {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join("testdata", dir)
@@ -324,7 +310,7 @@ func TestProgressCancelAndLogs(t *testing.T) {
 				t.Log("logs:\n" + f.logs.String())
 			}
 		}()
-		waitFor(t, "the plugin logs that its work stopped", func() bool { return f.logs.has("probe: work stopped") })
+		hosttest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin logs that its work stopped
 		deadline := time.After(10 * time.Second)
 		for {
 			select {
@@ -337,16 +323,6 @@ func TestProgressCancelAndLogs(t *testing.T) {
 			}
 		}
 	})
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
 }
 
 func (l *logCapture) String() string {

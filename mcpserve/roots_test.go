@@ -8,6 +8,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/mcpserve"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -16,14 +17,7 @@ import (
 // Options.Roots after initialization and after every roots/list_changed; other
 // roots (another scheme, a missing directory) are left out.
 func TestRootsFollowTheClient(t *testing.T) {
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	got := make(chan []string, 8)
 	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Roots: func(dirs []string) { got <- dirs }})
 	if err != nil {

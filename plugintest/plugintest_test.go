@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
@@ -484,14 +485,7 @@ func TestExampleWorkspaceConfigIsValid(t *testing.T) {
 // TestExampleWorkspaceActivates activates the example workspace as toolhost would:
 // the Location builds the example plugins from source and starts them.
 func TestExampleWorkspaceActivates(t *testing.T) {
-	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: storage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	root := scope.New(context.Background())
 	var pids []int
 	defer func() {

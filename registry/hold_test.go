@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -16,8 +17,8 @@ import (
 func TestHold(t *testing.T) {
 	src := func(gen uint64) registry.Source { return registry.Source{Kind: "plugin", Name: "p", Generation: gen} }
 	setup := func(t *testing.T) (*registry.Registry, *registry.Hold, *registry.Request, func()) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -80,8 +81,8 @@ func TestHold(t *testing.T) {
 		})
 	})
 	t.Run("ASuccessorRegisteringBatchByBatchLeavesTheRestHeldUntilUp", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -120,8 +121,8 @@ func TestHold(t *testing.T) {
 		}
 	})
 	t.Run("AWaitIsBounded", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, _ := r.Hold(t.Context(), "/l", src(0), 30*time.Millisecond)
 		defer h.Release()
 		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
@@ -132,8 +133,8 @@ func TestHold(t *testing.T) {
 		}
 	})
 	t.Run("ABatchClosedAtRunTimeIsGone", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, _ := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		defer h.Release()
 		g, err := r.Add(registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"beta": constTool("b")}})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/server"
 )
@@ -65,7 +66,7 @@ func TestClientThatNeverReadsIsBounded(t *testing.T) {
 		opened = append(opened, st)
 	}
 	// The server closes the handle without the client reading anything.
-	waitFor(t, func() bool {
+	hosttest.Until(t, func() bool {
 		_, err := rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
 		return status.Code(err) == codes.NotFound
 	})
@@ -136,7 +137,7 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream holds an event while its send waits for this reader.
-	waitFor(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
+	hosttest.Until(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
 	var seen, skipped uint64
 	var last float64
 	for last < n {

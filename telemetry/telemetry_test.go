@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -141,13 +142,5 @@ func workspace(t testing.TB, pluginFields, rules string) string {
 
 func newRegistry(t testing.TB, obs registry.Observer) *registry.Registry {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg
+	return hosttest.Registry(t, registry.Options{Observer: obs})
 }
