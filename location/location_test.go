@@ -736,11 +736,7 @@ func TestBuildPluginSourcesChangedDuringBuild(t *testing.T) {
 		done <- err
 	}()
 	// Edit the source while the go command builds it.
-	for deadline := time.Now().Add(time.Minute); !goBuildRunning(goCmd); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("go build never ran")
-		}
-	}
+	hosttest.Until(t, func() bool { return goBuildRunning(goCmd) })
 	writeFiles(t, mod, program("two"))
 	if err := <-done; !errors.Is(err, location.ErrSourcesChanged) {
 		t.Fatalf("build during an edit: %v; want ErrSourcesChanged", err)

@@ -165,18 +165,17 @@ func hangTool(t *testing.T, name string, timeout time.Duration, ignoreTerm bool)
 // groupOf waits for the pid file and returns the process group it names.
 func groupOf(t *testing.T, pidFile string) int {
 	t.Helper()
-	for range 500 {
-		if data, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(data), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		time.Sleep(10 * time.Millisecond)
+	var data []byte
+	hosttest.Until(t, func() bool {
+		var err error
+		data, err = os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("the command did not record its pid")
-	return 0
+	return pid
 }
 
 func TestCallLeavesNoProcess(t *testing.T) {

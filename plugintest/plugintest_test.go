@@ -337,8 +337,7 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 		}
 		// The supervisor restarts the plugin; until its new process has registered,
 		// calls fail (the old generation's tools are being removed) or are unknown.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		hosttest.Until(t, func() bool {
 			s, err := h.Call(t.Context(), "probe", nil)
 			var got ProbeOutput
 			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil {
@@ -348,13 +347,10 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 			}
 			if err == nil && s.Outcome == registry.Completed && got.PID != 0 && got.PID != pids[0] {
 				pids = append(pids, got.PID)
-				break
+				return true
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the plugin was not restarted; last call: %+v, %v", s, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return false
+		})
 	})
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/cli"
 	"github.com/toolhost/toolhost/location"
@@ -235,19 +236,14 @@ func TestDegradedLocation(t *testing.T) {
 		}
 		// The call ran as soon as generation 2 registered its tools, which is
 		// before its supervisor reports it: wait for the report.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		hosttest.Until(t, func() bool {
 			srcs, err := c.ListSources(t.Context(), loc.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := sourceByID(srcs, "plugin:test")
-			if p.Generation >= 2 && p.Restarts >= 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("plugin:test after the crash: %+v", p)
-			}
-		}
+			return p.Generation >= 2 && p.Restarts >= 1
+		})
 	})
 
 	if err := c.DeactivateLocation(t.Context(), loc.ID); err != nil {

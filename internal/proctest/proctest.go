@@ -4,6 +4,8 @@ package proctest
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/hosttest"
 )
 
 // stat is what the tests need of /proc/<pid>/stat.
@@ -150,6 +154,22 @@ func Marked(marker string) []int {
 		}
 	}
 	slices.Sort(pids)
+	return pids
+}
+
+// NewMarker returns a sleep duration in seconds unique to a test, for a program it
+// starts to carry as an argument so that Marked finds its processes.
+func NewMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
+
+// WaitMarked waits until at least n live processes carry marker and returns them,
+// with no time limit of its own (see hosttest.Until).
+func WaitMarked(t testing.TB, marker string, n int) []int {
+	t.Helper()
+	var pids []int
+	hosttest.Until(t, func() bool {
+		pids = Marked(marker)
+		return len(pids) >= n
+	})
 	return pids
 }
 
