@@ -21,8 +21,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"

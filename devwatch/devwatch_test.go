@@ -109,7 +109,7 @@ func main() {
 	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		_, err := tools.Register(ctx, map[string]sdk.Tool{
 			"work": sdk.NewTool("Does some work.", func(ctx context.Context, _ sdk.Invocation, in workIn) (string, error) {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a call lasts: the concurrent calls overlap the reloads
 				return version, nil
 			}),
 			"meta": sdk.NewTool(%q, func(context.Context, sdk.Invocation, struct{}) (string, error) {

@@ -389,5 +389,5 @@ func helperHost() {
 		fail(err)
 	}
 	fmt.Println("ready")
-	time.Sleep(time.Hour)
+	time.Sleep(time.Hour) // until the test kills it
 }

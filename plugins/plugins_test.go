@@ -539,7 +539,7 @@ func runHostProcess() {
 		os.Exit(1)
 	}
 	fmt.Println(s.Current().PID())
-	time.Sleep(time.Hour)
+	time.Sleep(time.Hour) // until the test kills it
 }
 
 func TestPluginExitsWhenItsHostDies(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/cli"
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/server"
