@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/sandbox"
@@ -38,18 +36,7 @@ func TestMain(m *testing.M) {
 		dialAsHelper()
 		return
 	}
-	dir, err := os.MkdirTemp("", "server-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginBin = filepath.Join(dir, "plugin")
-	if out, err := exec.Command("go", "build", "-o", pluginBin, "./testdata/plugin").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build test plugin: %v\n%s", err, out))
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	hosttest.Main(m, map[string]*string{"./testdata/plugin": &pluginBin})
 }
 
 // rules allows every tool but guarded, which asks.
