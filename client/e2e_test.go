@@ -22,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/client"
-	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -239,7 +239,7 @@ func TestServeOverUnixSocket(t *testing.T) {
 			t.Fatalf("err %v, want context.Canceled", err)
 		}
 		// The server ended the call: the id is free again.
-		hosttest.Until(t, func() bool {
+		proctest.Until(t, func() bool {
 			err := a.CancelCall(t.Context(), req.ID, "c4")
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
 				t.Fatalf("cancel an ended call: %v, want ErrNotFound", err)
@@ -376,7 +376,7 @@ func TestDevReloadsAChangedBinary(t *testing.T) {
 	old := locs[0].Plugins[0].PID
 
 	copyFile(t, pluginV2, bin)
-	hosttest.Until(t, func() bool { return strings.Contains(p.stderr.String(), "reload test:") })
+	proctest.Until(t, func() bool { return strings.Contains(p.stderr.String(), "reload test:") })
 	line := p.stderr.String()
 	if !regexp.MustCompile(`reload test: plugin changed; start generation 2 [^;]+; swap out generation 1 [^;]+; same contract`).MatchString(line) {
 		t.Fatalf("no reload line:\n%s", line)

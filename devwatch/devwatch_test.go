@@ -440,7 +440,7 @@ func TestChangeDuringBuildRestartsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosttest.Until(t, func() bool { return len(proctest.Children(goCmd)) > 0 }) // the broken build runs
+	proctest.Until(t, func() bool { return len(proctest.Children(goCmd)) > 0 }) // the broken build runs
 	if err := writeFile(filepath.Join(e.dir, "notes.txt"), "n"); err != nil {
 		t.Fatal(err)
 	}

@@ -736,7 +736,7 @@ func TestBuildPluginSourcesChangedDuringBuild(t *testing.T) {
 		done <- err
 	}()
 	// Edit the source while the go command builds it.
-	hosttest.Until(t, func() bool { return goBuildRunning(goCmd) })
+	proctest.Until(t, func() bool { return goBuildRunning(goCmd) })
 	writeFiles(t, mod, program("two"))
 	if err := <-done; !errors.Is(err, location.ErrSourcesChanged) {
 		t.Fatalf("build during an edit: %v; want ErrSourcesChanged", err)

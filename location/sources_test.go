@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -156,7 +156,7 @@ func TestCallTimeout(t *testing.T) {
 		t.Fatalf("wait = %v, %v; want a model-visible timeout failure", s, err)
 	}
 	// The plugin sees its call cancelled.
-	hosttest.Until(t, func() bool { _, err := os.Stat(marker); return err == nil })
+	proctest.Until(t, func() bool { _, err := os.Stat(marker); return err == nil })
 	// The plugin still serves after a timed-out call.
 	if s, err := settleIn(t, l, "echo", `{"text":"after"}`); err != nil || s.Outcome != registry.Completed {
 		t.Fatalf("echo after the timeout = %v, %v", s, err)

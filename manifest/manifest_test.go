@@ -166,7 +166,7 @@ func hangTool(t *testing.T, name string, timeout time.Duration, ignoreTerm bool)
 func groupOf(t *testing.T, pidFile string) int {
 	t.Helper()
 	var data []byte
-	hosttest.Until(t, func() bool {
+	proctest.Until(t, func() bool {
 		var err error
 		data, err = os.ReadFile(pidFile)
 		return err == nil && strings.HasSuffix(string(data), "\n")

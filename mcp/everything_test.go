@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -155,7 +154,7 @@ func TestEverything(t *testing.T) {
 		if first.Total != 300 || first.Progress != 1 {
 			t.Errorf("first event = %+v, want 1 of 300", first)
 		}
-		hosttest.Until(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
+		proctest.Until(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
 
 		// The server ignores the cancellation and goes on notifying progress for the
 		// old token while a second call runs; none may reach the finished call.

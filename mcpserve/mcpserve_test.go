@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcpserve"
 	"github.com/toolhost/toolhost/registry"
@@ -310,7 +311,7 @@ func TestProgressCancelAndLogs(t *testing.T) {
 				t.Log("logs:\n" + f.logs.String())
 			}
 		}()
-		hosttest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin logs that its work stopped
+		proctest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin logs that its work stopped
 		deadline := time.After(10 * time.Second)
 		for {
 			select {

@@ -20,7 +20,6 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcpserve"
@@ -129,7 +128,7 @@ func TestDisconnectMidCallInterrupts(t *testing.T) {
 	rs.recv(t)
 	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"steps":1000,"step_ms":20}}}`)
-	hosttest.Until(t, func() bool { return f.logs.has("probe: work started") }) // the call is under way
+	proctest.Until(t, func() bool { return f.logs.has("probe: work started") }) // the call is under way
 	rs.w.Close()                                                                // the client goes away
 	select {
 	case <-rs.served:
@@ -137,7 +136,7 @@ func TestDisconnectMidCallInterrupts(t *testing.T) {
 		t.Fatal("ServeStdio did not return when the client went away")
 	}
 	rs.served <- nil                                                            // for the cleanup
-	hosttest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin's work stopped
+	proctest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin's work stopped
 }
 
 // toolhostBin builds the toolhost command once per test binary.
@@ -181,7 +180,7 @@ func TestSubprocessStdio(t *testing.T) {
 	if kids := proctest.Children(bin); len(kids) > 0 {
 		t.Errorf("toolhost processes left: %v", kids)
 	}
-	hosttest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
+	proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 }
 
 func TestHTTP(t *testing.T) {
@@ -326,7 +325,7 @@ func TestTypeScriptClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("client.mjs: %v", err)
 		}
-		hosttest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
+		proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 	})
 
 	t.Run("ColdStart", func(t *testing.T) {
@@ -370,7 +369,7 @@ func TestTypeScriptClient(t *testing.T) {
 		if err != nil || !edited {
 			t.Fatalf("devreload.mjs: %v (edited: %v)", err, edited)
 		}
-		hosttest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
+		proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 	})
 }
 
@@ -619,7 +618,7 @@ func TestAnswersAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hosttest.Until(t, func() bool { return len(pids()) > 0 }) // the build is under way
+		proctest.Until(t, func() bool { return len(pids()) > 0 }) // the build is under way
 		pid := cmd.Process.Pid
 		if err := cs.Close(); err != nil {
 			t.Logf("close: %v", err)

@@ -252,12 +252,12 @@ func TestCancellationReachesThePlugin(t *testing.T) {
 		_, err := h.call(ctx, "wait", `{}`)
 		errc <- err
 	}()
-	hosttest.Until(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
+	proctest.Until(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want an interruption", err)
 	}
-	hosttest.Until(t, func() bool { data, _ := os.ReadFile(mark); return string(data) == "cancelled" })
+	proctest.Until(t, func() bool { data, _ := os.ReadFile(mark); return string(data) == "cancelled" })
 }
 
 func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
@@ -273,7 +273,7 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 			errc <- err
 		}()
 	}
-	hosttest.Until(t, func() bool { return s.Current().InFlight() == 2 })
+	proctest.Until(t, func() bool { return s.Current().InFlight() == 2 })
 	pid := s.Current().PID()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -355,7 +355,7 @@ func TestCrashLeavesNoProcess(t *testing.T) {
 	gen := s.Current()
 	h.call(context.Background(), "crash", `{}`)
 	<-gen.Done()
-	hosttest.Until(t, func() bool { return !proctest.Running(child) })
+	proctest.Until(t, func() bool { return !proctest.Running(child) })
 }
 
 func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
@@ -380,7 +380,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	}
 	// The child is not ours to reap, so it may linger as a zombie until init does;
 	// what matters is that it was killed: it is no longer running.
-	hosttest.Until(t, func() bool { return !proctest.Running(child) })
+	proctest.Until(t, func() bool { return !proctest.Running(child) })
 }
 
 func TestCrashRestartsUnderBudget(t *testing.T) {
@@ -396,10 +396,10 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Plugin != "fault" || !strings.Contains(crash.Status, "exit status 7") {
 		t.Fatalf("err = %v, want an operational error naming the plugin and its exit status", err)
 	}
-	hosttest.Until(t, func() bool { return s.Current() != first })
+	proctest.Until(t, func() bool { return s.Current() != first })
 	second := s.Current()
 	h.track(second)
-	hosttest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Running })
+	proctest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Running })
 	if second.Generation() != first.Generation()+1 {
 		t.Fatalf("generation %d after %d", second.Generation(), first.Generation())
 	}
@@ -408,7 +408,7 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	}
 	// A second crash within the window spends the budget: the plugin stays failed.
 	h.call(context.Background(), "crash", `{}`)
-	hosttest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
+	proctest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
 	_, why := s.State()
 	if why == nil || !strings.Contains(why.Error(), "not restarting") {
 		t.Fatalf("failed state says %v", why)
@@ -431,7 +431,7 @@ func TestActivationAtStart(t *testing.T) {
 	if got := h.mustCall("echo", `{"text":"hi"}`).Text(); got != "hi" {
 		t.Fatalf("echo answered %q", got)
 	}
-	hosttest.Until(t, func() bool { return strings.Contains(s.Current().Stderr(), "activating, chattily") })
+	proctest.Until(t, func() bool { return strings.Contains(s.Current().Stderr(), "activating, chattily") })
 
 	// Over pluginpb.MaxStartActivationRequest: the options still arrive whole.
 	cfg := h.config(nil, "")
@@ -566,7 +566,7 @@ func TestPluginExitsWhenItsHostDies(t *testing.T) {
 	}
 	cmd.Process.Kill() // SIGKILL: the host gets no chance to stop its plugin
 	cmd.Wait()
-	hosttest.Until(t, func() bool { return !proctest.Running(pid) })
+	proctest.Until(t, func() bool { return !proctest.Running(pid) })
 }
 
 func TestDebugModeReattach(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -353,7 +352,7 @@ func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
 		}
 		h.track(inst)
 		h.mustCall("stderr", `{"lines":2,"mode":"os"}`)
-		hosttest.Until(t, func() bool { return strings.Count(out.String(), "on os.Stderr") == 2 })
+		proctest.Until(t, func() bool { return strings.Count(out.String(), "on os.Stderr") == 2 })
 		if log := out.String(); !strings.Contains(log, `"plugin":"spender"`) || !strings.Contains(log, `"stream":"stderr"`) {
 			t.Errorf("log: %s", log)
 		}

@@ -337,7 +337,7 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 		}
 		// The supervisor restarts the plugin; until its new process has registered,
 		// calls fail (the old generation's tools are being removed) or are unknown.
-		hosttest.Until(t, func() bool {
+		proctest.Until(t, func() bool {
 			s, err := h.Call(t.Context(), "probe", nil)
 			var got ProbeOutput
 			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/server"
 )
@@ -46,7 +46,7 @@ func TestClientThatNeverReadsIsBounded(t *testing.T) {
 		opened = append(opened, st)
 	}
 	// The server closes the handle without the client reading anything.
-	hosttest.Until(t, func() bool {
+	proctest.Until(t, func() bool {
 		_, err := rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
 		return status.Code(err) == codes.NotFound
 	})
@@ -99,7 +99,7 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream holds an event while its send waits for this reader.
-	hosttest.Until(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
+	proctest.Until(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
 	var seen, skipped uint64
 	var last float64
 	for last < n {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
@@ -237,7 +238,7 @@ func TestCancellation(t *testing.T) {
 			t.Fatalf("err %v, want context.Canceled", err)
 		}
 		// The server ends the call too: the id is free again, and nothing is in flight.
-		hosttest.Until(t, func() bool { return inFlight(f) == 0 })
+		proctest.Until(t, func() bool { return inFlight(f) == 0 })
 	})
 	t.Run("DuplicateCallID", func(t *testing.T) {
 		errc := blockUntilRunning(t, t.Context(), c, req.ID, "c3")
@@ -302,7 +303,7 @@ func TestRequestsBelongToTheirConnection(t *testing.T) {
 		errc := blockUntilRunning(t, t.Context(), c, req.ID, "c9")
 		c.Close()
 		<-errc
-		hosttest.Until(t, func() bool { return inFlight(f) == 0 })
+		proctest.Until(t, func() bool { return inFlight(f) == 0 })
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/cli"
-	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/server"
@@ -236,7 +236,7 @@ func TestDegradedLocation(t *testing.T) {
 		}
 		// The call ran as soon as generation 2 registered its tools, which is
 		// before its supervisor reports it: wait for the report.
-		hosttest.Until(t, func() bool {
+		proctest.Until(t, func() bool {
 			srcs, err := c.ListSources(t.Context(), loc.ID)
 			if err != nil {
 				t.Fatal(err)

@@ -197,7 +197,7 @@ func restartDrainsCallsInFlight(t *testing.T, h *host, k kind) {
 		got, err := h.call(h.prepare(), k.tool("sleep"), `{"ms":2000}`)
 		done <- result{got, err}
 	}()
-	hosttest.Until(t, func() bool { return old.(interface{ InFlight() int }).InFlight() == 1 })
+	proctest.Until(t, func() bool { return old.(interface{ InFlight() int }).InFlight() == 1 })
 	if err := s.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}

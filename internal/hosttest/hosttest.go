@@ -1,7 +1,7 @@
 // Package hosttest has the set-up that tests of several packages share: a registry
 // on a storage of its own, a host placement (a registry, an open Location and a root
 // scope, all closed when the test ends), test programs built once for a TestMain,
-// and a wait for a condition that no channel reports.
+// and what a host holds that a program in a world must not reach.
 package hosttest
 
 import (
@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -83,23 +82,6 @@ func NewHost(t testing.TB, opts registry.Options) *Host {
 	OpenLocation(t, h.Registry, h.Location)
 	h.Root = Scope(t)
 	return h
-}
-
-// Until polls cond until it holds, for a state of a real process or of I/O that no
-// channel reports (in-process time is for testing/synctest). It sets no time limit
-// of its own: a condition that never holds ends at the test binary's -timeout,
-// whose goroutine dump shows the caller. It fails t if t's context ends first.
-func Until(t testing.TB, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatal("the test ended before the condition held")
-		case <-tick.C:
-		}
-	}
 }
 
 // Main runs a package's tests as a TestMain does, with test programs built first:

@@ -289,7 +289,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 		boxes = append(boxes, b)
 	}
 	// One each (the failed start's thread may take a moment to end).
-	hosttest.Until(t, func() bool { return confinedThreads(t) == len(boxes) })
+	proctest.Until(t, func() bool { return confinedThreads(t) == len(boxes) })
 	errs := make(chan error, 64)
 	for range cap(errs) {
 		go func() {
@@ -313,7 +313,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 		b.Kill()
 		b.Wait()
 	}
-	hosttest.Until(t, func() bool { return confinedThreads(t) == 0 }) // their threads end
+	proctest.Until(t, func() bool { return confinedThreads(t) == 0 }) // their threads end
 }
 
 // confinedThreads counts this process's threads with a seccomp filter.
