@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
@@ -405,20 +404,17 @@ func TestActivateDegrades(t *testing.T) {
 // or failed) and returns its status.
 func sourceErr(t *testing.T, l *location.Location, id string) location.SourceStatus {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		ch := l.SourcesChanged()
+	var found location.SourceStatus
+	hosttest.UntilChanged(t, l.SourcesChanged, func() bool {
 		for _, st := range l.Sources() {
 			if st.ID == id && (st.State == supervise.Restarting || st.State == supervise.Failed) && st.Err != nil {
-				return st
+				found = st
+				return true
 			}
 		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("source %s never reported an error: %+v", id, l.Sources())
-		}
-	}
+		return false
+	})
+	return found
 }
 
 func TestActivateInvalidConfig(t *testing.T) {

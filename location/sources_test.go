@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
@@ -97,24 +98,15 @@ func TestNamesBelongToSources(t *testing.T) {
 		dir := workspace(t, obj{"plugins": []obj{echoPlugin("one"), echoPlugin("two")}})
 		// They start in parallel: whichever registers second is refused.
 		l := e.activate(t, dir)
-		deadline := time.After(60 * time.Second)
-		for {
-			ch := l.SourcesChanged()
+		hosttest.UntilChanged(t, l.SourcesChanged, func() bool {
 			var refused []error
 			for _, st := range l.Sources() {
 				if st.Err != nil && st.State != supervise.Running {
 					refused = append(refused, st.Err)
 				}
 			}
-			if len(refused) == 1 && strings.Contains(refused[0].Error(), "belongs to plugin") {
-				break
-			}
-			select {
-			case <-ch:
-			case <-deadline:
-				t.Fatalf("want one plugin's echo refused: %+v", l.Sources())
-			}
-		}
+			return len(refused) == 1 && strings.Contains(refused[0].Error(), "belongs to plugin")
+		})
 	})
 }
 

@@ -114,3 +114,23 @@ func Main(m *testing.M, programs map[string]*string) {
 	}
 	os.Exit(code)
 }
+
+// UntilChanged waits until cond holds, for a state that a channel announces: a
+// supervisor's Changed or a Location's SourcesChanged, passed as changed, whose
+// channel is closed at the next change. It takes that channel before each call of
+// cond, so no change between the two is missed. It sets no time limit of its own
+// (see proctest.Until) and fails t if t's context ends first.
+func UntilChanged(t testing.TB, changed func() <-chan struct{}, cond func() bool) {
+	t.Helper()
+	for {
+		ch := changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.Context().Done():
+			t.Fatal("the test ended before the condition held")
+		}
+	}
+}
