@@ -63,8 +63,8 @@ func Scope(t testing.TB) *scope.Scope {
 type Host struct {
 	Registry *registry.Registry
 	Root     *scope.Scope
-	// Location is the Location's id: a temporary directory, with no symbolic link
-	// in its path, also the programs' working directory.
+	// Location is the Location's id: a temporary directory with no symbolic link
+	// in its path.
 	Location string
 }
 
