@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -85,14 +86,7 @@ func setup(t *testing.T, rules []permission.Rule, asker permission.Asker) *env {
 	}
 	t.Cleanup(perm.Close)
 
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	e.reg = reg
 	closeLoc, err := reg.OpenLocation("loc", registry.Limits{})
 	if err != nil {

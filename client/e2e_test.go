@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -238,13 +239,13 @@ func TestServeOverUnixSocket(t *testing.T) {
 			t.Fatalf("err %v, want context.Canceled", err)
 		}
 		// The server ended the call: the id is free again.
-		deadline := time.Now().Add(10 * time.Second)
-		for a.CancelCall(t.Context(), req.ID, "c4") == nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err := a.CancelCall(t.Context(), req.ID, "c4"); !errors.Is(err, client.ErrNotFound) {
-			t.Fatalf("the call is still in flight on the server: %v", err)
-		}
+		proctest.Until(t, func() bool {
+			err := a.CancelCall(t.Context(), req.ID, "c4")
+			if err != nil && !errors.Is(err, client.ErrNotFound) {
+				t.Fatalf("cancel an ended call: %v, want ErrNotFound", err)
+			}
+			return err != nil
+		})
 	})
 	t.Run("PermissionAskAnsweredThroughTheAPI", func(t *testing.T) {
 		watch, err := a.WatchAsks(t.Context(), ws)
@@ -375,10 +376,7 @@ func TestDevReloadsAChangedBinary(t *testing.T) {
 	old := locs[0].Plugins[0].PID
 
 	copyFile(t, pluginV2, bin)
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(p.stderr.String(), "reload test:") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.Until(t, func() bool { return strings.Contains(p.stderr.String(), "reload test:") })
 	line := p.stderr.String()
 	if !regexp.MustCompile(`reload test: plugin changed; start generation 2 [^;]+; swap out generation 1 [^;]+; same contract`).MatchString(line) {
 		t.Fatalf("no reload line:\n%s", line)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolhost/toolhost/devwatch"
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
@@ -108,7 +109,7 @@ func main() {
 	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
 		_, err := tools.Register(ctx, map[string]sdk.Tool{
 			"work": sdk.NewTool("Does some work.", func(ctx context.Context, _ sdk.Invocation, in workIn) (string, error) {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a call lasts: the concurrent calls overlap the reloads
 				return version, nil
 			}),
 			"meta": sdk.NewTool(%q, func(context.Context, sdk.Invocation, struct{}) (string, error) {
@@ -179,11 +180,7 @@ func newEnv(t testing.TB, debounce time.Duration) *env {
 	if err := os.WriteFile(filepath.Join(ws, location.ConfigPath), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, _ := registry.New(registry.Options{Storage: st})
+	reg := hosttest.Registry(t, registry.Options{})
 	root := scope.New(context.Background())
 	loc, err := location.Activate(t.Context(), root, ws, location.Options{Registry: reg, BuildCache: cache, StateDir: t.TempDir()})
 	if err != nil {
@@ -388,17 +385,6 @@ func settledGoroutines() int {
 	return n
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestBrokenEditKeepsServing(t *testing.T) {
 	e := newEnv(t, 20*time.Millisecond)
 	if err := writeFile(filepath.Join(e.dir, "main.go"), "package main\n\nfunc main() { undefinedThing() }\n"); err != nil {
@@ -454,7 +440,7 @@ func TestChangeDuringBuildRestartsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(proctest.Children(goCmd)) > 0 }) // the broken build runs
+	proctest.Until(t, func() bool { return len(proctest.Children(goCmd)) > 0 }) // the broken build runs
 	if err := writeFile(filepath.Join(e.dir, "notes.txt"), "n"); err != nil {
 		t.Fatal(err)
 	}
@@ -544,8 +530,7 @@ func TestBinaryPluginReload(t *testing.T) {
 	ws, _ := location.Canonicalize(t.TempDir())
 	os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
 	os.WriteFile(filepath.Join(ws, location.ConfigPath), []byte(fmt.Sprintf(`{"plugins": [{"name": "p", "path": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, bin)), 0o644)
-	st, _ := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	reg, _ := registry.New(registry.Options{Storage: st})
+	reg := hosttest.Registry(t, registry.Options{})
 	root := scope.New(context.Background())
 	defer root.Close(context.Background())
 	loc, err := location.Activate(t.Context(), root, ws, location.Options{Registry: reg, StateDir: t.TempDir()})

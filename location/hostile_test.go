@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -40,20 +39,6 @@ func everythingServer(t testing.TB) (script, path string) {
 		t.Skip(msg)
 	}
 	return script, filepath.Dir(node) + ":/usr/bin:/bin"
-}
-
-// newMarker returns a sleep duration unique to the test, to find its processes.
-func newMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
-
-// waitMarked waits (up to 10s) until at least n processes carry marker.
-func waitMarked(t *testing.T, marker string, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if len(proctest.Marked(marker)) >= n {
-			return
-		}
-	}
-	t.Fatalf("%d processes marked %s, want %d", len(proctest.Marked(marker)), marker, n)
 }
 
 // hostileConfig is a Location config with the hostile plugin (untrusted), a
@@ -268,11 +253,11 @@ func TestHostilePlugin(t *testing.T) {
 		t.Log(got)
 	})
 	t.Run("UnboundedAllocationIsKilledByTheMemoryLimit", func(t *testing.T) {
-		marker := newMarker()
+		marker := proctest.NewMarker()
 		if s, err := call(t, "spawn", obj{"marker": marker}); err != nil || s.Outcome != registry.Completed {
 			t.Fatalf("spawn: %v, %v", s, err)
 		}
-		waitMarked(t, marker, 3)
+		proctest.WaitMarked(t, marker, 3)
 		_, err := call(t, "alloc", obj{})
 		if err == nil || !strings.Contains(err.Error(), "memory 1GiB (RLIMIT_DATA)") {
 			t.Fatalf("alloc: %v; want an error naming the memory limit", err)
@@ -332,7 +317,7 @@ func TestSourceTreesEnd(t *testing.T) {
 				t.Skip(err)
 			}
 			t.Run("OnDeactivation", func(t *testing.T) {
-				marker := newMarker()
+				marker := proctest.NewMarker()
 				dir := leftoverConfig(t, marker)
 				e := newEnv(t)
 				e.opts.SandboxMode = mode
@@ -340,7 +325,7 @@ func TestSourceTreesEnd(t *testing.T) {
 				if err := leave(t.Context(), l, marker); err != nil {
 					t.Fatal(err)
 				}
-				waitMarked(t, marker, leftovers)
+				proctest.WaitMarked(t, marker, leftovers)
 				for _, m := range l.MCPServers() {
 					if got, _ := m.Current().Containment(); got != mode {
 						t.Errorf("MCP server containment %s, want %s", got, mode)
@@ -352,7 +337,7 @@ func TestSourceTreesEnd(t *testing.T) {
 				proctest.AssertMarkedGone(t, marker)
 			})
 			t.Run("AfterHostSIGKILL", func(t *testing.T) {
-				marker := newMarker()
+				marker := proctest.NewMarker()
 				dir := leftoverConfig(t, marker)
 				self, _ := os.Executable()
 				host := exec.Command(self, "-test.run=^$")
@@ -368,7 +353,7 @@ func TestSourceTreesEnd(t *testing.T) {
 					host.Wait()
 					t.Fatalf("host said %q", line)
 				}
-				waitMarked(t, marker, leftovers)
+				proctest.WaitMarked(t, marker, leftovers)
 				host.Process.Kill()
 				host.Wait()
 				proctest.AssertMarkedGone(t, marker)
@@ -404,5 +389,5 @@ func helperHost() {
 		fail(err)
 	}
 	fmt.Println("ready")
-	time.Sleep(time.Hour)
+	time.Sleep(time.Hour) // until the test kills it
 }

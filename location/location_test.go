@@ -16,11 +16,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/location"
@@ -74,22 +74,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := scope.New(context.Background())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := root.Close(ctx); err != nil {
-			t.Errorf("close root scope: %v", err)
-		}
-	})
+	reg := hosttest.Registry(t, registry.Options{})
+	root := hosttest.Scope(t)
 	logs := &testio.SyncBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
 	return &env{reg: reg, root: root, logs: logs, opts: location.Options{
@@ -418,20 +404,17 @@ func TestActivateDegrades(t *testing.T) {
 // or failed) and returns its status.
 func sourceErr(t *testing.T, l *location.Location, id string) location.SourceStatus {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		ch := l.SourcesChanged()
+	var found location.SourceStatus
+	hosttest.UntilChanged(t, l.SourcesChanged, func() bool {
 		for _, st := range l.Sources() {
 			if st.ID == id && (st.State == supervise.Restarting || st.State == supervise.Failed) && st.Err != nil {
-				return st
+				found = st
+				return true
 			}
 		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("source %s never reported an error: %+v", id, l.Sources())
-		}
-	}
+		return false
+	})
+	return found
 }
 
 func TestActivateInvalidConfig(t *testing.T) {
@@ -749,11 +732,7 @@ func TestBuildPluginSourcesChangedDuringBuild(t *testing.T) {
 		done <- err
 	}()
 	// Edit the source while the go command builds it.
-	for deadline := time.Now().Add(time.Minute); !goBuildRunning(goCmd); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("go build never ran")
-		}
-	}
+	proctest.Until(t, func() bool { return goBuildRunning(goCmd) })
 	writeFiles(t, mod, program("two"))
 	if err := <-done; !errors.Is(err, location.ErrSourcesChanged) {
 		t.Fatalf("build during an edit: %v; want ErrSourcesChanged", err)

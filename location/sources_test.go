@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -96,24 +97,15 @@ func TestNamesBelongToSources(t *testing.T) {
 		dir := workspace(t, obj{"plugins": []obj{echoPlugin("one"), echoPlugin("two")}})
 		// They start in parallel: whichever registers second is refused.
 		l := e.activate(t, dir)
-		deadline := time.After(60 * time.Second)
-		for {
-			ch := l.SourcesChanged()
+		hosttest.UntilChanged(t, l.SourcesChanged, func() bool {
 			var refused []error
 			for _, st := range l.Sources() {
 				if st.Err != nil && st.State != supervise.Running {
 					refused = append(refused, st.Err)
 				}
 			}
-			if len(refused) == 1 && strings.Contains(refused[0].Error(), "belongs to plugin") {
-				break
-			}
-			select {
-			case <-ch:
-			case <-deadline:
-				t.Fatalf("want one plugin's echo refused: %+v", l.Sources())
-			}
-		}
+			return len(refused) == 1 && strings.Contains(refused[0].Error(), "belongs to plugin")
+		})
 	})
 }
 
@@ -154,16 +146,8 @@ func TestCallTimeout(t *testing.T) {
 	if err != nil || s.Outcome != registry.ToolFailed || !strings.Contains(s.Text(), "did not finish within its timeout of 300ms") {
 		t.Fatalf("wait = %v, %v; want a model-visible timeout failure", s, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin never saw its call cancelled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The plugin sees its call cancelled.
+	proctest.Until(t, func() bool { _, err := os.Stat(marker); return err == nil })
 	// The plugin still serves after a timed-out call.
 	if s, err := settleIn(t, l, "echo", `{"text":"after"}`); err != nil || s.Outcome != registry.Completed {
 		t.Fatalf("echo after the timeout = %v, %v", s, err)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -42,58 +43,11 @@ func TestHostilePluginFindsAWorld(t *testing.T) {
 	// connection so too, a key in its session keyring, a path socket and an
 	// abstract name.
 	parent := canonicalDir(t, t.TempDir())
-	secret := filepath.Join(parent, "secret-outside.txt")
-	os.WriteFile(secret, []byte("outside"), 0o600)
-	leak, err := os.Open(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leak.Close()
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tl.Close()
-	go func() {
-		for {
-			c, err := tl.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	conn, err := net.Dial("tcp", tl.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	connFile, _ := conn.(*net.TCPConn).File()
-	defer connFile.Close()
-	for _, f := range []*os.File{leak, connFile} {
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key, err := unix.AddKey("user", "toolhost-test-secret", []byte("s3cret"), unix.KEY_SPEC_SESSION_KEYRING)
-	if err == nil {
-		defer unix.KeyctlInt(unix.KEYCTL_REVOKE, key, 0, 0, 0)
-	}
+	host := hosttest.Hold(t, parent)
+	secret, key, hostSock, hostAbstract := host.Secret, host.Key, host.Socket, host.Abstract
 	// A directory like ~/.ssh: a watch on it would tell when its key is read.
 	keys := canonicalDir(t, t.TempDir())
 	os.WriteFile(filepath.Join(keys, "id_ed25519"), []byte("key"), 0o600)
-	hostSock := filepath.Join(canonicalDir(t, t.TempDir()), "service.sock")
-	ul, err := net.Listen("unix", hostSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
-	hostAbstract := fmt.Sprintf("toolhost-test-service-%d", rand.Int64())
-	al, err := net.Listen("unix", "@"+hostAbstract)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer al.Close()
 
 	// The Location: the hostile plugin with a small TMPDIR, the echo plugin, and
 	// the MCP server and the manifest tool confined too.

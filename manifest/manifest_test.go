@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/registry"
@@ -55,30 +56,8 @@ type host struct {
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	release, err := reg.OpenLocation(loc, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &host{reg: reg, loc: loc, root: scope.New(context.Background())}
-	t.Cleanup(func() {
-		if err := h.root.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-		release()
-	})
-	return h
+	h := hosttest.NewHost(t, registry.Options{})
+	return &host{reg: h.Registry, loc: h.Location, root: h.Root}
 }
 
 // register registers tools and fails the test on any warning.
@@ -186,18 +165,17 @@ func hangTool(t *testing.T, name string, timeout time.Duration, ignoreTerm bool)
 // groupOf waits for the pid file and returns the process group it names.
 func groupOf(t *testing.T, pidFile string) int {
 	t.Helper()
-	for range 500 {
-		if data, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(data), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		time.Sleep(10 * time.Millisecond)
+	var data []byte
+	proctest.Until(t, func() bool {
+		var err error
+		data, err = os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("the command did not record its pid")
-	return 0
+	return pid
 }
 
 func TestCallLeavesNoProcess(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/supervise"
 )
@@ -87,19 +88,10 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	// process knows no session), so the generation ends and a new one connects.
 	kill()
 	startEverythingHTTP(t, h.path, port)
-	deadline := time.After(60 * time.Second)
-	for {
-		changed := sup.Changed()
-		if st, _ := sup.State(); st == supervise.Running && sup.Current() != first {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			st, err := sup.State()
-			t.Fatalf("no new generation after 60s: %v %v", st, err)
-		}
-	}
+	hosttest.UntilChanged(t, sup.Changed, func() bool { // a new generation runs
+		st, _ := sup.State()
+		return st == supervise.Running && sup.Current() != first
+	})
 	if s := mustSettle(t, h, "everything_echo", `{"message":"again"}`); s.Text() != "Echo: again" {
 		t.Errorf("echo after restart: %q", s.Text())
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/registry"
@@ -155,7 +154,7 @@ func TestEverything(t *testing.T) {
 		if first.Total != 300 || first.Progress != 1 {
 			t.Errorf("first event = %+v, want 1 of 300", first)
 		}
-		waitFor(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
+		proctest.Until(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
 
 		// The server ignores the cancellation and goes on notifying progress for the
 		// old token while a second call runs; none may reach the finished call.
@@ -194,18 +193,6 @@ func TestEverything(t *testing.T) {
 			}
 		}
 	})
-}
-
-// waitFor waits for cond, which the code under test makes true asynchronously.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 500 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met within 5s")
 }
 
 // fakeInteractor answers every question with a name and every sample request

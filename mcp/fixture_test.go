@@ -220,7 +220,7 @@ func TestCrashRestart(t *testing.T) {
 		_, err := h.settle(t.Context(), "fix_sleep", `{"ms":60000}`)
 		errc <- err
 	}()
-	waitFor(t, func() bool { return first.InFlight() == 1 })
+	proctest.Until(t, func() bool { return first.InFlight() == 1 })
 	changed := s.Changed()
 	if _, err := h.settle(t.Context(), "fix_exit", `{}`); err == nil {
 		t.Error("the call that crashed the server succeeded")
@@ -283,9 +283,9 @@ func TestCallTimeout(t *testing.T) {
 	if err != nil || st.Outcome != registry.ToolFailed || !strings.Contains(st.Text(), "timeout of 300ms") {
 		t.Fatalf("settle = %+v, %v; want a tool failure naming the timeout", st, err)
 	}
-	waitFor(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
+	proctest.Until(t, func() bool { return h.logs.Contains("sent notifications/cancelled") })
 	// The server saw the cancellation (it logs it on stderr, which the host logs).
-	waitFor(t, func() bool { return h.logs.Contains("aborted by the client") })
+	proctest.Until(t, func() bool { return h.logs.Contains("aborted by the client") })
 }
 
 func TestAuthorize(t *testing.T) {

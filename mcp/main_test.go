@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcp"
@@ -84,32 +85,16 @@ func newHost(t *testing.T) *host {
 // newBareHost is newHost for servers that need no node (remote servers in Go).
 func newBareHost(t *testing.T) *host {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), logs: &testio.SyncBuffer{}}
-	release, err := reg.OpenLocation(h.loc, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := h.root.Close(ctx); err != nil {
-			t.Errorf("close root scope: %v", err)
-		}
-		release()
+	h := &host{t: t, logs: &testio.SyncBuffer{}}
+	t.Cleanup(func() { // after the host's own cleanups: its servers are stopped
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, pid := range h.pids {
 			proctest.AssertGroupGone(t, pid)
 		}
 	})
+	hh := hosttest.NewHost(t, registry.Options{})
+	h.reg, h.root, h.loc = hh.Registry, hh.Root, hh.Location
 	return h
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/supervise"
@@ -273,19 +274,10 @@ func TestRemoteServerRestartsMidSession(t *testing.T) {
 
 	// The client's stream reconnects to a server that answers 404 for the old
 	// session: the generation ends and the supervisor starts the next.
-	deadline := time.After(30 * time.Second)
-	for {
-		changed := sup.Changed()
-		if st, _ := sup.State(); st == supervise.Running && sup.Current() != first {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			st, err := sup.State()
-			t.Fatalf("no new generation after 30s: state %v, %v", st, err)
-		}
-	}
+	hosttest.UntilChanged(t, sup.Changed, func() bool {
+		st, _ := sup.State()
+		return st == supervise.Running && sup.Current() != first
+	})
 	if s := mustSettle(t, h, "go_run", `{}`); s.Text() != "II" {
 		t.Errorf("after the restart: %q, want the second run", s.Text())
 	}

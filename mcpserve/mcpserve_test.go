@@ -16,10 +16,11 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcpserve"
 	"github.com/toolhost/toolhost/registry"
-	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -79,14 +80,7 @@ func (l *logCapture) has(msg string) bool {
 // start serves the Locations at dirs: under testdata, or absolute paths.
 func start(t testing.TB, dirs ...string) *fixture {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "test", Output: io.Discard, Level: hclog.Debug})
 	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Logger: logger, ChangeDelay: 20 * time.Millisecond})
 	if err != nil {
@@ -95,15 +89,8 @@ func start(t testing.TB, dirs ...string) *fixture {
 	f := &fixture{srv: srv, reg: reg, logs: &logCapture{}}
 	logger.RegisterSink(srv.LogSink())
 	logger.RegisterSink(f.logs)
-	root := scope.New(context.Background())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := root.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	root := hosttest.Scope(t)
+	t.Cleanup(func() { srv.Close() }) // before the root scope closes
 	for _, dir := range dirs {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join("testdata", dir)
@@ -143,13 +130,8 @@ func (f *fixture) connectClient(t testing.TB, client *gomcp.Client) *gomcp.Clien
 	t.Cleanup(func() {
 		cs.Close()
 		c2sW.Close()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("ServeStdio: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("ServeStdio did not return after the client closed")
+		if err := <-served; err != nil { // ServeStdio returns once the client closed
+			t.Errorf("ServeStdio: %v", err)
 		}
 	})
 	return cs
@@ -324,29 +306,14 @@ func TestProgressCancelAndLogs(t *testing.T) {
 				t.Log("logs:\n" + f.logs.String())
 			}
 		}()
-		waitFor(t, "the plugin logs that its work stopped", func() bool { return f.logs.has("probe: work stopped") })
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case m := <-logs:
-				if m == "probe: work stopped" {
-					return // and the client saw the log as notifications/message
-				}
-			case <-deadline:
-				t.Fatal("no notifications/message saying the work stopped")
+		proctest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin logs that its work stopped
+		for m := range logs {
+			if m == "probe: work stopped" {
+				return // and the client saw the log as notifications/message
 			}
 		}
+		t.Fatal("no notifications/message saying the work stopped")
 	})
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
 }
 
 func (l *logCapture) String() string {
@@ -404,11 +371,7 @@ func TestListChanged(t *testing.T) {
 		}
 		releases = append(releases, release)
 	}
-	select {
-	case <-changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed")
-	}
+	<-changed // notifications/tools/list_changed
 	list, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -426,11 +389,7 @@ func TestListChanged(t *testing.T) {
 	for _, r := range releases {
 		r()
 	}
-	select {
-	case <-changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after the release")
-	}
+	<-changed // notifications/tools/list_changed after the release
 	// The session still holds the list it captured: the released tool is unavailable.
 	if res := call(t, cs, "late_b", struct{}{}); !res.IsError || !strings.Contains(text(res), "unavailable") && !strings.Contains(text(res), "no longer") {
 		t.Errorf("late_b after release: isError %v %q", res.IsError, text(res))

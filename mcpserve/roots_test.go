@@ -4,10 +4,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/mcpserve"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -16,14 +16,7 @@ import (
 // Options.Roots after initialization and after every roots/list_changed; other
 // roots (another scheme, a missing directory) are left out.
 func TestRootsFollowTheClient(t *testing.T) {
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	got := make(chan []string, 8)
 	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Roots: func(dirs []string) { got <- dirs }})
 	if err != nil {
@@ -34,13 +27,8 @@ func TestRootsFollowTheClient(t *testing.T) {
 	b, _ := filepath.Abs(filepath.Join("testdata", "ws2"))
 	next := func(want ...string) {
 		t.Helper()
-		select {
-		case dirs := <-got:
-			if !slices.Equal(dirs, want) {
-				t.Fatalf("roots = %v, want %v", dirs, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no roots; want %v", want)
+		if dirs := <-got; !slices.Equal(dirs, want) {
+			t.Fatalf("roots = %v, want %v", dirs, want)
 		}
 	}
 

@@ -128,15 +128,11 @@ func TestDisconnectMidCallInterrupts(t *testing.T) {
 	rs.recv(t)
 	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"steps":1000,"step_ms":20}}}`)
-	waitFor(t, "the call is under way", func() bool { return f.logs.has("probe: work started") })
-	rs.w.Close() // the client goes away
-	select {
-	case <-rs.served:
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeStdio did not return when the client went away")
-	}
-	rs.served <- nil // for the cleanup
-	waitFor(t, "the plugin's work stopped", func() bool { return f.logs.has("probe: work stopped") })
+	proctest.Until(t, func() bool { return f.logs.has("probe: work started") }) // the call is under way
+	rs.w.Close()                                                                // the client goes away
+	<-rs.served                                                                 // ServeStdio returns when the client goes away
+	rs.served <- nil                                                            // for the cleanup
+	proctest.Until(t, func() bool { return f.logs.has("probe: work stopped") }) // the plugin's work stopped
 }
 
 // toolhostBin builds the toolhost command once per test binary.
@@ -180,7 +176,7 @@ func TestSubprocessStdio(t *testing.T) {
 	if kids := proctest.Children(bin); len(kids) > 0 {
 		t.Errorf("toolhost processes left: %v", kids)
 	}
-	waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+	proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 }
 
 func TestHTTP(t *testing.T) {
@@ -325,7 +321,7 @@ func TestTypeScriptClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("client.mjs: %v", err)
 		}
-		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+		proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 	})
 
 	t.Run("ColdStart", func(t *testing.T) {
@@ -369,7 +365,7 @@ func TestTypeScriptClient(t *testing.T) {
 		if err != nil || !edited {
 			t.Fatalf("devreload.mjs: %v (edited: %v)", err, edited)
 		}
-		waitFor(t, "no process runs a binary from the build cache", func() bool { return len(fromCache()) == 0 })
+		proctest.Until(t, func() bool { return len(fromCache()) == 0 }) // no process runs a binary from the build cache
 	})
 }
 
@@ -447,11 +443,7 @@ func TestDevReload(t *testing.T) {
 		t.Fatalf("alpha: %v %+v", err, res)
 	}
 	write("alpha", "beta")
-	select {
-	case <-changed:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after the edit")
-	}
+	<-changed // notifications/tools/list_changed after the edit
 	list, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -618,7 +610,7 @@ func TestAnswersAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the build is under way", func() bool { return len(pids()) > 0 })
+		proctest.Until(t, func() bool { return len(pids()) > 0 }) // the build is under way
 		pid := cmd.Process.Pid
 		if err := cs.Close(); err != nil {
 			t.Logf("close: %v", err)

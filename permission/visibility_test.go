@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -63,14 +64,7 @@ func TestVisibilityAgreesWithEvaluate(t *testing.T) {
 // permission.Visibility: a deny naming a source hides that source's tools only,
 // by name or by PermissionAction.
 func TestOfferHidesOnlyTheDeniedSource(t *testing.T) {
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := hosttest.Registry(t, registry.Options{})
 	release, err := r.OpenLocation("/ws", registry.Limits{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
@@ -38,58 +37,24 @@ func TestMain(m *testing.M) {
 		runHostProcess()
 		return
 	}
-	dir, err := os.MkdirTemp("", "plugins-test")
-	if err != nil {
-		panic(err)
-	}
-	faultBinary = filepath.Join(dir, "fault")
-	if out, err := exec.Command("go", "build", "-o", faultBinary, "./testdata/fault").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build fault plugin: %v\n%s", err, out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	hosttest.Main(m, map[string]*string{"./testdata/fault": &faultBinary})
 }
 
 // host is one registry and Location placement with a root scope, closed (and checked
 // for leftover processes) at the end of the test.
 type host struct {
-	t     *testing.T
-	reg   *registry.Registry
-	root  *scope.Scope
-	loc   string
-	mu    sync.Mutex
-	pids  []int
-	store string
+	t    *testing.T
+	reg  *registry.Registry
+	root *scope.Scope
+	loc  string
+	mu   sync.Mutex
+	pids []int
 }
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	store := t.TempDir()
-	st, err := registry.OpenStorage(store, registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir(), store: store}
-	release, err := reg.OpenLocation(h.loc, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.root.Close(context.Background()); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		release()
+	h := &host{t: t}
+	t.Cleanup(func() { // after the host's own cleanups: its processes are stopped
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, pid := range h.pids {
@@ -98,6 +63,8 @@ func newHost(t *testing.T) *host {
 			}
 		}
 	})
+	hh := hosttest.NewHost(t, registry.Options{})
+	h.reg, h.root, h.loc = hh.Registry, hh.Root, hh.Location
 	return h
 }
 
@@ -285,12 +252,12 @@ func TestCancellationReachesThePlugin(t *testing.T) {
 		_, err := h.call(ctx, "wait", `{}`)
 		errc <- err
 	}()
-	waitFor(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
+	proctest.Until(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want an interruption", err)
 	}
-	waitFor(t, func() bool { data, _ := os.ReadFile(mark); return string(data) == "cancelled" })
+	proctest.Until(t, func() bool { data, _ := os.ReadFile(mark); return string(data) == "cancelled" })
 }
 
 func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
@@ -306,7 +273,7 @@ func TestDeactivationInterruptsAndLeavesNoProcess(t *testing.T) {
 			errc <- err
 		}()
 	}
-	waitFor(t, func() bool { return s.Current().InFlight() == 2 })
+	proctest.Until(t, func() bool { return s.Current().InFlight() == 2 })
 	pid := s.Current().PID()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -388,7 +355,7 @@ func TestCrashLeavesNoProcess(t *testing.T) {
 	gen := s.Current()
 	h.call(context.Background(), "crash", `{}`)
 	<-gen.Done()
-	waitFor(t, func() bool { return !proctest.Running(child) })
+	proctest.Until(t, func() bool { return !proctest.Running(child) })
 }
 
 func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
@@ -413,7 +380,7 @@ func TestStopKillsTheProcessGroupAfterGrace(t *testing.T) {
 	}
 	// The child is not ours to reap, so it may linger as a zombie until init does;
 	// what matters is that it was killed: it is no longer running.
-	waitFor(t, func() bool { return !proctest.Running(child) })
+	proctest.Until(t, func() bool { return !proctest.Running(child) })
 }
 
 func TestCrashRestartsUnderBudget(t *testing.T) {
@@ -429,10 +396,10 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Plugin != "fault" || !strings.Contains(crash.Status, "exit status 7") {
 		t.Fatalf("err = %v, want an operational error naming the plugin and its exit status", err)
 	}
-	waitFor(t, func() bool { return s.Current() != first })
+	proctest.Until(t, func() bool { return s.Current() != first })
 	second := s.Current()
 	h.track(second)
-	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Running })
+	proctest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Running })
 	if second.Generation() != first.Generation()+1 {
 		t.Fatalf("generation %d after %d", second.Generation(), first.Generation())
 	}
@@ -441,7 +408,7 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	}
 	// A second crash within the window spends the budget: the plugin stays failed.
 	h.call(context.Background(), "crash", `{}`)
-	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
+	proctest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
 	_, why := s.State()
 	if why == nil || !strings.Contains(why.Error(), "not restarting") {
 		t.Fatalf("failed state says %v", why)
@@ -464,7 +431,7 @@ func TestActivationAtStart(t *testing.T) {
 	if got := h.mustCall("echo", `{"text":"hi"}`).Text(); got != "hi" {
 		t.Fatalf("echo answered %q", got)
 	}
-	waitFor(t, func() bool { return strings.Contains(s.Current().Stderr(), "activating, chattily") })
+	proctest.Until(t, func() bool { return strings.Contains(s.Current().Stderr(), "activating, chattily") })
 
 	// Over pluginpb.MaxStartActivationRequest: the options still arrive whole.
 	cfg := h.config(nil, "")
@@ -572,7 +539,7 @@ func runHostProcess() {
 		os.Exit(1)
 	}
 	fmt.Println(s.Current().PID())
-	time.Sleep(time.Hour)
+	time.Sleep(time.Hour) // until the test kills it
 }
 
 func TestPluginExitsWhenItsHostDies(t *testing.T) {
@@ -599,7 +566,7 @@ func TestPluginExitsWhenItsHostDies(t *testing.T) {
 	}
 	cmd.Process.Kill() // SIGKILL: the host gets no chance to stop its plugin
 	cmd.Wait()
-	waitFor(t, func() bool { return !proctest.Running(pid) })
+	proctest.Until(t, func() bool { return !proctest.Running(pid) })
 }
 
 func TestDebugModeReattach(t *testing.T) {
@@ -723,15 +690,4 @@ func digest(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(data))
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
@@ -137,7 +138,7 @@ func TestCrashAfterReloadRestartsTheNewGeneration(t *testing.T) {
 	if _, err := h.call(context.Background(), "crash", `{}`); err == nil {
 		t.Fatal("crash settled")
 	}
-	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != reloaded && st == supervise.Running })
+	proctest.Until(t, func() bool { st, _ := s.State(); return s.Current() != reloaded && st == supervise.Running })
 	h.track(s.Current())
 	if g := s.Current().Generation(); g != reloaded.Generation()+1 {
 		t.Fatalf("restarted as generation %d, want %d", g, reloaded.Generation()+1)
@@ -156,10 +157,10 @@ func TestReloadRevivesAFailedPlugin(t *testing.T) {
 	for range 2 {
 		cur := s.Current()
 		h.call(context.Background(), "crash", `{}`)
-		waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur || st == supervise.Failed })
+		proctest.Until(t, func() bool { st, _ := s.State(); return s.Current() != cur || st == supervise.Failed })
 		h.track(s.Current())
 	}
-	waitFor(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
+	proctest.Until(t, func() bool { st, _ := s.State(); return st == supervise.Failed })
 	if _, err := h.reload(t, s, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestReloadRevivesAFailedPlugin(t *testing.T) {
 	// And the watch follows it: a crash restarts it again (the budget was reset).
 	cur := s.Current()
 	h.call(context.Background(), "crash", `{}`)
-	waitFor(t, func() bool { st, _ := s.State(); return s.Current() != cur && st == supervise.Running })
+	proctest.Until(t, func() bool { st, _ := s.State(); return s.Current() != cur && st == supervise.Running })
 	h.track(s.Current())
 }
 
@@ -190,7 +191,7 @@ func TestReloadInterruptsCallsThatOutliveTheDrain(t *testing.T) {
 		_, err := h.call(context.Background(), "wait", `{}`)
 		errc <- err
 	}()
-	waitFor(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
+	proctest.Until(t, func() bool { _, err := os.Stat(mark + ".started"); return err == nil })
 	r, err := h.reload(t, s, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +264,7 @@ func TestReloadDrainsCallsWaitingForAuthorization(t *testing.T) {
 		reloaded <- r
 	}()
 	// The reload's drain waits for the call that is waiting for its answer.
-	waitFor(t, func() bool { return s.Current().PID() != old })
+	proctest.Until(t, func() bool { return s.Current().PID() != old })
 	select {
 	case r := <-reloaded:
 		t.Fatalf("reload finished while a call waited for authorization: %+v", r)

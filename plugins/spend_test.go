@@ -352,7 +352,7 @@ func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
 		}
 		h.track(inst)
 		h.mustCall("stderr", `{"lines":2,"mode":"os"}`)
-		waitFor(t, func() bool { return strings.Count(out.String(), "on os.Stderr") == 2 })
+		proctest.Until(t, func() bool { return strings.Count(out.String(), "on os.Stderr") == 2 })
 		if log := out.String(); !strings.Contains(log, `"plugin":"spender"`) || !strings.Contains(log, `"stream":"stderr"`) {
 			t.Errorf("log: %s", log)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
@@ -336,8 +337,7 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 		}
 		// The supervisor restarts the plugin; until its new process has registered,
 		// calls fail (the old generation's tools are being removed) or are unknown.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		proctest.Until(t, func() bool {
 			s, err := h.Call(t.Context(), "probe", nil)
 			var got ProbeOutput
 			if err == nil && s.Outcome == registry.Completed && json.Unmarshal(s.Structured, &got) == nil {
@@ -347,13 +347,10 @@ func TestCleanupStopsARestartedPlugin(t *testing.T) {
 			}
 			if err == nil && s.Outcome == registry.Completed && got.PID != 0 && got.PID != pids[0] {
 				pids = append(pids, got.PID)
-				break
+				return true
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the plugin was not restarted; last call: %+v, %v", s, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return false
+		})
 	})
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
@@ -484,14 +481,7 @@ func TestExampleWorkspaceConfigIsValid(t *testing.T) {
 // TestExampleWorkspaceActivates activates the example workspace as toolhost would:
 // the Location builds the example plugins from source and starts them.
 func TestExampleWorkspaceActivates(t *testing.T) {
-	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: storage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	root := scope.New(context.Background())
 	var pids []int
 	defer func() {

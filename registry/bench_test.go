@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -15,7 +16,7 @@ import (
 // resolve, validate input, execute, validate output, project, bound, no hooks.
 // The plugin benchmarks (./plugins) put a bare go-plugin round trip beside it.
 func BenchmarkSettle(b *testing.B) {
-	r := newRegistry(b)
+	r := hosttest.Registry(b, registry.Options{})
 	register(b, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": sdk.NewTool("echo",
 		func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) { return in.Text, nil })}})
 	q, err := r.Prepare(registry.Application)
@@ -35,7 +36,7 @@ func BenchmarkSettle(b *testing.B) {
 
 // BenchmarkPrepare measures taking a Request snapshot with 50 registered tools.
 func BenchmarkPrepare(b *testing.B) {
-	r := newRegistry(b)
+	r := hosttest.Registry(b, registry.Options{})
 	tools := map[string]sdk.Tool{}
 	for i := range 50 {
 		tools[string(rune('a'+i%26))+strings.Repeat("x", i)] = constTool("x")
@@ -53,7 +54,7 @@ func BenchmarkPrepare(b *testing.B) {
 // has compiled before (a plugin's restart or reload registers the same ones), and
 // with schemas it has not.
 func BenchmarkRegister(b *testing.B) {
-	r := newRegistry(b)
+	r := hosttest.Registry(b, registry.Options{})
 	tool := sdk.NewTool("echo", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) { return in.Text, nil })
 	b.Run("schemas=cached", func(b *testing.B) {
 		b.ReportAllocs()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -46,9 +47,9 @@ func FuzzRegisterClose(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 128, 129, 4, 130})
 	f.Add([]byte{5, 6, 7, 133, 134, 8, 135, 9})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		const loc = "/ws"
-		openLocation(t, r, loc)
+		hosttest.OpenLocation(t, r, loc)
 		type batch struct {
 			id       int
 			location string

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -15,8 +17,8 @@ import (
 func TestHold(t *testing.T) {
 	src := func(gen uint64) registry.Source { return registry.Source{Kind: "plugin", Name: "p", Generation: gen} }
 	setup := func(t *testing.T) (*registry.Registry, *registry.Hold, *registry.Request, func()) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -31,52 +33,56 @@ func TestHold(t *testing.T) {
 	}
 
 	t.Run("ToolsStayAdvertisedAndACallWaitsForTheSuccessor", func(t *testing.T) {
-		r, _, q, release := setup(t)
-		release() // the generation crashed
-		q2, err := r.Prepare("/l")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(q2.Definitions()) != 1 {
-			t.Fatalf("while restarting, advertised %v, want echo", q2.Definitions())
-		}
-		got := make(chan *registry.Settlement, 2)
-		for _, q := range []*registry.Request{q, q2} {
-			go func() {
-				s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
-				got <- s
-			}()
-		}
-		time.Sleep(50 * time.Millisecond) // let the calls wait (they would settle at once otherwise)
-		register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
-		for range 2 {
-			if s := <-got; s == nil || s.Outcome != registry.Completed {
-				t.Fatalf("settlement %+v, want completed on the successor", s)
+		synctest.Test(t, func(t *testing.T) {
+			r, _, q, release := setup(t)
+			release() // the generation crashed
+			q2, err := r.Prepare("/l")
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if len(q2.Definitions()) != 1 {
+				t.Fatalf("while restarting, advertised %v, want echo", q2.Definitions())
+			}
+			got := make(chan *registry.Settlement, 2)
+			for _, q := range []*registry.Request{q, q2} {
+				go func() {
+					s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+					got <- s
+				}()
+			}
+			synctest.Wait() // both calls wait for the successor (they would settle at once otherwise)
+			register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+			for range 2 {
+				if s := <-got; s == nil || s.Outcome != registry.Completed {
+					t.Fatalf("settlement %+v, want completed on the successor", s)
+				}
+			}
+		})
 	})
 	t.Run("FailRemovesTheToolsAndSaysWhy", func(t *testing.T) {
-		r, h, q, release := setup(t)
-		release()
-		done := make(chan *registry.Settlement)
-		go func() {
-			s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
-			done <- s
-		}()
-		time.Sleep(20 * time.Millisecond)
-		h.Fail(errors.New("6 crashes within 1m0s"))
-		s := <-done
-		if s.Outcome != registry.Unavailable || !strings.Contains(s.Text(), "6 crashes") {
-			t.Fatalf("settlement %s %q, want unavailable with the reason", s.Outcome, s.Text())
-		}
-		q2, _ := r.Prepare("/l")
-		if len(q2.Definitions()) != 0 {
-			t.Fatalf("after failing, advertised %v", q2.Definitions())
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r, h, q, release := setup(t)
+			release()
+			done := make(chan *registry.Settlement)
+			go func() {
+				s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+				done <- s
+			}()
+			synctest.Wait() // the call waits for a successor
+			h.Fail(errors.New("6 crashes within 1m0s"))
+			s := <-done
+			if s.Outcome != registry.Unavailable || !strings.Contains(s.Text(), "6 crashes") {
+				t.Fatalf("settlement %s %q, want unavailable with the reason", s.Outcome, s.Text())
+			}
+			q2, _ := r.Prepare("/l")
+			if len(q2.Definitions()) != 0 {
+				t.Fatalf("after failing, advertised %v", q2.Definitions())
+			}
+		})
 	})
 	t.Run("ASuccessorRegisteringBatchByBatchLeavesTheRestHeldUntilUp", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -115,8 +121,8 @@ func TestHold(t *testing.T) {
 		}
 	})
 	t.Run("AWaitIsBounded", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, _ := r.Hold(t.Context(), "/l", src(0), 30*time.Millisecond)
 		defer h.Release()
 		release := crashable(t, r, registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
@@ -127,8 +133,8 @@ func TestHold(t *testing.T) {
 		}
 	})
 	t.Run("ABatchClosedAtRunTimeIsGone", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/l")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/l")
 		h, _ := r.Hold(t.Context(), "/l", src(0), time.Minute)
 		defer h.Release()
 		g, err := r.Add(registry.Batch{Location: "/l", Source: src(1), Tools: map[string]sdk.Tool{"beta": constTool("b")}})

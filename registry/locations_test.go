@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -13,7 +14,7 @@ import (
 // registering and preparing in between: under -race, OpenLocation must not read
 // the placements while another opening writes them.
 func TestOpenLocationsConcurrently(t *testing.T) {
-	r := newRegistry(t)
+	r := hosttest.Registry(t, registry.Options{})
 	const locations, rounds = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, locations)

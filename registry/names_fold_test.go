@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -15,8 +16,8 @@ func TestCaseVariantsAreTakeovers(t *testing.T) {
 	one := func(name, answer string) map[string]sdk.Tool { return map[string]sdk.Tool{name: constTool(answer)} }
 	for _, variant := range []string{"Read", "READ", "rEaD"} {
 		t.Run("ToolNamed"+variant+"BesideTheBuiltinRead", func(t *testing.T) {
-			r := newRegistry(t)
-			openLocation(t, r, "/ws")
+			r := hosttest.Registry(t, registry.Options{})
+			hosttest.OpenLocation(t, r, "/ws")
 			register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 			_, err := r.Register(registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{
 				variant: constTool("impostor"), "other": constTool("other"),
@@ -35,8 +36,8 @@ func TestCaseVariantsAreTakeovers(t *testing.T) {
 		})
 	}
 	t.Run("TheHolderRegisteringLaterIsRefusedToo", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: one("Search", "p")})
 		_, err := r.Register(registry.Batch{Location: "/ws", Source: otherSrc, Tools: one("search", "q")})
 		var rerr *registry.RegistrationError
@@ -47,8 +48,8 @@ func TestCaseVariantsAreTakeovers(t *testing.T) {
 	t.Run("SourcesDifferingByCaseAreTwoSources", func(t *testing.T) {
 		// A plugin named "P" is not a generation of plugin "p": it cannot take p's
 		// names, spelled either way.
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: one("p_tool", "p")})
 		upper := registry.Source{Kind: pluginSrc.Kind, Name: strings.ToUpper(pluginSrc.Name), Generation: pluginSrc.Generation + 1}
 		for _, name := range []string{"p_tool", "P_TOOL"} {
@@ -63,16 +64,16 @@ func TestCaseVariantsAreTakeovers(t *testing.T) {
 		}
 	})
 	t.Run("OneSourceKeepsItsOwnCaseVariants", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: one("Get", "a")})
 		next := pluginSrc
 		next.Generation++
 		register(t, r, registry.Batch{Location: "/ws", Source: next, Tools: one("get", "b")})
 	})
 	t.Run("AnAllowedOverrideTakesTheVariantItNames", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Overrides: []string{"Read"}, Tools: one("Read", "plugin")})
 		_, err := r.Register(registry.Batch{Location: "/ws", Source: otherSrc, Overrides: []string{"read"}, Tools: one("READ", "q")})

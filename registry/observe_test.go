@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -52,14 +53,7 @@ func (s *recording) End(st *registry.Settlement, err error) {
 
 func TestObserverSeesEveryStepInOrder(t *testing.T) {
 	rec := &recorder{}
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.New(registry.Options{Storage: st, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := hosttest.Registry(t, registry.Options{Observer: rec})
 	var executedIn registry.Step
 	register(t, r, registry.Batch{Source: registry.Source{Kind: "plugin", Name: "p"}, Tools: map[string]sdk.Tool{
 		"echo": sdk.NewTool("echoes", func(ctx context.Context, _ sdk.Invocation, in struct {
@@ -107,14 +101,7 @@ func TestObserverSeesEveryStepInOrder(t *testing.T) {
 
 func TestObserverSeesTheHookStepsOnlyWithHooks(t *testing.T) {
 	rec := &recorder{}
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.New(registry.Options{Storage: st, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := hosttest.Registry(t, registry.Options{Observer: rec})
 	register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": constTool("hi")}})
 	release, err := r.AddHook(registry.Application, func(_ context.Context, _ registry.Call, s *registry.Settlement) (*registry.Settlement, error) {
 		return s, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -25,8 +26,8 @@ var (
 func TestOwnership(t *testing.T) {
 	one := func(name, answer string) map[string]sdk.Tool { return map[string]sdk.Tool{name: constTool(answer)} }
 	t.Run("TakeOverWithoutOverrideIsRefusedNamingTheOwner", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 		_, err := r.Register(registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{
 			"read": constTool("impostor"), "other": constTool("other"),
@@ -46,8 +47,8 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 	t.Run("AllowedOverrideWinsAndCloseReveals", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 		release := register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Overrides: []string{"read"}, Tools: one("read", "plugin")})
 		if got := answer(t, r, "/ws", "read"); got != "plugin" {
@@ -59,8 +60,8 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 	t.Run("OverrideWinsWhateverTheOrder", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Overrides: []string{"read"}, Tools: one("read", "plugin")})
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 		if got := answer(t, r, "/ws", "read"); got != "plugin" {
@@ -68,8 +69,8 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 	t.Run("ThirdSourceIsStillRefused", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: one("read", "builtin")})
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Overrides: []string{"read"}, Tools: one("read", "plugin")})
 		_, err := r.Register(registry.Batch{Location: "/ws", Source: otherSrc, Tools: one("read", "q")})
@@ -79,8 +80,8 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 	t.Run("SameSourceOverlays", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: one("x", "gen1")})
 		next := pluginSrc
 		next.Generation++
@@ -94,7 +95,7 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 	t.Run("ApplicationPlacementHasNoOwners", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		register(t, r, registry.Batch{Source: builtinSrc, Tools: one("read", "a")})
 		register(t, r, registry.Batch{Source: pluginSrc, Tools: one("read", "b")})
 		if got := answer(t, r, registry.Application, "read"); got != "b" {
@@ -106,8 +107,8 @@ func TestOwnership(t *testing.T) {
 func TestReplace(t *testing.T) {
 	src := registry.Source{Kind: "mcp", Name: "srv", Generation: 1}
 	t.Run("KeepsTheSlotBeneathALaterOverride", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		g, err := r.Add(registry.Batch{Location: "/ws", Source: src, Tools: map[string]sdk.Tool{"srv_x": constTool("v1")}})
 		if err != nil {
 			t.Fatal(err)
@@ -130,8 +131,8 @@ func TestReplace(t *testing.T) {
 		}
 	})
 	t.Run("RefusedReplaceLeavesTheOldInPlace", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: builtinSrc, Tools: map[string]sdk.Tool{"read": constTool("builtin")}})
 		g, err := r.Add(registry.Batch{Location: "/ws", Source: src, Tools: map[string]sdk.Tool{"srv_x": constTool("v1")}})
 		if err != nil {
@@ -174,8 +175,8 @@ func TestSourceLimits(t *testing.T) {
 		{name: "ConfiguredMaxSchemaBytes", batch: registry.Batch{Tools: tools(2, 100), Limits: registry.SourceLimits{MaxSchemaBytes: 200}}, limit: "max_schema_bytes", value: 2 * 117, max: 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry(t)
-			openLocation(t, r, "/ws")
+			r := hosttest.Registry(t, registry.Options{})
+			hosttest.OpenLocation(t, r, "/ws")
 			if tt.before > 0 {
 				register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: tools(tt.before, 0)})
 			}
@@ -199,15 +200,15 @@ func TestSourceLimits(t *testing.T) {
 		})
 	}
 	t.Run("ReleaseFreesTheCount", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		release := register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: tools(256, 0)})
 		release()
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: tools(256, 0)})
 	})
 	t.Run("NextGenerationCountsApart", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: tools(200, 0)})
 		next := pluginSrc
 		next.Generation++

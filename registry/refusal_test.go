@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -17,7 +18,7 @@ import (
 // hooks see the managed path.
 func TestRefusalsAreBounded(t *testing.T) {
 	lim := registry.DefaultLimits()
-	r := newRegistry(t)
+	r := hosttest.Registry(t, registry.Options{})
 	release, err := r.OpenLocation("/ws", registry.Limits{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -22,28 +23,6 @@ import (
 func TestMain(m *testing.M) {
 	registry.RunTestHelper()
 	goleak.VerifyTestMain(m)
-}
-
-func newRegistry(t testing.TB) *registry.Registry {
-	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func openLocation(t testing.TB, r *registry.Registry, id string) {
-	t.Helper()
-	release, err := r.OpenLocation(id, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
 }
 
 // constTool returns a tool whose output is the JSON string answer.
@@ -88,7 +67,7 @@ func answer(t testing.TB, r *registry.Registry, location, name string) string {
 func TestOverlay(t *testing.T) {
 	app := registry.Source{Kind: "application"}
 	t.Run("LatestWinsAndCloseReveals", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release1 := register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"echo": constTool("first")}})
 		release2 := register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"echo": constTool("second")}})
 		if got := answer(t, r, registry.Application, "echo"); got != "second" {
@@ -104,7 +83,7 @@ func TestOverlay(t *testing.T) {
 		}
 	})
 	t.Run("ClosingNonWinnerChangesNothing", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release1 := register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"echo": constTool("first")}})
 		register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"echo": constTool("second")}})
 		release1()
@@ -114,7 +93,7 @@ func TestOverlay(t *testing.T) {
 		}
 	})
 	t.Run("OneReleasePerBatch", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release := register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"a": constTool("a"), "b": constTool("b")}})
 		register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"c": constTool("c")}})
 		release()
@@ -124,8 +103,8 @@ func TestOverlay(t *testing.T) {
 		}
 	})
 	t.Run("LocationBeatsApplicationAndCloseRevealsIt", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Source: app, Tools: map[string]sdk.Tool{"echo": constTool("app")}})
 		releaseLoc := register(t, r, registry.Batch{Location: "/ws", Source: registry.Source{Kind: "plugin", Name: "p"}, Tools: map[string]sdk.Tool{"echo": constTool("location")}})
 		// A later application registration still loses to the Location's.
@@ -142,9 +121,9 @@ func TestOverlay(t *testing.T) {
 		}
 	})
 	t.Run("LocationsAreIsolated", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/a")
-		openLocation(t, r, "/b")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/a")
+		hosttest.OpenLocation(t, r, "/b")
 		register(t, r, registry.Batch{Location: "/a", Tools: map[string]sdk.Tool{"only_a": constTool("a")}})
 		q, _ := r.Prepare("/b")
 		if len(q.Definitions()) != 0 {
@@ -158,7 +137,7 @@ func TestOverlay(t *testing.T) {
 		}
 	})
 	t.Run("MutatingTheMapAfterwardsChangesNothing", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		tools := map[string]sdk.Tool{"echo": constTool("kept")}
 		register(t, r, registry.Batch{Source: app, Tools: tools})
 		tools["echo"] = constTool("changed")
@@ -171,7 +150,7 @@ func TestOverlay(t *testing.T) {
 }
 
 func TestDefinitions(t *testing.T) {
-	r := newRegistry(t)
+	r := hosttest.Registry(t, registry.Options{})
 	register(t, r, registry.Batch{Tools: map[string]sdk.Tool{
 		"zeta":       constTool("z"),
 		"alpha":      {Description: "d", InputSchema: json.RawMessage(`{ "type" : "object", "properties": {"b": {"type":"string"}, "a": {"type":"integer"}} }`), Execute: nopExecute},
@@ -225,7 +204,7 @@ func TestRegisterRefusesBadBatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry(t)
+			r := hosttest.Registry(t, registry.Options{})
 			_, err := r.Register(registry.Batch{Source: registry.Source{Kind: "plugin", Name: "p"}, Tools: tt.tools})
 			var rerr *registry.RegistrationError
 			if !errors.As(err, &rerr) {
@@ -241,7 +220,7 @@ func TestRegisterRefusesBadBatches(t *testing.T) {
 		})
 	}
 	t.Run("IntoClosedScope", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		s := scope.New(context.Background())
 		s.Close(t.Context())
 		_, err := r.Register(registry.Batch{Owner: s, Tools: map[string]sdk.Tool{"t": good}})
@@ -258,7 +237,7 @@ func TestRegisterRefusesBadBatches(t *testing.T) {
 func TestCapture(t *testing.T) {
 	src := registry.Source{Kind: "plugin", Name: "p", Generation: 1}
 	t.Run("ReplacedRegistrationStillRunsForOldRequest", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": constTool("old")}})
 		old, _ := r.Prepare(registry.Application)
 		register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": constTool("new")}})
@@ -270,7 +249,7 @@ func TestCapture(t *testing.T) {
 		}
 	})
 	t.Run("ClosedRegistrationRunsOnIdenticalSuccessor", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release := register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": withDescription(constTool("gen1"), "same")}})
 		old, _ := r.Prepare(registry.Application)
 		next := src
@@ -282,7 +261,7 @@ func TestCapture(t *testing.T) {
 		}
 	})
 	t.Run("ClosedRegistrationWithChangedContractIsUnavailable", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release := register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": constTool("gen1")}})
 		old, _ := r.Prepare(registry.Application)
 		next := src
@@ -300,7 +279,7 @@ func TestCapture(t *testing.T) {
 		}
 	})
 	t.Run("ClosedRegistrationFromOtherSourceIsUnavailable", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release := register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": withDescription(constTool("p"), "same")}})
 		old, _ := r.Prepare(registry.Application)
 		register(t, r, registry.Batch{Source: registry.Source{Kind: "plugin", Name: "other", Generation: 5}, Tools: map[string]sdk.Tool{"echo": withDescription(constTool("other"), "same")}})
@@ -310,7 +289,7 @@ func TestCapture(t *testing.T) {
 		}
 	})
 	t.Run("ClosedWithNoSuccessorIsUnavailable", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		release := register(t, r, registry.Batch{Source: src, Tools: map[string]sdk.Tool{"echo": constTool("x")}})
 		old, _ := r.Prepare(registry.Application)
 		release()
@@ -336,7 +315,7 @@ type echoOut struct {
 
 func TestExecution(t *testing.T) {
 	t.Run("ExactInvocationReachesExecutor", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		var got sdk.Invocation
 		var gotIn echoIn
 		register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"echo": sdk.NewTool("echo", func(_ context.Context, inv sdk.Invocation, in echoIn) (echoOut, error) {
@@ -357,7 +336,7 @@ func TestExecution(t *testing.T) {
 		}
 	})
 	t.Run("ProjectionSeesInputAndEncodedOutput", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		tool := sdk.NewTool("echo", func(_ context.Context, _ sdk.Invocation, in echoIn) (echoOut, error) {
 			return echoOut{Echo: strings.ToUpper(in.Text)}, nil
 		})
@@ -377,7 +356,7 @@ func TestExecution(t *testing.T) {
 		}
 	})
 	t.Run("StringOutputBecomesTextOnly", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"hello": constTool("hello, world")}})
 		q, _ := r.Prepare(registry.Application)
 		s := settle(t, q, "hello", ``)
@@ -386,7 +365,7 @@ func TestExecution(t *testing.T) {
 		}
 	})
 	t.Run("SmallerStructuredResultIsValidated", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		tool := sdk.Tool{
 			InputSchema:      json.RawMessage(`{"type":"object"}`),
 			StructuredSchema: json.RawMessage(`{"type":"object","required":["n"]}`),
@@ -409,7 +388,7 @@ func TestExecution(t *testing.T) {
 }
 
 func TestOutcomes(t *testing.T) {
-	r := newRegistry(t)
+	r := hosttest.Registry(t, registry.Options{})
 	var calls atomic.Int32
 	counted := func(fn func(ctx context.Context, in echoIn) (echoOut, error)) sdk.Tool {
 		return sdk.NewTool("t", func(ctx context.Context, _ sdk.Invocation, in echoIn) (echoOut, error) {
@@ -504,7 +483,7 @@ func TestInterruption(t *testing.T) {
 		return "", sdk.Failf("should never be shown: %w", ctx.Err())
 	})
 	t.Run("RunnerCancel", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		started = make(chan struct{})
 		register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"wait": blocking}})
 		q, _ := r.Prepare(registry.Application)
@@ -516,7 +495,7 @@ func TestInterruption(t *testing.T) {
 		}
 	})
 	t.Run("ScopeCloseEndsExecution", func(t *testing.T) {
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		started = make(chan struct{})
 		sc := scope.New(context.Background())
 		release := register(t, r, registry.Batch{Owner: sc, Tools: map[string]sdk.Tool{"wait": blocking}})
@@ -544,7 +523,7 @@ func TestInterruption(t *testing.T) {
 	t.Run("ScopeCloseEndsExecutionOwnerJoined", func(t *testing.T) {
 		// The executor joins the owner itself (as plugins do); the registry still
 		// settles the owner's close as an interruption, not the tool's failure.
-		r := newRegistry(t)
+		r := hosttest.Registry(t, registry.Options{})
 		sc := scope.New(context.Background())
 		joined := make(chan struct{})
 		tool := sdk.NewTool("waits for its owner", func(ctx context.Context, _ sdk.Invocation, _ struct{}) (string, error) {
@@ -578,8 +557,8 @@ func TestInterruption(t *testing.T) {
 }
 
 func TestHooks(t *testing.T) {
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	register(t, r, registry.Batch{Location: "/ws", Tools: map[string]sdk.Tool{"echo": constTool("x")}})
 	var order []string
 	var mu sync.Mutex
@@ -656,8 +635,8 @@ func TestHooks(t *testing.T) {
 }
 
 func TestBeforeHooks(t *testing.T) {
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	var seen []string
 	echo := sdk.NewTool("echo", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) {
 		seen = append(seen, in.Text)
@@ -749,8 +728,8 @@ func TestBeforeHooks(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	register(t, r, registry.Batch{Tools: map[string]sdk.Tool{"stable": constTool("stable")}})
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -783,8 +762,8 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestPrepareOffer(t *testing.T) {
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	edit := func(action string) sdk.Tool {
 		tool := constTool("edited")
 		tool.PermissionAction = action

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -52,8 +53,8 @@ func TestCostlySchemasAreRefusedBeforeCompiling(t *testing.T) {
 		{"OverAMebibyte", json.RawMessage(`{"description":"` + strings.Repeat("x", registry.MaxSchemaBytes) + `"}`), fmt.Sprintf("over the limit of %d", registry.MaxSchemaBytes)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry(t)
-			openLocation(t, r, "/ws")
+			r := hosttest.Registry(t, registry.Options{})
+			hosttest.OpenLocation(t, r, "/ws")
 			b := registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{"t": schemaTool(tt.schema)}}
 			_, err := r.Register(b)
 			var rerr *registry.RegistrationError
@@ -68,8 +69,8 @@ func TestCostlySchemasAreRefusedBeforeCompiling(t *testing.T) {
 		})
 	}
 	t.Run("TheLimitsThemselvesCompile", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{
 			"deep": schemaTool(nested(registry.MaxSchemaDepth - 1)),
 			"wide": schemaTool(wide((registry.MaxSchemaNodes - 2) / 2)),
@@ -77,8 +78,8 @@ func TestCostlySchemasAreRefusedBeforeCompiling(t *testing.T) {
 		}})
 	})
 	t.Run("ABatchOverItsTotalIsRefusedBeforeCompiling", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		tools := map[string]sdk.Tool{}
 		for i := range registry.MaxBatchSchemaNodes/registry.MaxSchemaNodes + 1 {
 			tools[fmt.Sprintf("t%d", i)] = schemaTool(wide((registry.MaxSchemaNodes - 2) / 2))
@@ -93,8 +94,8 @@ func TestCostlySchemasAreRefusedBeforeCompiling(t *testing.T) {
 		}
 	})
 	t.Run("TooManyToolsAreRefusedBeforeCompiling", func(t *testing.T) {
-		r := newRegistry(t)
-		openLocation(t, r, "/ws")
+		r := hosttest.Registry(t, registry.Options{})
+		hosttest.OpenLocation(t, r, "/ws")
 		tools := map[string]sdk.Tool{}
 		for i := range 10000 {
 			tools[fmt.Sprintf("t%d", i)] = schemaTool(json.RawMessage(fmt.Sprintf(`{"type":"object","title":"%d"}`, i)))

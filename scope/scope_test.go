@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -103,29 +104,31 @@ func TestScope(t *testing.T) {
 	})
 
 	t.Run("CloseWaitsOnlyUntilDeadlineThenStillReleases", func(t *testing.T) {
-		s := scope.New(context.Background())
-		stuck := make(chan struct{})
-		s.Go(func(context.Context) { <-stuck }) // ignores cancellation
-		released := false
-		var releaseCtxErr error
-		s.Defer(t.Context(), func(ctx context.Context) error {
-			released = true
-			releaseCtxErr = ctx.Err()
-			return nil
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.New(context.Background())
+			stuck := make(chan struct{})
+			s.Go(func(context.Context) { <-stuck }) // ignores cancellation
+			released := false
+			var releaseCtxErr error
+			s.Defer(t.Context(), func(ctx context.Context) error {
+				released = true
+				releaseCtxErr = ctx.Err()
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+			defer cancel()
+			err := s.Close(ctx)
+			close(stuck)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Close = %v, want it to report the deadline", err)
+			}
+			if !released {
+				t.Fatal("release did not run after the deadline")
+			}
+			if !errors.Is(releaseCtxErr, context.DeadlineExceeded) {
+				t.Fatalf("release ctx err = %v, want the caller's deadline to carry over", releaseCtxErr)
+			}
 		})
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-		defer cancel()
-		err := s.Close(ctx)
-		close(stuck)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Close = %v, want it to report the deadline", err)
-		}
-		if !released {
-			t.Fatal("release did not run after the deadline")
-		}
-		if !errors.Is(releaseCtxErr, context.DeadlineExceeded) {
-			t.Fatalf("release ctx err = %v, want the caller's deadline to carry over", releaseCtxErr)
-		}
 	})
 
 	t.Run("WorkAndDeferAfterCloseAreRefused", func(t *testing.T) {
@@ -216,47 +219,52 @@ func TestConcurrentChildrenCloseIndependently(t *testing.T) {
 
 func TestDrain(t *testing.T) {
 	t.Run("WaitsWithoutCancellingAndRefusesNewWork", func(t *testing.T) {
-		s := scope.New(context.Background())
-		done, _ := s.Track()
-		finished := make(chan struct{})
-		go func() {
-			<-finished
-			done()
-		}()
-		drained := make(chan error, 1)
-		go func() { drained <- s.Drain(t.Context()) }()
-		// New work is refused while draining; the work in progress is not cancelled.
-		for {
-			d, err := s.Track()
-			if errors.Is(err, scope.ErrClosed) {
-				break
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.New(context.Background())
+			done, _ := s.Track()
+			finished := make(chan struct{})
+			go func() {
+				<-finished
+				done()
+			}()
+			drained := make(chan error, 1)
+			go func() { drained <- s.Drain(t.Context()) }()
+			synctest.Wait() // the drain began and waits for the work in progress
+			// New work is refused while draining; the work in progress is not cancelled.
+			if _, err := s.Track(); !errors.Is(err, scope.ErrClosed) {
+				t.Fatalf("Track while draining = %v, want ErrClosed", err)
 			}
-			d() // tracked before the drain began: ends at once
-			time.Sleep(time.Millisecond)
-		}
-		if s.Context().Err() != nil {
-			t.Fatal("draining cancelled the scope's context")
-		}
-		close(finished)
-		if err := <-drained; err != nil {
-			t.Fatalf("Drain = %v", err)
-		}
-		released := false
-		s.Defer(t.Context(), func(context.Context) error { released = true; return nil })
-		if err := s.Close(t.Context()); err != nil || !released {
-			t.Fatalf("Close after Drain = %v, released %v", err, released)
-		}
+			if s.Context().Err() != nil {
+				t.Fatal("draining cancelled the scope's context")
+			}
+			select {
+			case err := <-drained:
+				t.Fatalf("Drain returned %v before the work in progress ended", err)
+			default:
+			}
+			close(finished)
+			if err := <-drained; err != nil {
+				t.Fatalf("Drain = %v", err)
+			}
+			released := false
+			s.Defer(t.Context(), func(context.Context) error { released = true; return nil })
+			if err := s.Close(t.Context()); err != nil || !released {
+				t.Fatalf("Close after Drain = %v, released %v", err, released)
+			}
+		})
 	})
 	t.Run("GivesUpAtTheDeadline", func(t *testing.T) {
-		s := scope.New(context.Background())
-		done, _ := s.Track()
-		defer done()
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-		defer cancel()
-		if err := s.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Drain = %v, want the deadline", err)
-		}
-		done()
-		s.Close(t.Context())
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.New(context.Background())
+			done, _ := s.Track()
+			defer done()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			defer cancel()
+			if err := s.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Drain = %v, want the deadline", err)
+			}
+			done()
+			s.Close(t.Context())
+		})
 	})
 }

@@ -10,13 +10,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
-	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/supervise"
 )
 
 // TestDebugModeDetachesQuietly attaches two hosts in turn to this test binary
@@ -54,35 +53,12 @@ func TestDebugModeDetachesQuietly(t *testing.T) {
 		rc = r
 	}
 
-	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: storage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	release, err := reg.OpenLocation(dir, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	h := hosttest.NewHost(t, registry.Options{})
 	for attach := range 2 {
 		root := scope.New(t.Context())
-		cfg := plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &rc, Logger: hclog.NewNullLogger()}
-		if _, err := plugins.Supervise(t.Context(), root, cfg, plugins.Target{Registry: reg, Location: dir, Directory: dir}, supervise.Budget{}); err != nil {
-			t.Fatalf("attach %d: %v", attach+1, err)
-		}
-		q, err := reg.Prepare(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, err := q.Settle(t.Context(), registry.Call{Name: "note", Input: []byte(`{"text": "x"}`), Invocation: sdk.Invocation{ToolCallID: "c"}}); err != nil || s.Outcome != registry.Completed {
-			t.Fatalf("attach %d: settle: %v %+v", attach+1, err, s)
-		}
+		note(t, h, root, plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &rc, Logger: hclog.NewNullLogger()}, "x", "c")
 		if err := root.Close(context.WithoutCancel(t.Context())); err != nil {
-			t.Fatal(err)
+			t.Fatalf("detach %d: %v", attach+1, err)
 		}
 	}
 	// The second host's attach proves the first detached; the plugin then logs

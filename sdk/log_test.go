@@ -2,12 +2,14 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -41,23 +43,7 @@ func TestMain(m *testing.M) {
 // TestLoggerReachesTheHostLog runs this test binary as a plugin whose tool logs
 // through sdk.Logger, and finds the line, its level and fields in the host's log.
 func TestLoggerReachesTheHostLog(t *testing.T) {
-	storage, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: storage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	release, err := reg.OpenLocation(dir, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	root := scope.New(t.Context())
-	defer root.Close(context.WithoutCancel(t.Context()))
-
+	h := hosttest.NewHost(t, registry.Options{})
 	var log testio.SyncBuffer
 	cfg := plugins.Config{
 		Name:   "noter",
@@ -65,18 +51,8 @@ func TestLoggerReachesTheHostLog(t *testing.T) {
 		Env:    map[string]string{loggingPluginEnv: "1", sdk.LogLevelEnv: "debug", "GORACE": "atexit_sleep_ms=0"},
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Trace}),
 	}
-	if _, err := plugins.Supervise(t.Context(), root, cfg, plugins.Target{Registry: reg, Location: dir, Directory: dir}, supervise.Budget{}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := reg.Prepare(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := q.Settle(t.Context(), registry.Call{Name: "note", Input: []byte(`{"text": "hello"}`), Invocation: sdk.Invocation{ToolCallID: "call-7"}})
-	if err != nil || s.Outcome != registry.Completed {
-		t.Fatalf("settle: %v %+v", err, s)
-	}
-	if err := root.Close(context.WithoutCancel(t.Context())); err != nil {
+	note(t, h, h.Root, cfg, "hello", "call-7")
+	if err := h.Root.Close(context.WithoutCancel(t.Context())); err != nil {
 		t.Fatal(err)
 	}
 	var noted, activating bool
@@ -98,5 +74,24 @@ func TestLoggerFromContext(t *testing.T) {
 	}
 	if sdk.Logger(t.Context()) != sdk.Logger(context.Background()) {
 		t.Error("the process logger differs between calls")
+	}
+}
+
+// note supervises cfg, this test binary serving the logging plugin, under root in
+// h's Location, and calls its tool note with text; it fails t unless the call
+// completes.
+func note(t *testing.T, h *hosttest.Host, root *scope.Scope, cfg plugins.Config, text, callID string) {
+	t.Helper()
+	target := plugins.Target{Registry: h.Registry, Location: h.Location, Directory: h.Location}
+	if _, err := plugins.Supervise(t.Context(), root, cfg, target, supervise.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := h.Registry.Prepare(h.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fmt.Sprintf(`{"text": %q}`, text)
+	if s, err := q.Settle(t.Context(), registry.Call{Name: "note", Input: []byte(in), Invocation: sdk.Invocation{ToolCallID: callID}}); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("settle: %v %+v", err, s)
 	}
 }

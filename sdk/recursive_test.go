@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -32,14 +33,7 @@ type File struct {
 // recursive types at the top level, as real tools of a registry, and settles real
 // inputs: the schema SchemaFor derives is self-contained.
 func TestRecursiveTypesRegisterAndValidate(t *testing.T) {
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := hosttest.Registry(t, registry.Options{})
 	release, err := r.Register(registry.Batch{Location: registry.Application, Tools: map[string]sdk.Tool{
 		"tree": sdk.NewTool("echoes a tree", func(_ context.Context, _ sdk.Invocation, in Tree) (Tree, error) { return in, nil }),
 		"dir":  sdk.NewTool("echoes a directory", func(_ context.Context, _ sdk.Invocation, in Dir) (Dir, error) { return in, nil }),

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/server"
 )
@@ -25,28 +26,8 @@ import (
 // why.
 func TestClientThatNeverReadsIsBounded(t *testing.T) {
 	f := start(t, nil)
-	// The smallest windows, fixed: what the client's transport takes in for a
-	// stream nobody reads is bounded by them, and the server's sends block soon.
-	cc, err := grpc.NewClient("unix://"+f.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	rpc := servepb.NewToolhostClient(cc)
+	rpc, open, loc, prep := f.narrowClient(t)
 	ctx := t.Context()
-	open, err := rpc.OpenClient(ctx, &servepb.OpenClientRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc, err := rpc.ActivateLocation(ctx, &servepb.ActivateLocationRequest{Directory: workspace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prep, err := rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Every fifth call floods its stream with more progress than the transport's
 	// windows take; the others report once and wait.
@@ -65,7 +46,7 @@ func TestClientThatNeverReadsIsBounded(t *testing.T) {
 		opened = append(opened, st)
 	}
 	// The server closes the handle without the client reading anything.
-	waitFor(t, func() bool {
+	proctest.Until(t, func() bool {
 		_, err := rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
 		return status.Code(err) == codes.NotFound
 	})
@@ -109,26 +90,8 @@ func TestClientThatNeverReadsIsBounded(t *testing.T) {
 // the count of the events skipped, and then the final event.
 func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 	f := start(t, nil)
-	cc, err := grpc.NewClient("unix://"+f.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	rpc := servepb.NewToolhostClient(cc)
+	rpc, open, _, prep := f.narrowClient(t)
 	ctx := t.Context()
-	open, err := rpc.OpenClient(ctx, &servepb.OpenClientRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc, err := rpc.ActivateLocation(ctx, &servepb.ActivateLocationRequest{Directory: workspace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prep, err := rpc.PrepareRequest(ctx, &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 40
 	st, err := rpc.SettleStream(ctx, &servepb.SettleRequest{ClientId: open.ClientId, RequestId: prep.RequestId, Name: "flood",
 		InputJson: fmt.Sprintf(`{"n": %d}`, n), Invocation: &servepb.Invocation{SessionId: "s", ToolCallId: "c1"}})
@@ -136,7 +99,7 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream holds an event while its send waits for this reader.
-	waitFor(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
+	proctest.Until(t, func() bool { return server.MaxHeldProgress(f.srv) > 0 })
 	var seen, skipped uint64
 	var last float64
 	for last < n {
@@ -162,4 +125,32 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 	if err != nil || ev.GetError().GetKind() != servepb.CallError_INTERRUPTED {
 		t.Fatalf("final event %v, %v; want the interruption", ev, err)
 	}
+}
+
+// narrowClient dials f with the smallest flow control windows, fixed, so that what
+// the client's transport takes in for a stream nobody reads is bounded by them and
+// the server's sends block soon. It opens a client handle, activates a workspace
+// and prepares a Request there.
+func (f *fixture) narrowClient(t *testing.T) (servepb.ToolhostClient, *servepb.OpenClientResponse, *servepb.ActivateLocationResponse, *servepb.PrepareRequestResponse) {
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+f.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	rpc := servepb.NewToolhostClient(cc)
+	open, err := rpc.OpenClient(t.Context(), &servepb.OpenClientRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := rpc.ActivateLocation(t.Context(), &servepb.ActivateLocationRequest{Directory: workspace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := rpc.PrepareRequest(t.Context(), &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rpc, open, loc, prep
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/sdk"
@@ -136,7 +137,7 @@ func TestClientsSharingAConnectionAreIsolated(t *testing.T) {
 	if s, err := b.Settle(t.Context(), breq.ID, client.Call{Name: "echo", Input: json.RawMessage(`{"text":"still here"}`), Invocation: inv(t, "b3")}, nil); err != nil || s.Text() != "still here" {
 		t.Fatalf("b after a closed: %+v, %v", s, err)
 	}
-	waitFor(t, func() bool { return inFlight(f) == 0 })
+	proctest.Until(t, func() bool { return inFlight(f) == 0 })
 }
 
 // TestHandles checks the handle rules at the wire: a handle is required, and is
@@ -249,7 +250,7 @@ func TestTypedSettlement(t *testing.T) {
 				Invocation: &servepb.Invocation{ToolCallId: "b1"}})
 			done <- resp
 		}()
-		waitFor(t, func() bool {
+		proctest.Until(t, func() bool {
 			_, err := rpc.CancelCall(t.Context(), &servepb.CancelCallRequest{ClientId: id, RequestId: prep.RequestId, ToolCallId: "b1"})
 			return err == nil
 		})

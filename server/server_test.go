@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
@@ -37,18 +37,7 @@ func TestMain(m *testing.M) {
 		dialAsHelper()
 		return
 	}
-	dir, err := os.MkdirTemp("", "server-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginBin = filepath.Join(dir, "plugin")
-	if out, err := exec.Command("go", "build", "-o", pluginBin, "./testdata/plugin").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build test plugin: %v\n%s", err, out))
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	hosttest.Main(m, map[string]*string{"./testdata/plugin": &pluginBin})
 }
 
 // rules allows every tool but guarded, which asks.
@@ -81,14 +70,7 @@ type fixture struct {
 
 func start(t *testing.T, edit func(*server.Options)) *fixture {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := hosttest.Registry(t, registry.Options{})
 	opts := server.Options{Registry: reg, Location: location.Options{StateDir: t.TempDir()}}
 	if edit != nil {
 		edit(&opts)
@@ -256,7 +238,7 @@ func TestCancellation(t *testing.T) {
 			t.Fatalf("err %v, want context.Canceled", err)
 		}
 		// The server ends the call too: the id is free again, and nothing is in flight.
-		waitFor(t, func() bool { return inFlight(f) == 0 })
+		proctest.Until(t, func() bool { return inFlight(f) == 0 })
 	})
 	t.Run("DuplicateCallID", func(t *testing.T) {
 		errc := blockUntilRunning(t, t.Context(), c, req.ID, "c3")
@@ -277,17 +259,6 @@ func inFlight(f *fixture) int {
 		}
 	}
 	return n
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestRequestsBelongToTheirConnection(t *testing.T) {
@@ -332,7 +303,7 @@ func TestRequestsBelongToTheirConnection(t *testing.T) {
 		errc := blockUntilRunning(t, t.Context(), c, req.ID, "c9")
 		c.Close()
 		<-errc
-		waitFor(t, func() bool { return inFlight(f) == 0 })
+		proctest.Until(t, func() bool { return inFlight(f) == 0 })
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/internal/cli"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/server"
@@ -158,20 +159,13 @@ func TestDegradedLocation(t *testing.T) {
 	})
 
 	t.Run("BudgetExhaustionIsVisible", func(t *testing.T) {
-		deadline := time.After(60 * time.Second)
 		for sourceByID(first, "mcp:boom").State != "failed" {
-			got := make(chan []client.Source, 1)
-			go func() {
-				srcs, _ := watch.Next()
-				got <- srcs
-			}()
-			select {
-			case srcs := <-got:
-				if s := sourceByID(srcs, "mcp:boom"); s.ID != "" {
-					first = []client.Source{s}
-				}
-			case <-deadline:
-				t.Fatal("mcp:boom never reported failed through WatchSources")
+			srcs, err := watch.Next()
+			if err != nil {
+				t.Fatalf("mcp:boom never reported failed through WatchSources: %v", err)
+			}
+			if s := sourceByID(srcs, "mcp:boom"); s.ID != "" {
+				first = []client.Source{s}
 			}
 		}
 		if boom := sourceByID(first, "mcp:boom"); !strings.Contains(boom.Error, "not restarting") || boom.Restarts == 0 {
@@ -235,19 +229,14 @@ func TestDegradedLocation(t *testing.T) {
 		}
 		// The call ran as soon as generation 2 registered its tools, which is
 		// before its supervisor reports it: wait for the report.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		proctest.Until(t, func() bool {
 			srcs, err := c.ListSources(t.Context(), loc.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := sourceByID(srcs, "plugin:test")
-			if p.Generation >= 2 && p.Restarts >= 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("plugin:test after the crash: %+v", p)
-			}
-		}
+			return p.Generation >= 2 && p.Restarts >= 1
+		})
 	})
 
 	if err := c.DeactivateLocation(t.Context(), loc.ID); err != nil {

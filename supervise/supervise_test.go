@@ -3,16 +3,12 @@ package supervise_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/plugins"
@@ -25,23 +21,7 @@ import (
 var fixture string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "supervise-test")
-	if err != nil {
-		panic(err)
-	}
-	fixture = filepath.Join(dir, "fixture")
-	if out, err := exec.Command("go", "build", "-o", fixture, "./testdata/fixture").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build the fixture: %v\n%s", err, out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	hosttest.Main(m, map[string]*string{"./testdata/fixture": &fixture})
 }
 
 // supervisor is what the tests use of a supervisor, whatever it supervises.
@@ -217,7 +197,7 @@ func restartDrainsCallsInFlight(t *testing.T, h *host, k kind) {
 		got, err := h.call(h.prepare(), k.tool("sleep"), `{"ms":2000}`)
 		done <- result{got, err}
 	}()
-	waitFor(t, func() bool { return old.(interface{ InFlight() int }).InFlight() == 1 })
+	proctest.Until(t, func() bool { return old.(interface{ InFlight() int }).InFlight() == 1 })
 	if err := s.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -295,27 +275,9 @@ type host struct {
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &host{t: t, reg: reg, root: scope.New(context.Background()), loc: t.TempDir()}
-	release, err := reg.OpenLocation(h.loc, registry.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.root.Close(context.Background()); err != nil {
-			t.Errorf("close the root scope: %v", err)
-		}
-		release()
-		proctest.AssertMarkedGone(t, fixture)
-	})
-	return h
+	t.Cleanup(func() { proctest.AssertMarkedGone(t, fixture) }) // after the host's own cleanups
+	hh := hosttest.NewHost(t, registry.Options{})
+	return &host{t: t, reg: hh.Registry, root: hh.Root, loc: hh.Location}
 }
 
 func (h *host) start(k kind, budget supervise.Budget, stop time.Duration) supervisor {
@@ -378,16 +340,4 @@ func waitStatus(t *testing.T, s supervisor, cond func(supervise.Status) bool) {
 			t.Fatalf("status %+v", s.Status())
 		}
 	}
-}
-
-// waitFor polls cond, which has no channel to follow.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 1000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met")
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,9 +13,9 @@ import (
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -25,18 +24,7 @@ import (
 var pluginBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "telemetry-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginBin = filepath.Join(dir, "plugin")
-	if out, err := exec.Command("go", "build", "-o", pluginBin, "./testdata/plugin").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build test plugin: %v\n%s", err, out))
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	hosttest.Main(m, map[string]*string{"./testdata/plugin": &pluginBin})
 }
 
 // receiver is an OTLP/gRPC receiver: the protocol's own collector services, keeping
@@ -141,13 +129,5 @@ func workspace(t testing.TB, pluginFields, rules string) string {
 
 func newRegistry(t testing.TB, obs registry.Observer) *registry.Registry {
 	t.Helper()
-	st, err := registry.OpenStorage(t.TempDir(), registry.StorageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{Storage: st, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg
+	return hosttest.Registry(t, registry.Options{Observer: obs})
 }

@@ -1,9 +1,12 @@
-// Package proctest reads the process table (/proc) for tests that must show no
-// process was left behind.
+// Package proctest has what tests share about real processes: it reads the process
+// table (/proc) for tests that must show no process was left behind, and waits for
+// a state of a real process or of I/O.
 package proctest
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,6 +153,39 @@ func Marked(marker string) []int {
 		}
 	}
 	slices.Sort(pids)
+	return pids
+}
+
+// Until polls cond until it holds, for a state of a real process or of I/O that no
+// channel reports (in-process time is for testing/synctest). It sets no time limit
+// of its own: a condition that never holds ends at the test binary's -timeout,
+// whose goroutine dump shows the caller. It fails t if t's context ends first.
+func Until(t testing.TB, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the test ended before the condition held")
+		case <-tick.C:
+		}
+	}
+}
+
+// NewMarker returns a sleep duration in seconds unique to a test, for a program it
+// starts to carry as an argument so that Marked finds its processes.
+func NewMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
+
+// WaitMarked waits until at least n live processes carry marker and returns them,
+// with no time limit of its own (see hosttest.Until).
+func WaitMarked(t testing.TB, marker string, n int) []int {
+	t.Helper()
+	var pids []int
+	Until(t, func() bool {
+		pids = Marked(marker)
+		return len(pids) >= n
+	})
 	return pids
 }
 

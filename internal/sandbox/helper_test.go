@@ -43,14 +43,14 @@ func helper() bool {
 			os.Exit(3)
 		}
 		signal.Ignore(syscall.SIGTERM)
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // until the test kills it
 	case "doublefork":
 		c := exec.Command(self, "-marker="+marker)
 		c.Env = []string{"SANDBOX_HELPER=sleeper"}
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		_ = c.Start()
 	case "sleeper":
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // until the test kills it
 	case "host":
 		// A host that starts a contained forker, says ready, and waits to be killed.
 		b, err := sandbox.Command(sandbox.Spec{Name: "h", Contain: true, Mode: sandbox.Mode(os.Getenv("SANDBOX_MODE"))},
@@ -66,7 +66,7 @@ func helper() bool {
 		}
 		line, _ := bufio.NewReader(out).ReadString('\n')
 		fmt.Print(line)
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // until the test kills it
 	case "worldhost":
 		// A host that starts three confined forkers (in worlds where the machine
 		// allows), says ready, and waits to be killed; or, with SANDBOX_ONCE, runs one
@@ -103,7 +103,7 @@ func helper() bool {
 			os.Exit(0)
 		}
 		fmt.Println("ready")
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // until the test kills it
 	case "probe":
 		// The confinement probes: one line per attempt, "ok" or the error. First the
 		// limits the program runs with.

@@ -38,7 +38,7 @@ func TestNothingLeftAfterAKilledHost(t *testing.T) {
 				t.Skip("the kernel refuses a new PID namespace here")
 			}
 			mountsBefore := mounts(t)
-			marker := newMarker()
+			marker := proctest.NewMarker()
 			host := exec.Command(self(t))
 			host.Env = append(os.Environ(), "SANDBOX_HELPER=worldhost", "SANDBOX_MARKER="+marker, sandbox.OffEnv+"="+off)
 			out, _ := host.StdoutPipe()
@@ -51,7 +51,7 @@ func TestNothingLeftAfterAKilledHost(t *testing.T) {
 				t.Fatalf("the host said %q", line)
 			}
 			t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-			waitMarked(t, marker, 3*3) // each forker leaves three
+			proctest.WaitMarked(t, marker, 3*3) // each forker leaves three
 			pid := host.Process.Pid
 			host.Process.Signal(syscall.SIGKILL)
 			host.Wait()
@@ -70,7 +70,7 @@ func TestNothingLeftAfterAKilledHost(t *testing.T) {
 			}
 			// The next host removes what the killed one could not.
 			next := exec.Command(self(t))
-			next.Env = append(os.Environ(), "SANDBOX_HELPER=worldhost", "SANDBOX_MARKER="+newMarker(), "SANDBOX_ONCE=1", sandbox.OffEnv+"="+off)
+			next.Env = append(os.Environ(), "SANDBOX_HELPER=worldhost", "SANDBOX_MARKER="+proctest.NewMarker(), "SANDBOX_ONCE=1", sandbox.OffEnv+"="+off)
 			if out, err := next.CombinedOutput(); err != nil {
 				t.Fatalf("the next host: %v: %s", err, out)
 			}

@@ -10,53 +10,38 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 func TestReserveKeepsAtMostItsSize(t *testing.T) {
-	var mu sync.Mutex
-	var made, dropped int
-	r := reserve[int]{
-		make: func() (int, bool) { mu.Lock(); defer mu.Unlock(); made++; return -made, true },
-		drop: func(v int) { mu.Lock(); defer mu.Unlock(); dropped++ },
-	}
-	if _, ok := r.take(); ok {
-		t.Fatal("an empty reserve gave a resource")
-	}
-	// The take above made one ahead, in the background.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if v, ok := r.take(); ok {
-			if v != -1 {
-				t.Fatalf("took %d, want the one made ahead (-1)", v)
-			}
-			break
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var made, dropped int
+		r := reserve[int]{
+			make: func() (int, bool) { mu.Lock(); defer mu.Unlock(); made++; return -made, true },
+			drop: func(v int) { mu.Lock(); defer mu.Unlock(); dropped++ },
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing was made ahead")
+		if _, ok := r.take(); ok {
+			t.Fatal("an empty reserve gave a resource")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	for r.busy() {
-		time.Sleep(time.Millisecond)
-	}
-	r.mu.Lock()
-	held := len(r.ready)
-	r.mu.Unlock()
-	for i := range reserveSize + 3 {
-		r.put(i)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := held + reserveSize + 3 - reserveSize; dropped != want {
-		t.Errorf("dropped %d of %d given back with %d held, want %d", dropped, reserveSize+3, held, want)
-	}
-}
-
-func (r *reserve[T]) busy() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.making
+		// The take above made one ahead, in the background.
+		synctest.Wait()
+		if v, ok := r.take(); !ok || v != -1 {
+			t.Fatalf("took %d, %v; want the one made ahead (-1)", v, ok)
+		}
+		synctest.Wait() // that take, too, made one ahead
+		r.mu.Lock()
+		held := len(r.ready)
+		r.mu.Unlock()
+		for i := range reserveSize + 3 {
+			r.put(i)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := held + reserveSize + 3 - reserveSize; dropped != want {
+			t.Errorf("dropped %d of %d given back with %d held, want %d", dropped, reserveSize+3, held, want)
+		}
+	})
 }
 
 // A processes cgroup from the reserve has the cap asked for, and one that still

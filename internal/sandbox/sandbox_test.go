@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -15,11 +14,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
@@ -45,22 +44,6 @@ func skipUnsupported(t *testing.T, mode sandbox.Mode) {
 			t.Skip("no usable cgroup v2 hierarchy (cgroup.kill) here")
 		}
 	}
-}
-
-// newMarker returns a sleep duration unique to the test, to find its processes.
-func newMarker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
-
-// waitMarked waits until n processes carry marker.
-func waitMarked(t *testing.T, marker string, n int) []int {
-	t.Helper()
-	for range 200 {
-		if p := proctest.Marked(marker); len(p) >= n {
-			return p
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("expected %d processes marked %s, have %v", n, marker, proctest.Marked(marker))
-	return nil
 }
 
 func self(t *testing.T) string {
@@ -105,9 +88,9 @@ func TestContainment(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			skipUnsupported(t, mode)
 			t.Run("KillEndsOrphans", func(t *testing.T) {
-				marker := newMarker()
+				marker := proctest.NewMarker()
 				b, _ := startForker(t, sandbox.Spec{Name: "kill", Contain: true, Mode: mode}, marker)
-				pids := waitMarked(t, marker, 3)
+				pids := proctest.WaitMarked(t, marker, 3)
 				if b.Mode() != mode {
 					t.Fatalf("mode %s", b.Mode())
 				}
@@ -130,7 +113,7 @@ func TestContainment(t *testing.T) {
 				}
 			})
 			t.Run("ProgramExitEndsOrphans", func(t *testing.T) {
-				marker := newMarker()
+				marker := proctest.NewMarker()
 				b, _ := startForker(t, sandbox.Spec{Name: "exit", Contain: true, Mode: mode}, marker, "SANDBOX_EXIT=1")
 				var ee *sandbox.ExitError
 				if err := b.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -139,7 +122,7 @@ func TestContainment(t *testing.T) {
 				proctest.AssertMarkedGone(t, marker)
 			})
 			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
-				marker := newMarker()
+				marker := proctest.NewMarker()
 				host := exec.Command(self(t))
 				host.Env = []string{"SANDBOX_HELPER=host", "SANDBOX_MARKER=" + marker, "SANDBOX_MODE=" + string(mode)}
 				out, _ := host.StdoutPipe()
@@ -151,7 +134,7 @@ func TestContainment(t *testing.T) {
 					host.Wait()
 					t.Fatalf("host said %q", line)
 				}
-				waitMarked(t, marker, 3)
+				proctest.WaitMarked(t, marker, 3)
 				host.Process.Kill()
 				host.Wait()
 				proctest.AssertMarkedGone(t, marker)
@@ -196,7 +179,7 @@ func TestConfinement(t *testing.T) {
 	secret := filepath.Join(ws, "secret")
 	os.WriteFile(secret, []byte("s"), 0o600)
 	outside := t.TempDir()
-	l := acceptAndClose(t)
+	l := hosttest.AcceptAndClose(t)
 	victim := exec.Command("sleep", "60")
 	victim.Start()
 	defer func() { victim.Process.Kill(); victim.Wait() }()
@@ -284,7 +267,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 	if sandbox.LandlockABI() == 0 || sandbox.DetectMode() != sandbox.ModeNamespace || !sandbox.ThreadStart() {
 		t.Skip("confined programs do not start from a host thread here")
 	}
-	l := acceptAndClose(t)
+	l := hosttest.AcceptAndClose(t)
 	exe := self(t)
 	// A start that fails leaves no confined thread either.
 	missing, err := sandbox.Command(sandbox.Spec{Name: "missing", Confine: &sandbox.Confinement{}}, "/nonexistent/plugin", []string{"plugin"}, "/", nil)
@@ -306,11 +289,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 		boxes = append(boxes, b)
 	}
 	// One each (the failed start's thread may take a moment to end).
-	for deadline := time.Now().Add(10 * time.Second); confinedThreads(t) != len(boxes); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d threads of the host have a seccomp filter while %d confined programs run, want one each", confinedThreads(t), len(boxes))
-		}
-	}
+	proctest.Until(t, func() bool { return confinedThreads(t) == len(boxes) })
 	errs := make(chan error, 64)
 	for range cap(errs) {
 		go func() {
@@ -334,13 +313,7 @@ func TestConfinedThreadStaysWithItsProgram(t *testing.T) {
 		b.Kill()
 		b.Wait()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for confinedThreads(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d threads of the host still have a seccomp filter after their programs ended", confinedThreads(t))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proctest.Until(t, func() bool { return confinedThreads(t) == 0 }) // their threads end
 }
 
 // confinedThreads counts this process's threads with a seccomp filter.
@@ -402,27 +375,6 @@ func TestProcessesCap(t *testing.T) {
 			t.Logf("spawned %d, then %s (exit: %v)", spawned, refused, werr)
 		})
 	}
-}
-
-// acceptAndClose listens on a loopback TCP port, closing every connection, until the
-// test ends.
-func acceptAndClose(t *testing.T) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return l
 }
 
 // checkTempDirCleared fails unless a program's temporary directory, after its end,

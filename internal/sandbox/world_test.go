@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
@@ -30,51 +30,8 @@ func TestWorldHolds(t *testing.T) {
 	if ok, why := sandbox.WorldAvailable(); !ok {
 		t.Skip("no world here: " + why)
 	}
-	dir := t.TempDir()
-	outside := filepath.Join(dir, "outside")
-	os.WriteFile(outside, []byte("secret"), 0o600)
-	leak, err := os.Open(outside)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leak.Close()
-	tl := acceptAndClose(t)
-	conn, err := net.Dial("tcp", tl.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	connFile, _ := conn.(*net.TCPConn).File()
-	defer connFile.Close()
-	for _, f := range []*os.File{leak, connFile} {
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var leaked []string // dev:ino
-	for _, f := range []*os.File{leak, connFile} {
-		var st unix.Stat_t
-		unix.Fstat(int(f.Fd()), &st)
-		leaked = append(leaked, fmt.Sprintf("%d:%d", st.Dev, st.Ino))
-	}
-	key, err := unix.AddKey("user", "toolhost-test-secret", []byte("s3cret"), unix.KEY_SPEC_SESSION_KEYRING)
-	if err != nil {
-		t.Logf("no key in the session keyring: %v", err)
-	} else {
-		defer unix.KeyctlInt(unix.KEYCTL_REVOKE, key, 0, 0, 0)
-	}
-	sock := filepath.Join(dir, "host.sock")
-	sl, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sl.Close()
-	abstract := fmt.Sprintf("toolhost-test-host-%d", rand.Int64())
-	al, err := net.Listen("unix", "@"+abstract)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer al.Close()
+	host := hosttest.Hold(t, t.TempDir())
+	outside, leaked, key, sock, abstract := host.Secret, host.Leaked, host.Key, host.Socket, host.Abstract
 
 	exe := self(t)
 	tmp := sandbox.TmpLimits{Bytes: 4 << 20, Files: 100}
