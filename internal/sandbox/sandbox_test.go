@@ -80,7 +80,7 @@ func startHelper(t *testing.T, spec sandbox.Spec, dir string, env ...string) (*s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := b.Cmd.StdoutPipe()
+	out, err := b.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
