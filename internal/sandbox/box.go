@@ -39,12 +39,12 @@ type Box struct {
 	cgroup  string
 	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
 
-	world    *worldPlan // started in a world of its own (startWorld), or nil
-	layers   []string   // what holds a program of a world, known once started
+	world      *worldPlan   // started in a world of its own (startWorld), or nil
+	layers     []string     // what holds a program of a world, known once started
 	childEnds  []*os.File   // the program's ends of the Box's pipes, closed once it has them
 	callerEnds []*os.File   // the caller's ends of the Box's pipes, closed by Wait
 	parentIO   []*os.File   // the host's ends of the copying pipes (startWorld)
-	copying  []chan error // the goroutines copying them
+	copying    []chan error // the goroutines copying them
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)
@@ -156,9 +156,6 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
 		return b, nil
 	}
-	if mode != ModeCgroup || !cpuShared() {
-		b.plan.Nice = niceWithoutCgroup()
-	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
 		if err != nil {
@@ -207,7 +204,7 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 // files and reports its credentials with the real ids. Alone in its user namespace,
 // its tree is what RLIMIT_NPROC counts.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 	}
@@ -215,11 +212,10 @@ func confinedNamespaceAttr() *syscall.SysProcAttr {
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
-// namespace when the host is not root), in its own session and process group (a
-// session is a scheduling autogroup of its own, see CPUShare), killed when the
-// host dies.
+// namespace when the host is not root), in a process group of its own in the
+// host's session (see CPUShare), killed when the host dies.
 func namespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
@@ -420,10 +416,7 @@ func (b *Box) closeCallerEnds() {
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
 	if b.world != nil || b.confined || threadStart() { // a start that can join it
-		b.pids = newPidsCgroup(b.plan.Limits.Processes)
-	}
-	if b.pids == "" || !cpuShared() {
-		b.plan.Nice = niceWithoutCgroup()
+		b.pids = newPidsCgroup(b.plan.Limits)
 	}
 	if b.world != nil {
 		if err := b.startWorld(); err != nil {
@@ -446,7 +439,7 @@ func (b *Box) startDirect() error {
 			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 		}
 		// Right after the clone: the program may run a little before its limits.
-		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false, b.plan.Nice); err != nil {
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
 			b.Kill()
 			_ = b.Wait()
 			return err
@@ -704,7 +697,11 @@ func (b *Box) Layers() []string {
 
 // limitLayers names how the program's processes are capped and its CPU shared.
 func (b *Box) limitLayers() []string {
-	l := []string{CPUShare(b.pids != "" || b.cgroup != "")}
+	inCgroup := b.pids != "" || b.cgroup != ""
+	l := []string{CPUShare(inCgroup)}
+	if inCgroup && cpuDelegated && b.plan.Limits.CPUs > 0 {
+		l = append(l, fmt.Sprintf("cpu max %g", b.plan.Limits.CPUs))
+	}
 	switch {
 	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
 		l = append(l, "pids cgroup")

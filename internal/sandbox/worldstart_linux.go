@@ -97,7 +97,6 @@ func (b *Box) startWorld() (err error) {
 	if prog := seccompFilter(w.network, true); prog != nil {
 		a.filter = &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	}
-	a.nice = b.plan.Nice
 	if err := a.prepare(b.plan.Path, b.Cmd.Args, b.Cmd.Env, w, b.plan.Limits); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
