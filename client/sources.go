@@ -24,6 +24,10 @@ type Source struct {
 	// set when Landlock confines the source.
 	Containment string
 	Confined    bool
+	// Layers names what holds its process ("pid", "mount", ..., "seccomp",
+	// "host's share", "pids cgroup"; see Source.layers in serve.proto); nil
+	// without a process of its own.
+	Layers []string
 	// Restarts counts generations started again after a crash or failed start.
 	Restarts uint32
 	// Error is the last error; StderrTail the end of the source's stderr.
@@ -33,7 +37,7 @@ type Source struct {
 func sourceFrom(p *servepb.Source) Source {
 	state := strings.ToLower(strings.TrimPrefix(p.State.String(), "SOURCE_STATE_"))
 	return Source{Kind: p.Kind, Name: p.Name, ID: p.Id, State: state, Generation: p.Generation, PID: int(p.Pid),
-		Containment: p.Containment, Confined: p.Confined, Restarts: p.Restarts, Error: p.Error, StderrTail: p.StderrTail}
+		Containment: p.Containment, Confined: p.Confined, Layers: p.Layers, Restarts: p.Restarts, Error: p.Error, StderrTail: p.StderrTail}
 }
 
 func sourcesFrom(ps []*servepb.Source) []Source {

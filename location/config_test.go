@@ -195,10 +195,10 @@ func TestParseConfigAccepts(t *testing.T) {
 			}
 		}},
 		{"SandboxBlock", `{"plugins": [{"name": "p", "path": "p", "require_sandbox": true,
-			"sandbox": {"read": ["data"], "write": ["/tmp/out"], "network": true, "memory": "512MiB", "processes": 10, "open_files": 64}}]}`,
+			"sandbox": {"read": ["data"], "write": ["/tmp/out"], "network": true, "memory": "512MiB", "processes": 10, "open_files": 64, "cpus": 0.5}}]}`,
 			func(t *testing.T, cfg *location.Config) {
 				want := &location.SandboxConfig{Read: []string{filepath.Join(dir, "data")}, Write: []string{"/tmp/out"}, Network: true,
-					MemoryBytes: 512 << 20, Processes: 10, OpenFiles: 64}
+					MemoryBytes: 512 << 20, Processes: 10, OpenFiles: 64, CPUs: 0.5}
 				if p := cfg.Plugins[0]; !p.RequireSandbox || !reflect.DeepEqual(p.Sandbox, want) {
 					t.Errorf("sandbox = %+v (require %v), want %+v", p.Sandbox, p.RequireSandbox, want)
 				}
@@ -373,6 +373,8 @@ func TestParseConfigRejects(t *testing.T) {
 			[]problem{{"/mcp_servers/0/sandbox/reed", []string{`unknown property "reed"`}}}},
 		{"SandboxMemoryTooSmall", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "sandbox": {"memory": "10KiB"}}]}`,
 			[]problem{{"/tools/0/sandbox/memory", []string{"at least 1MiB"}}}},
+		{"SandboxCPUsTooFew", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "sandbox": {"cpus": 0.001}}]}`,
+			[]problem{{"/tools/0/sandbox/cpus", []string{"0.01"}}}},
 		{"InputSchemaNotObject", `{"tools": [{"name": "t", "description": "d", "command": ["x"], "input_schema": true}]}`,
 			[]problem{{"/tools/0/input_schema", []string{"got boolean, want object"}}}},
 		{"MissingRequired", `{"tools": [{"command": ["x"]}]}`, []problem{

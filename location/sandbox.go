@@ -2,6 +2,7 @@ package location
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
@@ -19,6 +20,9 @@ type SandboxConfig struct {
 	// MemoryBytes, Processes, OpenFiles cap the source's resources; zero means the
 	// default (see sandbox.Limits).
 	MemoryBytes, Processes, OpenFiles int64
+	// CPUs caps its CPU time at this many CPUs where the cgroup v2 cpu controller
+	// is delegated (see sandbox.Limits.CPUs); zero means no cap.
+	CPUs float64
 	// TmpBytes and TmpFiles cap its TMPDIR (a tmpfs of its own where it has a
 	// world, see sandbox.WorldAvailable); zero means the default (sandbox.TmpLimits).
 	TmpBytes, TmpFiles int64
@@ -31,6 +35,7 @@ type rawSandbox struct {
 	Memory    string      `json:"memory"`
 	Processes json.Number `json:"processes"`
 	OpenFiles json.Number `json:"open_files"`
+	CPUs      json.Number `json:"cpus"`
 	TmpSize   string      `json:"tmp_size"`
 	TmpFiles  json.Number `json:"tmp_files"`
 }
@@ -59,6 +64,13 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 		}
 		c.MemoryBytes = n
 	}
+	if raw.CPUs != "" {
+		n, err := strconv.ParseFloat(string(raw.CPUs), 64)
+		if err != nil || n < 0.01 || n > 1<<20 {
+			d.problem(path+"/cpus", "got %s, want a number of CPUs of at least 0.01 such as 0.5", display(raw.CPUs))
+		}
+		c.CPUs = n
+	}
 	if raw.TmpSize != "" {
 		n, err := sandbox.ParseBytes(raw.TmpSize)
 		if err != nil || n < 1<<20 {
@@ -74,7 +86,7 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 func sandboxSpec(name string, c *SandboxConfig, require, confine bool, mode sandbox.Mode) sandbox.Spec {
 	spec := sandbox.Spec{Name: name, Contain: true, Require: require, Mode: mode}
 	if c != nil {
-		spec.Limits = sandbox.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles}
+		spec.Limits = sandbox.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles, CPUs: c.CPUs}
 		confine = true
 	}
 	if confine {

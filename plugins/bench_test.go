@@ -440,8 +440,13 @@ func BenchmarkConcurrentAlternating(b *testing.B) {
 
 // BenchmarkSandboxAlternating compares an untrusted plugin with its sandbox on (the
 // default: contained, confined) and off (sandbox.ModeNone: a plain child), in
-// turn: launching one plugin (Supervise returning), and a 64-byte call in blocks of
-// 100. It reports the medians and the ratios on/off.
+// turn: launching one plugin (Supervise returning), and 64-byte calls. The calls
+// alternate one by one, in pairs whose order alternates too (off then on, on then
+// off), so a disturbance of the machine lands on both sides alike; one iteration
+// is 100 pairs, after 200 warming calls each. It reports the median of the pairs'
+// ratios (on/off: the figure the target names), each side's p50 and the ratios of
+// the p50s and p99s, and each plugin's CPU time per call (read from /proc: what
+// the sandbox costs the plugin, whatever the scheduler does).
 func BenchmarkSandboxAlternating(b *testing.B) {
 	off := sandbox.Spec{Mode: sandbox.ModeNone}
 	b.Run("launch", func(b *testing.B) {
@@ -472,37 +477,59 @@ func BenchmarkSandboxAlternating(b *testing.B) {
 		b.ReportMetric(float64(n50)/float64(o50), "on/off")
 	})
 	b.Run("call", func(b *testing.B) {
-		settle := func(spec sandbox.Spec) func() time.Duration {
+		type side struct {
+			call func() time.Duration
+			pid  int // the plugin's process, for its CPU time
+		}
+		settle := func(spec sandbox.Spec) side {
 			h := newBenchHost(b)
-			if _, err := h.superviseIn(spec); err != nil {
+			sup, err := h.superviseIn(spec)
+			if err != nil {
 				b.Fatal(err)
 			}
 			q, _ := h.reg.Prepare(h.loc)
 			input, _ := json.Marshal(map[string]string{"text": payload(64)})
 			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
-			return func() time.Duration {
+			return side{pid: sup.Current().PID(), call: func() time.Duration {
 				start := time.Now()
 				if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
 					b.Fatal(s, err)
 				}
 				return time.Since(start)
-			}
+			}}
 		}
-		callOff, callOn := settle(off), settle(sandbox.Spec{})
-		const block = 100
+		offS, onS := settle(off), settle(sandbox.Spec{})
+		for range 200 { // both connections and runtimes warm
+			offS.call()
+			onS.call()
+		}
+		const pairs = 100
 		var offL, onL latencies
-		for b.Loop() {
-			for range block {
-				offL = append(offL, callOff())
-			}
-			for range block {
-				onL = append(onL, callOn())
+		var ratios []float64
+		offCPU, onCPU := proctest.CPUTime(offS.pid), proctest.CPUTime(onS.pid)
+		for i := 0; b.Loop(); i++ {
+			for k := range pairs {
+				var o, n time.Duration
+				if (i*pairs+k)%2 == 0 {
+					o = offS.call()
+					n = onS.call()
+				} else {
+					n = onS.call()
+					o = offS.call()
+				}
+				offL, onL = append(offL, o), append(onL, n)
+				ratios = append(ratios, float64(n)/float64(o))
 			}
 		}
+		calls := float64(len(offL))
+		b.ReportMetric(float64((proctest.CPUTime(offS.pid)-offCPU).Nanoseconds())/calls, "off-plugin-cpu-ns/call")
+		b.ReportMetric(float64((proctest.CPUTime(onS.pid)-onCPU).Nanoseconds())/calls, "on-plugin-cpu-ns/call")
+		slices.Sort(ratios)
 		o50, o99 := offL.quantiles()
 		n50, n99 := onL.quantiles()
 		b.ReportMetric(float64(o50.Nanoseconds()), "off-p50-ns")
 		b.ReportMetric(float64(n50.Nanoseconds()), "on-p50-ns")
+		b.ReportMetric(ratios[len(ratios)/2], "pair-ratio")
 		b.ReportMetric(float64(n50)/float64(o50), "p50-ratio")
 		b.ReportMetric(float64(n99)/float64(o99), "p99-ratio")
 	})

@@ -43,12 +43,12 @@ func newProcRunner(box *sandbox.Box, maxActivationLine int, log *pluginLog) *pro
 
 func (r *procRunner) Start(context.Context) error {
 	var err error
-	stdout, err := r.box.Cmd.StdoutPipe()
+	stdout, err := r.box.StdoutPipe()
 	if err != nil {
 		return err
 	}
 	r.stdout = pluginpb.NewStdoutFilter(stdout, r.maxActivationLine)
-	if r.stderr, err = r.box.Cmd.StderrPipe(); err != nil {
+	if r.stderr, err = r.box.StderrPipe(); err != nil {
 		return err
 	}
 	if err := r.box.Start(); err != nil {

@@ -132,7 +132,7 @@ func sourceProto(st location.SourceStatus) *servepb.Source {
 	p := &servepb.Source{
 		Kind: st.Kind, Name: st.Name, Id: st.ID, State: sourceStates[st.State],
 		Generation: uint32(st.Generation), Pid: int32(st.PID), Containment: st.Containment, Confined: st.Confined,
-		Restarts: uint32(st.Restarts), StderrTail: st.Stderr,
+		Restarts: uint32(st.Restarts), StderrTail: st.Stderr, Layers: st.Layers,
 	}
 	if st.Err != nil {
 		p.Error = st.Err.Error()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,9 @@ func TestDegradedLocation(t *testing.T) {
 		if s := sourceByID(srcs, "plugin:test"); s.PID == 0 || s.Generation != 1 || s.Containment == "" {
 			t.Errorf("plugin:test: %+v, want a pid, generation 1 and its containment", s)
 		}
+		if s := sourceByID(srcs, "plugin:test"); !slices.Contains(s.Layers, "fds") || len(s.Layers) < 3 {
+			t.Errorf("plugin:test: layers %q, want what holds its process (its descriptors, its CPU share, ...)", s.Layers)
+		}
 		boom := sourceByID(srcs, "mcp:boom")
 		if boom.State != "restarting" && boom.State != "failed" || !strings.Contains(boom.StderrTail+boom.Error, "boom: missing API key") {
 			t.Errorf("mcp:boom: %+v, want it retried with its stderr", boom)
@@ -176,6 +180,16 @@ func TestDegradedLocation(t *testing.T) {
 		if code != cli.ExitPartial || !strings.Contains(stdout.String(), "mcp:boom") || !strings.Contains(stdout.String(), "failed") ||
 			!strings.Contains(stdout.String(), "not restarting") {
 			t.Errorf("toolhost status exited %d:\n%s%s", code, stdout.String(), stderr.String())
+		}
+		// The layers that hold each process, in the text and in --json.
+		if !strings.Contains(stdout.String(), "plugin:test layers: ") || !strings.Contains(stdout.String(), "; fds;") {
+			t.Errorf("toolhost status names no layers of plugin:test:\n%s", stdout.String())
+		}
+		stdout.Reset()
+		cli.Run(t.Context(), []string{"status", "--socket", f.socket, "--json"}, strings.NewReader(""), &stdout, &stderr)
+		var locs []struct{ Sources []client.Source }
+		if err := json.Unmarshal(stdout.Bytes(), &locs); err != nil || len(locs) != 1 || !slices.Contains(sourceByID(locs[0].Sources, "plugin:test").Layers, "fds") {
+			t.Errorf("toolhost status --json (%v) gives no layers of plugin:test:\n%s", err, stdout.String())
 		}
 	})
 

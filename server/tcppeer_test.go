@@ -45,7 +45,7 @@ func TestListenTCPRefusesSourceProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := box.Cmd.StdoutPipe()
+	out, _ := box.StdoutPipe()
 	if err := box.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ func (a *app) statusFlags() (*flag.FlagSet, *statusOptions) {
 		"prints the health of every source (built-ins, plugins, MCP servers, manifest\n"+
 			"tools) of the Locations active on a running toolhost serve or dev, or of the\n"+
 			"one at DIR (which must be active there): state, generation, pid, containment,\n"+
-			"restarts, last error and the tail of its stderr.\n\n"+
+			"restarts, the layers that hold its process, last error and the tail of its\n"+
+			"stderr.\n\n"+
 			"Exit status 0 when every source runs, 4 when some do not.\n")
 	fs.StringVar(&o.socket, "socket", "", "the running toolhost serve or dev's `address` (unix socket path, or 127.0.0.1:PORT with --token-file)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "with --socket 127.0.0.1:PORT, the `file` holding serve's token")
@@ -123,6 +124,11 @@ func (a *app) printSources(srcs []client.Source, all bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", termtext.Line(s.ID), termtext.Line(s.State), s.Generation, s.PID, termtext.Line(cont), s.Restarts)
 	}
 	tw.Flush()
+	for _, s := range srcs {
+		if (all || s.State != "running") && len(s.Layers) > 0 {
+			fmt.Fprintf(a.stdout, "%s layers: %s\n", termtext.Line(s.ID), termtext.Line(strings.Join(s.Layers, "; ")))
+		}
+	}
 	for _, s := range srcs {
 		if s.Error == "" {
 			continue

@@ -20,13 +20,13 @@ import (
 )
 
 // Box is one contained (and possibly confined) run of a program. Cmd is the command
-// to start: the caller sets its standard input and outputs (or their pipes) as for
-// any exec.Cmd, then calls Start and Wait on the Box, never on Cmd. A program that
-// starts in a world of its own is not started by Cmd.Start (see startWorld): Cmd
-// then only describes it, and its Stdin, Stdout, Stderr (files, readers and
-// writers, or the pipes of StdinPipe, StdoutPipe, StderrPipe) and ExtraFiles are
-// passed as exec.Cmd would; Cmd.Process is set once it runs. Safe for concurrent
-// use once started.
+// to start: the caller sets its Stdin, Stdout, Stderr (files, readers or writers)
+// and ExtraFiles as for any exec.Cmd, or takes pipes from the Box's StdinPipe,
+// StdoutPipe and StderrPipe (never Cmd's own: see StdoutPipe), then calls Start and
+// Wait on the Box, never on Cmd. A program that starts in a world of its own is
+// not started by Cmd.Start (see startWorld): Cmd then only describes it, its
+// standard descriptors and ExtraFiles are passed as exec.Cmd would, and
+// Cmd.Process is set once it runs. Safe for concurrent use once started.
 type Box struct {
 	// Cmd runs the program itself, or its launcher (cgroup and subreaper modes).
 	Cmd *exec.Cmd
@@ -39,11 +39,12 @@ type Box struct {
 	cgroup  string
 	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
 
-	world    *worldPlan // started in a world of its own (startWorld), or nil
-	layers   []string   // what holds a program of a world, known once started
-	childIO  []io.Closer
-	parentIO []*os.File   // the host's ends of the copying pipes (startWorld)
-	copying  []chan error // the goroutines copying them
+	world      *worldPlan   // started in a world of its own (startWorld), or nil
+	layers     []string     // what holds a program of a world, known once started
+	childEnds  []*os.File   // the program's ends of the Box's pipes, closed once it has them
+	callerEnds []*os.File   // the caller's ends of the Box's pipes, closed by Wait
+	parentIO   []*os.File   // the host's ends of the copying pipes (startWorld)
+	copying    []chan error // the goroutines copying them
 
 	direct     bool     // no launcher: the program itself is its namespace's init
 	confined   bool     // direct, started from a confined thread (startConfined)
@@ -155,9 +156,6 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 		b.Cmd, b.direct, b.confined = b.directCmd(path, argv, dir, env, confinedNamespaceAttr()), true, true
 		return b, nil
 	}
-	if mode != ModeCgroup || !cpuShared() {
-		b.plan.Nice = niceWithoutCgroup()
-	}
 	if mode == ModeCgroup {
 		dir, err := newCgroup(spec.Name, b.plan.Limits)
 		if err != nil {
@@ -206,7 +204,7 @@ func (b *Box) directCmd(path string, argv []string, dir string, env []string, at
 // files and reports its credentials with the real ids. Alone in its user namespace,
 // its tree is what RLIMIT_NPROC counts.
 func confinedNamespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID, Ptrace: true}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 	}
@@ -214,11 +212,10 @@ func confinedNamespaceAttr() *syscall.SysProcAttr {
 }
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
-// namespace when the host is not root), in its own session and process group (a
-// session is a scheduling autogroup of its own, see CPUShare), killed when the
-// host dies.
+// namespace when the host is not root), in a process group of its own in the
+// host's session (see CPUShare), killed when the host dies.
 func namespaceAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
@@ -277,6 +274,7 @@ func (b *Box) Spec() Spec { return b.spec }
 // Start returns once the program has started, confined and limited (or failed to:
 // the reason is the error). A failed Start releases everything.
 func (b *Box) Start() (err error) {
+	defer b.closeChildEnds(&err)
 	// Whatever the host holds without close-on-exec (its parent's leaks, a
 	// descriptor some code of the host opened so) stays out of every program it
 	// starts; exec.Cmd passes the ones it is given by duplicating them.
@@ -337,13 +335,88 @@ func (b *Box) Start() (err error) {
 	return nil
 }
 
+// StdoutPipe returns a pipe that the program's standard output writes to, as
+// exec.Cmd.StdoutPipe does: call it before Start; Wait closes the returned end once
+// the program has exited, so read it to its end before calling Wait. Cmd's own
+// StdoutPipe must not be used on a Box: a program started in a world of its own
+// is not started by Cmd.Start, which alone closes the program's end of Cmd's pipes,
+// so their reader would never see the end.
+func (b *Box) StdoutPipe() (io.ReadCloser, error) {
+	if b.Cmd.Stdout != nil {
+		return nil, errors.New("sandbox: Stdout already set")
+	}
+	r, w, err := b.pipe()
+	if err != nil {
+		return nil, err
+	}
+	b.Cmd.Stdout = w
+	return r, nil
+}
+
+// StderrPipe is StdoutPipe for the program's standard error.
+func (b *Box) StderrPipe() (io.ReadCloser, error) {
+	if b.Cmd.Stderr != nil {
+		return nil, errors.New("sandbox: Stderr already set")
+	}
+	r, w, err := b.pipe()
+	if err != nil {
+		return nil, err
+	}
+	b.Cmd.Stderr = w
+	return r, nil
+}
+
+// StdinPipe returns a pipe that the program's standard input reads from, as
+// exec.Cmd.StdinPipe does: call it before Start; Wait closes it once the program
+// has exited, and closing it earlier gives the program its end of input.
+func (b *Box) StdinPipe() (io.WriteCloser, error) {
+	if b.Cmd.Stdin != nil {
+		return nil, errors.New("sandbox: Stdin already set")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	b.childEnds, b.callerEnds = append(b.childEnds, r), append(b.callerEnds, w)
+	b.Cmd.Stdin = r
+	return w, nil
+}
+
+// pipe makes an output pipe of the Box: read end the caller's, write end the
+// program's.
+func (b *Box) pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	b.childEnds, b.callerEnds = append(b.childEnds, w), append(b.callerEnds, r)
+	return r, w, nil
+}
+
+// closeChildEnds closes the program's ends of the Box's pipes once Start is done
+// (the program holds its own copies), and, when *err says it failed, the caller's
+// too.
+func (b *Box) closeChildEnds(err *error) {
+	for _, f := range b.childEnds {
+		f.Close()
+	}
+	b.childEnds = nil
+	if *err != nil {
+		b.closeCallerEnds()
+	}
+}
+
+func (b *Box) closeCallerEnds() {
+	for _, f := range b.callerEnds {
+		f.Close()
+	}
+	b.callerEnds = nil
+}
+
 // startDirect starts a program that is its namespace's own init (see Command).
 func (b *Box) startDirect() error {
 	if b.world != nil || b.confined || threadStart() { // a start that can join it
-		b.pids = newPidsCgroup(b.plan.Limits.Processes)
-	}
-	if b.pids == "" || !cpuShared() {
-		b.plan.Nice = niceWithoutCgroup()
+		b.pids = newPidsCgroup(b.plan.Limits)
 	}
 	if b.world != nil {
 		if err := b.startWorld(); err != nil {
@@ -366,7 +439,7 @@ func (b *Box) startDirect() error {
 			return fmt.Errorf("sandbox: start %s (containment %s): %w", b.plan.Path, b.mode, err)
 		}
 		// Right after the clone: the program may run a little before its limits.
-		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false, b.plan.Nice); err != nil {
+		if err := prlimit(b.Cmd.Process.Pid, b.plan.Limits, false); err != nil {
 			b.Kill()
 			_ = b.Wait()
 			return err
@@ -406,6 +479,7 @@ func (b *Box) Wait() error {
 	for _, done := range b.copying {
 		<-done
 	}
+	b.closeCallerEnds()
 	close(b.exited)
 	if b.mode == ModeNone {
 		return werr
@@ -623,7 +697,11 @@ func (b *Box) Layers() []string {
 
 // limitLayers names how the program's processes are capped and its CPU shared.
 func (b *Box) limitLayers() []string {
-	l := []string{CPUShare(b.pids != "" || b.cgroup != "")}
+	inCgroup := b.pids != "" || b.cgroup != ""
+	l := []string{CPUShare(inCgroup)}
+	if inCgroup && cpuDelegated && b.plan.Limits.CPUs > 0 {
+		l = append(l, fmt.Sprintf("cpu max %g", b.plan.Limits.CPUs))
+	}
 	switch {
 	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
 		l = append(l, "pids cgroup")

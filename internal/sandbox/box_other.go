@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -21,8 +22,9 @@ import (
 var unconfinedReason = "confinement (Landlock, seccomp, resource limits) needs Linux; " + runtime.GOOS + " runs the program unconfined"
 
 // Box is one contained run of a program. Cmd is the command to start: the caller
-// sets its standard input and outputs (or their pipes) as for any exec.Cmd, then
-// calls Start and Wait on the Box, never on Cmd. Safe for concurrent use once
+// sets its standard input and outputs as for any exec.Cmd, or takes pipes from the
+// Box's StdinPipe, StdoutPipe and StderrPipe, then calls Start and Wait on the Box,
+// never on Cmd. Safe for concurrent use once
 // started.
 type Box struct {
 	// Cmd runs the program.
@@ -108,6 +110,15 @@ func (b *Box) Start() error {
 	track(b)
 	return nil
 }
+
+// StdoutPipe is exec.Cmd.StdoutPipe (the Linux Box has its own, see there).
+func (b *Box) StdoutPipe() (io.ReadCloser, error) { return b.Cmd.StdoutPipe() }
+
+// StderrPipe is exec.Cmd.StderrPipe.
+func (b *Box) StderrPipe() (io.ReadCloser, error) { return b.Cmd.StderrPipe() }
+
+// StdinPipe is exec.Cmd.StdinPipe.
+func (b *Box) StdinPipe() (io.WriteCloser, error) { return b.Cmd.StdinPipe() }
 
 // ProgramPID is the program's pid, 0 before Start.
 func (b *Box) ProgramPID() int { return b.PID() }

@@ -106,29 +106,6 @@ var (
 	cpuDelegated      bool // the cpu controller is enabled for the cgroups under pidsDir (v2)
 )
 
-// sourceNice is the scheduling priority (nice value) a contained program starts
-// with where neither its cgroup nor an autogroup gives it a CPU share of its own:
-// below the host's, so that a busy source cannot starve the host's work for the
-// others.
-const sourceNice = 5
-
-// autogroups reports whether the kernel gives each session a scheduling autogroup
-// (kernel.sched_autogroup_enabled): a contained program, in a session of its own,
-// then shares the CPU as one, with the host and with every other source.
-var autogroups = sync.OnceValue(func() bool {
-	data, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
-	return err == nil && strings.TrimSpace(string(data)) == "1"
-})
-
-// niceWithoutCgroup is the scheduling priority of a program no cgroup gives a CPU
-// share: the host's where an autogroup does, else sourceNice.
-func niceWithoutCgroup() int {
-	if autogroups() {
-		return 0
-	}
-	return sourceNice
-}
-
 // cpuShared reports whether the cgroups made for sources have a CPU share of their
 // own (looking for the hierarchy once).
 func cpuShared() bool {
@@ -137,24 +114,48 @@ func cpuShared() bool {
 }
 
 // CPUShare says how a contained program's CPU is shared, for the layers: "cpu
-// weight" where its cgroup has the cpu controller (each source one share),
-// "autogroup" where the kernel gives its session one, else "nice 5" (below the
-// host).
+// weight" where its cgroup has the cpu controller (a share of its own, see
+// newPidsCgroup), else "host's share".
+//
+// Every contained program runs at the host's priority, in a process group of its
+// own in the host's session: where the kernel schedules each session as an
+// autogroup, the host and its sources share one CPU share against the rest of the
+// machine, so a busy source cannot starve what runs outside its host (another
+// host's Locations); within the host, each of its processes is one task among the
+// host's own, and Limits.Processes bounds how many. While the host waits on a
+// call, the program does the host's work, with the host's share and priority. A
+// session of its own (an autogroup per source) or a lower priority would each
+// give a source less than its host when the host waits on it, and cost each
+// call's latency on a loaded machine (BENCHMARKS.md).
 func CPUShare(inCgroup bool) string {
-	switch {
-	case inCgroup && cpuDelegated:
+	if inCgroup && cpuDelegated {
 		return "cpu weight"
-	case autogroups():
-		return "autogroup"
 	}
-	return fmt.Sprintf("nice %d", sourceNice)
+	return "host's share"
 }
 
-// newPidsCgroup returns a directory under pidsRoot capped at max processes, "" when
-// it cannot: one from the reserve (see reserve; pids.max is rewritten when its cap
-// differs), else a new one. They are named box.<host pid>.<n>, since a cgroup serves
-// one source after another. It holds no process until a start joins it.
-func newPidsCgroup(max int64) string {
+// newPidsCgroup returns a directory under pidsRoot capped at l.Processes processes,
+// and where the cpu controller is delegated (cgroup v2) at l.CPUs (cpu.max), ""
+// when it cannot: one from the reserve (see reserve; pids.max is rewritten when its
+// cap differs), else a new one. They are named box.<host pid>.<n>, since a cgroup
+// serves one source after another. It holds no process until a start joins it.
+func newPidsCgroup(l Limits) string {
+	dir := pidsCgroupFor(l.Processes)
+	if dir != "" && cpuDelegated && writeCPUMax(dir, l) != nil {
+		removeCgroup(dir)
+		return ""
+	}
+	return dir
+}
+
+// writeCPUMax sets dir's cpu.max for l: every start sets it, since a cgroup of the
+// reserve served another source before.
+func writeCPUMax(dir string, l Limits) error {
+	return os.WriteFile(filepath.Join(dir, "cpu.max"), []byte(l.cpuMax()), 0)
+}
+
+// pidsCgroupFor is newPidsCgroup without the CPU cap.
+func pidsCgroupFor(max int64) string {
 	root, _ := pidsRoot()
 	if root == "" || max <= 0 {
 		return ""
@@ -276,6 +277,12 @@ func newCgroup(name string, l Limits) (string, error) {
 	}
 	if l.Processes > 0 {
 		_ = os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(l.Processes, 10)), 0)
+	}
+	if cpuShared() && l.CPUs > 0 {
+		if err := writeCPUMax(dir, l); err != nil {
+			_ = os.Remove(dir)
+			return "", fmt.Errorf("sandbox: cgroup: cap its CPU at %g: %w", l.CPUs, err)
+		}
 	}
 	return dir, nil
 }

@@ -39,8 +39,9 @@
 // directory empty and private, and once it and everything it started are gone, the
 // directory is emptied and reset for the next one.
 //
-// Every contained program shares the CPU as one (CPUShare): its cgroup's cpu
-// weight, else its session's autogroup, else a lower priority. Box.Layers names
+// A contained program's CPU share (CPUShare) is its cgroup's cpu weight where the
+// cpu controller is delegated, else its host's: it runs at the host's priority in
+// a process group of its own in the host's session. Box.Layers names
 // what holds a program; OffEnv turns layers off for tests.
 //
 // SourceOf answers whether a pid belongs to a live contained tree, for peer checks

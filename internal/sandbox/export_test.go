@@ -63,3 +63,10 @@ func BwrapArgs(program string) []string {
 	}
 	return append(args, "--remount-ro", "/", "--chdir", "/", program)
 }
+
+// CPUDelegated reports whether the cgroups made for sources have the cgroup v2 cpu
+// controller (cpu.weight, cpu.max).
+func CPUDelegated() bool { return cpuShared() }
+
+// Cgroup2Mount is where the cgroup v2 hierarchy is mounted, "" when nowhere.
+func Cgroup2Mount() string { return cgroup2Mount() }

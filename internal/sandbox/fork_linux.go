@@ -15,6 +15,18 @@ import (
 // forkWorld, which may neither allocate, nor grow its stack, nor take a lock (the
 // runtime's fork hooks mark the stack so that a growth would crash), and never
 // returns. Everything it needs is prepared in childArgs by the host beforehand.
+//
+// Why not os/exec: the world is built between the clone and the execve (mounts,
+// pivot_root, a Landlock rule for the TMPDIR only the child's world has, the
+// seccomp filter last), which syscall.SysProcAttr cannot express. os/exec could
+// start such a program only through a launcher (the host's binary re-executed to
+// build the world, then execve the program), one process start more per launch,
+// which takes a confined launch past a bare go-plugin launch
+// (BenchmarkLaunchAlternating in plugins). Running Go code in the child needs the
+// runtime's fork hooks, linked from package syscall below, and a vfork system call
+// that keeps its return address in a register: package syscall's
+// rawVforkSyscall, unexported, copied in vfork_linux_*.s. Both must follow the Go
+// release's own (syscall/exec_linux.go, syscall/asm_linux_*.s).
 
 // rawVforkSyscall is in vfork_linux_*.s.
 func rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
@@ -86,7 +98,6 @@ type childArgs struct {
 	keyring bool
 
 	rlimits []childRlimit
-	nice    int // its scheduling priority, unless 0
 
 	dropCaps   bool // a root host: SECBIT_NOROOT, no ambient or inheritable capability
 	securebits uintptr
@@ -134,7 +145,6 @@ const (
 	stepFDs
 	stepKeyring
 	stepRlimit
-	stepNice
 	stepNoNewPrivs
 	stepCaps
 	stepLandlock
@@ -145,7 +155,7 @@ const (
 
 var stepNames = map[uint32]string{
 	stepUserMap:      "map its user and group ids in its user namespace",
-	stepProcessGroup: "make its session",
+	stepProcessGroup: "make its process group",
 	stepParentDeath:  "set its parent-death signal",
 	stepPrivate:      "make its mounts private",
 	stepRoot:         "mount its root",
@@ -156,7 +166,6 @@ var stepNames = map[uint32]string{
 	stepFDs:          "set its file descriptors",
 	stepKeyring:      "join a new session keyring",
 	stepRlimit:       "set its resource limits",
-	stepNice:         "lower its scheduling priority",
 	stepNoNewPrivs:   "set no_new_privs",
 	stepCaps:         "drop its capabilities",
 	stepLandlock:     "apply Landlock",
@@ -221,7 +230,7 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		}
 	}
 	step = stepProcessGroup
-	if _, _, e = syscall.RawSyscall(unix.SYS_SETSID, 0, 0, 0); e != 0 {
+	if _, _, e = syscall.RawSyscall(unix.SYS_SETPGID, 0, 0, 0); e != 0 {
 		goto fail
 	}
 	step = stepParentDeath
@@ -351,12 +360,6 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 		}
 	}
 	index = 0
-	if a.nice != 0 {
-		step = stepNice
-		if _, _, e = syscall.RawSyscall(unix.SYS_SETPRIORITY, unix.PRIO_PROCESS, 0, uintptr(a.nice)); e != 0 {
-			goto fail
-		}
-	}
 	step = stepNoNewPrivs
 	if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
 		goto fail

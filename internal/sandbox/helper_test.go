@@ -59,7 +59,7 @@ func helper() bool {
 			fmt.Println(err)
 			os.Exit(1)
 		}
-		out, _ := b.Cmd.StdoutPipe()
+		out, _ := b.StdoutPipe()
 		if err := b.Start(); err != nil {
 			fmt.Println(err)
 			os.Exit(1)
@@ -83,7 +83,7 @@ func helper() bool {
 				fmt.Println(err)
 				os.Exit(1)
 			}
-			out, _ := b.Cmd.StdoutPipe()
+			out, _ := b.StdoutPipe()
 			if err := b.Start(); err != nil {
 				fmt.Println(err)
 				os.Exit(1)

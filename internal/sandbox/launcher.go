@@ -51,9 +51,6 @@ type plan struct {
 	Limits  Limits `json:"limits"`
 	Cgroup  string `json:"cgroup,omitempty"` // the cgroup directory (ModeCgroup)
 	HostPID bool   `json:"host_pid,omitempty"`
-	// Nice is the program's scheduling priority (0: the host's), where no cgroup
-	// gives it a CPU share of its own.
-	Nice int `json:"nice,omitempty"`
 }
 
 // init turns the process into a launcher (or a probe) before any package that sorts
@@ -93,7 +90,7 @@ func launch() int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
 
-	if err := setLimits(p.Limits, p.Nice); err != nil {
+	if err := setLimits(p.Limits); err != nil {
 		return fail("%v", err)
 	}
 	if p.NoNewPrivs || p.Confine != nil {
@@ -119,10 +116,10 @@ func launch() int {
 		cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(hostPID))
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// Its own session and group, so a forwarded signal reaches the program's
-	// helpers as the host's group signal used to, and it has a scheduling autogroup
-	// of its own (see CPUShare); outside a namespace it dies with this thread.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Its own process group, so a forwarded signal reaches the program's helpers
+	// as the host's group signal used to; in the host's session (see CPUShare);
+	// outside a namespace it dies with this thread.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.Mode != ModeNamespace {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
@@ -319,9 +316,9 @@ func killCgroupExcept(dir string, self int) {
 	}
 }
 
-// setLimits applies the resource limits and scheduling priority (nice, unless 0)
-// to the launcher, which the program inherits.
-func setLimits(l Limits, nice int) error {
+// setLimits applies the resource limits to the launcher, which the program
+// inherits.
+func setLimits(l Limits) error {
 	set := func(name string, res int, v int64) error {
 		var cur syscall.Rlimit
 		if v < 0 || syscall.Getrlimit(res, &cur) != nil {
@@ -338,12 +335,6 @@ func setLimits(l Limits, nice int) error {
 	if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.MemoryBytes); err != nil {
 		return err
 	}
-	if nice != 0 {
-		// The calling (locked) thread's, which the program it starts inherits.
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
-			return fmt.Errorf("set its scheduling priority to %d: %w", nice, err)
-		}
-	}
 	// syscall.Setrlimit, not unix's: it also stops the runtime from restoring the
 	// host's soft limit in the program.
 	return set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, l.OpenFiles)
@@ -353,8 +344,7 @@ func setLimits(l Limits, nice int) error {
 // launcher (for a program started without one). ownUserNS adds RLIMIT_NPROC for
 // Limits.Processes: the kernel counts it per user and user namespace, so it caps
 // the tree only of a program alone in its user namespace (confinedNamespaceAttr).
-// nice, unless 0, is its scheduling priority.
-func prlimit(pid int, l Limits, ownUserNS bool, nice int) error {
+func prlimit(pid int, l Limits, ownUserNS bool) error {
 	set := func(name string, res int, v int64) error {
 		var cur unix.Rlimit
 		if v < 0 || unix.Prlimit(pid, res, nil, &cur) != nil {
@@ -374,11 +364,6 @@ func prlimit(pid int, l Limits, ownUserNS bool, nice int) error {
 	if ownUserNS {
 		if err := set("RLIMIT_NPROC", unix.RLIMIT_NPROC, l.Processes); err != nil {
 			return err
-		}
-	}
-	if nice != 0 {
-		if err := unix.Setpriority(unix.PRIO_PROCESS, pid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("sandbox: set the scheduling priority of pid %d to %d: %w", pid, nice, err)
 		}
 	}
 	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles)

@@ -51,12 +51,12 @@ func TestPidsCgroupRecycling(t *testing.T) {
 	if !PidsCgroupAvailable() {
 		t.Skip("no processes cgroup can be made here")
 	}
-	first := newPidsCgroup(5)
+	first := newPidsCgroup(Limits{Processes: 5})
 	if first == "" {
 		t.Fatal("no cgroup")
 	}
 	recyclePidsCgroup(first, 5)
-	second := newPidsCgroup(50)
+	second := newPidsCgroup(Limits{Processes: 50})
 	if got, _ := os.ReadFile(filepath.Join(second, "pids.max")); strings.TrimSpace(string(got)) != "50" {
 		t.Errorf("pids.max of %s: %q, want 50", second, got)
 	}

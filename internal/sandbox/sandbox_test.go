@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,7 +64,7 @@ func startHelper(t *testing.T, spec sandbox.Spec, dir string, env ...string) (*s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := b.Cmd.StdoutPipe()
+	out, err := b.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,5 +431,76 @@ func testTempDirAfterItsProgram(t *testing.T) {
 	}
 	if data, err := os.ReadFile(outside); string(data) != "keep" {
 		t.Errorf("the file outside: %q, %v", data, err)
+	}
+}
+
+// TestProgramRunsInTheHostsSession: a contained or confined program is in a
+// process group of its own (a signal to the group reaches its helpers and no
+// process of the host), in the host's session (where sessions are scheduling
+// autogroups, in the host's share: a call's wakeups stay within one group), and
+// at the host's priority (see sandbox.CPUShare).
+func TestProgramRunsInTheHostsSession(t *testing.T) {
+	sid, _ := unix.Getsid(0)
+	prio, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	specs := map[string]sandbox.Spec{
+		"confined":          {Name: "s", Confine: &sandbox.Confinement{}},
+		"confined-no-world": {Name: "s", Confine: &sandbox.Confinement{}},
+	}
+	for _, mode := range modes {
+		specs[string(mode)] = sandbox.Spec{Name: "s", Contain: true, Mode: mode}
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			skipUnsupported(t, spec.Mode)
+			if name == "confined-no-world" {
+				t.Setenv(sandbox.OffEnv, "world")
+			}
+			b, _ := startForker(t, spec, newMarker())
+			defer func() { b.Kill(); b.Wait() }()
+			pid := b.ProgramPID()
+			if got, err := unix.Getsid(pid); err != nil || got != sid {
+				t.Errorf("the program's session is %d (%v); want the host's, %d", got, err, sid)
+			}
+			if got, err := unix.Getpgid(pid); err != nil || got != pid {
+				t.Errorf("the program's process group is %d (%v); want its own, %d", got, err, pid)
+			}
+			if got, err := unix.Getpriority(unix.PRIO_PROCESS, pid); err != nil || got != prio {
+				t.Errorf("the program's priority is %d (%v); want the host's, %d", got, err, prio)
+			}
+			if layers := b.Layers(); !slices.Contains(layers, sandbox.CPUShare(false)) && !slices.Contains(layers, "cpu weight") {
+				t.Errorf("layers %q name no CPU share", layers)
+			}
+		})
+	}
+}
+
+// TestCPUMax: Limits.CPUs is the cpu.max of the program's cgroup, and the layers
+// name it, where the cgroup v2 cpu controller is delegated; a program without the
+// limit has no cap.
+func TestCPUMax(t *testing.T) {
+	if !sandbox.CPUDelegated() {
+		t.Skip("the cgroup v2 cpu controller cannot be enabled for sources here (cgroup v1, or not delegated): cpu.max has no effect")
+	}
+	for _, spec := range []sandbox.Spec{
+		{Name: "cpu", Confine: &sandbox.Confinement{}, Limits: sandbox.Limits{CPUs: 0.5}},
+		{Name: "cpu", Contain: true, Mode: sandbox.ModeCgroup, Limits: sandbox.Limits{CPUs: 0.5}},
+		{Name: "cpu", Confine: &sandbox.Confinement{}},
+	} {
+		b, _ := startForker(t, spec, newMarker())
+		want := "50000 100000"
+		if spec.Limits.CPUs == 0 {
+			want = "max 100000"
+		}
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", b.ProgramPID()))
+		rel, _ := strings.CutPrefix(strings.TrimSpace(string(data)), "0::")
+		got, err := os.ReadFile(filepath.Join(sandbox.Cgroup2Mount(), rel, "cpu.max"))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s: cpu.max of %s: %q (%v); want %q", spec.Mode, rel, got, err, want)
+		}
+		if has := slices.Contains(b.Layers(), "cpu max 0.5"); has != (spec.Limits.CPUs > 0) {
+			t.Errorf("%s: layers %q", spec.Mode, b.Layers())
+		}
+		b.Kill()
+		b.Wait()
 	}
 }

@@ -129,6 +129,24 @@ type Limits struct {
 	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
 	// and hard). Default DefaultOpenFiles.
 	OpenFiles int64 `json:"open_files,omitempty"`
+	// CPUs caps the CPU time of the program's tree at this many CPUs (cgroup v2
+	// cpu.max: a quota per period of CPUPeriod) where the cgroup v2 cpu controller
+	// is delegated to this process (its cgroup then has a cpu.weight of its own
+	// too, see CPUShare); elsewhere it has no effect, and Box.Layers names no "cpu
+	// max". 0 (the default) or negative: no cap.
+	CPUs float64 `json:"cpus,omitempty"`
+}
+
+// CPUPeriod is the period of Limits.CPUs' quota, in microseconds (cpu.max).
+const CPUPeriod = 100000
+
+// cpuMax is the line written to a cgroup's cpu.max for l: "QUOTA PERIOD", or "max
+// PERIOD" without a cap. The kernel takes no quota below 1000 µs.
+func (l Limits) cpuMax() string {
+	if l.CPUs <= 0 {
+		return fmt.Sprintf("max %d", CPUPeriod)
+	}
+	return fmt.Sprintf("%d %d", max(int64(l.CPUs*CPUPeriod), 1000), CPUPeriod)
 }
 
 // The default limits.
@@ -165,6 +183,9 @@ func (l Limits) String() string {
 	add("memory", l.MemoryBytes, FormatBytes(l.MemoryBytes)+" (RLIMIT_DATA)")
 	add("processes", l.Processes, fmt.Sprint(l.Processes))
 	add("open files", l.OpenFiles, fmt.Sprint(l.OpenFiles))
+	if l.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("cpus %g (cpu.max, where delegated)", l.CPUs))
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -183,7 +183,7 @@ func (b *Box) startAndUntrace(pids *pidsJoin) error {
 	}
 	pid := b.Cmd.Process.Pid
 	ownUserNS := b.Cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWUSER != 0
-	if err := untraceAfterExec(pid, b.plan.Limits, ownUserNS, b.plan.Nice); err != nil {
+	if err := untraceAfterExec(pid, b.plan.Limits, ownUserNS); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = b.Cmd.Wait()
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
@@ -194,7 +194,7 @@ func (b *Box) startAndUntrace(pids *pidsJoin) error {
 // untraceAfterExec waits for a traced child's stop at its execve, sets its limits
 // (RLIMIT_NPROC too when it is alone in its user namespace, see prlimit), and
 // detaches from it. It runs on the thread that started the child (the tracer).
-func untraceAfterExec(pid int, l Limits, ownUserNS bool, nice int) error {
+func untraceAfterExec(pid int, l Limits, ownUserNS bool) error {
 	for {
 		var ws unix.WaitStatus
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -206,7 +206,7 @@ func untraceAfterExec(pid int, l Limits, ownUserNS bool, nice int) error {
 		}
 		switch {
 		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP: // the execve
-			lerr := prlimit(pid, l, ownUserNS, nice)
+			lerr := prlimit(pid, l, ownUserNS)
 			if err := unix.PtraceDetach(pid); err != nil {
 				return fmt.Errorf("let it run: %w", err)
 			}

@@ -45,8 +45,8 @@ func TestWorldHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, _ := b.Cmd.StdinPipe()
-		out, _ := b.Cmd.StdoutPipe()
+		in, _ := b.StdinPipe()
+		out, _ := b.StdoutPipe()
 		if err := b.Start(); err != nil {
 			t.Fatal(err)
 		}

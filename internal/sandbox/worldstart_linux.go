@@ -7,15 +7,12 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -100,7 +97,6 @@ func (b *Box) startWorld() (err error) {
 	if prog := seccompFilter(w.network, true); prog != nil {
 		a.filter = &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	}
-	a.nice = b.plan.Nice
 	if err := a.prepare(b.plan.Path, b.Cmd.Args, b.Cmd.Env, w, b.plan.Limits); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
@@ -118,10 +114,6 @@ func (b *Box) startWorld() (err error) {
 	if err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
-	for _, f := range b.childIO {
-		f.Close()
-	}
-	b.childIO = nil
 	b.Cmd.Process, err = os.FindProcess(pid)
 	if err != nil { // not on Linux: FindProcess of a child only opens its pidfd
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -388,9 +380,6 @@ func cstr(s string) *byte {
 // copies.
 func (b *Box) childFDs() (fds []int, opened []*os.File, err error) {
 	c := b.Cmd
-	// The write ends of Cmd's own pipes (StdoutPipe, StderrPipe, StdinPipe) are the
-	// child's, which exec.Cmd.Start would close: they are closed once it has them.
-	b.childIO = append(b.childIO, cmdChildFiles(c)...)
 	std := []any{c.Stdin, c.Stdout, c.Stderr}
 	for i, s := range std {
 		switch f := s.(type) {
@@ -443,19 +432,6 @@ func (b *Box) childFDs() (fds []int, opened []*os.File, err error) {
 		}
 	}
 	return fds, opened, nil
-}
-
-// cmdChildFiles takes the child's ends of the pipes exec.Cmd made (its field
-// childIOFiles, which its Start would close); nil when os/exec has no such field.
-func cmdChildFiles(c *exec.Cmd) []io.Closer {
-	v := reflect.ValueOf(c).Elem().FieldByName("childIOFiles")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[[]io.Closer]() {
-		return nil
-	}
-	p := (*[]io.Closer)(unsafe.Pointer(v.UnsafeAddr()))
-	files := *p
-	*p = nil
-	return files
 }
 
 // worldLayers names what holds the program of a world.

@@ -670,7 +670,14 @@ type Source struct {
 	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
 	// stderr_tail is the end of what the current or last failed generation wrote to
 	// stderr (or a failed build's compiler output), at most about 8 KiB.
-	StderrTail    string `protobuf:"bytes,11,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	StderrTail string `protobuf:"bytes,11,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	// layers names what holds the current generation's process, as its sandbox log
+	// line does: its namespaces ("pid", "mount", "ipc", "net", "user"), "tmpfs" with
+	// its TMPDIR's caps, "proc", "keyring", "fds", "landlock N", "seccomp", its CPU
+	// share ("cpu weight" or "host's share") and process cap ("pids cgroup" or "nproc");
+	// where it has no world of its own, the containment first instead of the
+	// namespaces. Empty without a process of its own.
+	Layers        []string `protobuf:"bytes,12,rep,name=layers,proto3" json:"layers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -780,6 +787,13 @@ func (x *Source) GetStderrTail() string {
 		return x.StderrTail
 	}
 	return ""
+}
+
+func (x *Source) GetLayers() []string {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
 }
 
 type OpenClientRequest struct {
@@ -3953,7 +3967,7 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"locationId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"J\n" +
 	"\x15RestartSourceResponse\x121\n" +
-	"\x06source\x18\x01 \x01(\v2\x19.toolhost.serve.v1.SourceR\x06source\"\xb9\x02\n" +
+	"\x06source\x18\x01 \x01(\v2\x19.toolhost.serve.v1.SourceR\x06source\"\xd1\x02\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
@@ -3969,7 +3983,8 @@ const file_internal_servepb_serve_proto_rawDesc = "" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\x12\x1f\n" +
 	"\vstderr_tail\x18\v \x01(\tR\n" +
-	"stderrTail\"\x13\n" +
+	"stderrTail\x12\x16\n" +
+	"\x06layers\x18\f \x03(\tR\x06layers\"\x13\n" +
 	"\x11OpenClientRequest\"1\n" +
 	"\x12OpenClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\"1\n" +
