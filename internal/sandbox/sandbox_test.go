@@ -455,7 +455,7 @@ func TestProgramRunsInTheHostsSession(t *testing.T) {
 			if name == "confined-no-world" {
 				t.Setenv(sandbox.OffEnv, "world")
 			}
-			b, _ := startForker(t, spec, newMarker())
+			b, _ := startForker(t, spec, proctest.NewMarker())
 			defer func() { b.Kill(); b.Wait() }()
 			pid := b.ProgramPID()
 			if got, err := unix.Getsid(pid); err != nil || got != sid {
@@ -486,7 +486,7 @@ func TestCPUMax(t *testing.T) {
 		{Name: "cpu", Contain: true, Mode: sandbox.ModeCgroup, Limits: sandbox.Limits{CPUs: 0.5}},
 		{Name: "cpu", Confine: &sandbox.Confinement{}},
 	} {
-		b, _ := startForker(t, spec, newMarker())
+		b, _ := startForker(t, spec, proctest.NewMarker())
 		want := "50000 100000"
 		if spec.Limits.CPUs == 0 {
 			want = "max 100000"
