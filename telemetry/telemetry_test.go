@@ -21,17 +21,19 @@ import (
 	"github.com/toolhost/toolhost/registry"
 )
 
-// pluginBin is testdata/plugin, built once.
-var pluginBin string
+// pluginBin is testdata/plugin and receiverBin testdata/receiver, built once.
+var pluginBin, receiverBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "telemetry-test-")
 	if err != nil {
 		panic(err)
 	}
-	pluginBin = filepath.Join(dir, "plugin")
-	if out, err := exec.Command("go", "build", "-o", pluginBin, "./testdata/plugin").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build test plugin: %v\n%s", err, out))
+	pluginBin, receiverBin = filepath.Join(dir, "plugin"), filepath.Join(dir, "receiver")
+	for bin, pkg := range map[string]string{pluginBin: "./testdata/plugin", receiverBin: "./testdata/receiver"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			panic(fmt.Sprintf("build %s: %v\n%s", pkg, err, out))
+		}
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)
@@ -104,11 +106,11 @@ func (r *receiver) spansOf(traceID string) []*tracepb.Span {
 	return out
 }
 
-// otlpEnv points the OTEL_* variables at r, for the test (so it cannot run in
-// parallel), and returns them as a plugin's config env.
-func otlpEnv(t testing.TB, r *receiver) map[string]string {
+// otlpEnv points the OTEL_* variables at the receiver at addr, for the test (so
+// it cannot run in parallel), and returns them as a plugin's config env.
+func otlpEnv(t testing.TB, addr string) map[string]string {
 	env := map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + r.addr,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_EXPORTER_OTLP_INSECURE": "true",
 		"OTEL_TRACES_EXPORTER":        "otlp",

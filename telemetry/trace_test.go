@@ -29,7 +29,7 @@ import (
 // a real OTLP receiver, and so do the call metrics.
 func TestTraceFromAServeClientThroughAPluginToOneSettlement(t *testing.T) {
 	rcv := startReceiver(t)
-	env := otlpEnv(t, rcv)
+	env := otlpEnv(t, rcv.addr)
 	tel, err := telemetry.Start(t.Context(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
