@@ -117,4 +117,3 @@ func (e *recordingExporter) unblock() {
 	e.gate = nil
 	e.mu.Unlock()
 }
-
