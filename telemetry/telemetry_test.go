@@ -21,16 +21,17 @@ import (
 	"github.com/toolhost/toolhost/registry"
 )
 
-// pluginBin is testdata/plugin and receiverBin testdata/receiver, built once.
-var pluginBin, receiverBin string
+// pluginBin is testdata/plugin, receiverBin testdata/receiver and mcpServerBin
+// testdata/mcpserver, built once.
+var pluginBin, receiverBin, mcpServerBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "telemetry-test-")
 	if err != nil {
 		panic(err)
 	}
-	pluginBin, receiverBin = filepath.Join(dir, "plugin"), filepath.Join(dir, "receiver")
-	for bin, pkg := range map[string]string{pluginBin: "./testdata/plugin", receiverBin: "./testdata/receiver"} {
+	pluginBin, receiverBin, mcpServerBin = filepath.Join(dir, "plugin"), filepath.Join(dir, "receiver"), filepath.Join(dir, "mcpserver")
+	for bin, pkg := range map[string]string{pluginBin: "./testdata/plugin", receiverBin: "./testdata/receiver", mcpServerBin: "./testdata/mcpserver"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			panic(fmt.Sprintf("build %s: %v\n%s", pkg, err, out))
 		}
