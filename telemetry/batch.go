@@ -144,6 +144,7 @@ func (b *batcher) export() error {
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		err := b.exp.ExportSpans(ctx, batch)
 		cancel()
+		clear(batch) // the queue's array may live on; the spans need not
 		if err != nil {
 			return err
 		}
