@@ -3,6 +3,8 @@ package telemetry_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -236,5 +238,112 @@ func TestNothingWhenOff(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(state); len(entries) != 0 {
 		t.Errorf("telemetry that is off wrote %v", entries)
+	}
+}
+
+// TestAuditConfigChange edits a watched Location's config and reloads it, then
+// writes an invalid one: the audit trail has a config line for the change, with
+// the size and hash of the config applied (not of the file, which is invalid by
+// the time the line is written), between the activation's and the deactivation's,
+// and the invalid edit shows as a failed config entry.
+func TestAuditConfigChange(t *testing.T) {
+	auditDir := filepath.Join(t.TempDir(), "audit")
+	tel, err := telemetry.Start(t.Context(), telemetry.Options{Getenv: func(string) string { return "" }, AuditDir: auditDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegistry(t, tel.Observer())
+	root := scope.New(context.Background())
+	defer root.Close(context.Background())
+	dir := workspace(t, "", `[{"action": "*", "resource": "*", "effect": "allow"}]`)
+	loc, err := location.Activate(t.Context(), root, dir, location.Options{Registry: reg, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := tel.Watch(loc)
+	cfgPath := filepath.Join(dir, location.ConfigPath)
+	before, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(before), `"effect": "allow"}]`, `"effect": "allow"}, {"action": "echo", "resource": "*", "effect": "deny"}]`, 1)
+	if edited == string(before) {
+		t.Fatalf("the edit changed nothing in %s", before)
+	}
+	// Written as editors do, by renaming a whole file into place.
+	write := func(data string) {
+		t.Helper()
+		tmp := cfgPath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfgPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(edited)
+	if err := loc.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	write(`{"plugins": [`)
+	if err := loc.Reload(t.Context()); err == nil {
+		t.Fatal("an invalid config reloaded without an error")
+	}
+	stop()
+	if err := loc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	type configLine struct {
+		Event        string `json:"event"`
+		Source       string `json:"source"`
+		State        string `json:"state"`
+		Change       string `json:"change"`
+		ConfigBytes  int    `json:"config_bytes"`
+		ConfigSHA256 string `json:"config_sha256"`
+	}
+	f, err := os.Open(filepath.Join(auditDir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var changes []configLine
+	failed := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l configLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case l.Event == "config":
+			changes = append(changes, l)
+		case l.Event == "source" && l.Source == location.KindConfig && l.State == string(supervise.Failed):
+			failed = true
+		}
+	}
+	if len(changes) != 3 || changes[0].Change != "activated" || changes[1].Change != "changed" || changes[2].Change != "deactivated" {
+		t.Fatalf("config lines %+v, want activated, changed, deactivated", changes)
+	}
+	applied, err := location.ParseConfig(dir, "", []byte(edited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := json.Marshal(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(enc)
+	if c := changes[1]; c.ConfigBytes != len(enc) || c.ConfigSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("the change's line %+v, want the size and SHA-256 of the edited config's encoding (%d bytes)", c, len(enc))
+	}
+	if changes[0].ConfigSHA256 == changes[1].ConfigSHA256 {
+		t.Error("the activation's and the change's lines have the same hash")
+	}
+	if !failed {
+		t.Error("no failed config entry for the invalid edit")
 	}
 }

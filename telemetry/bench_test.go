@@ -1,11 +1,18 @@
 package telemetry_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime/metrics"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
@@ -16,18 +23,24 @@ import (
 
 // BenchmarkTelemetryAlternating calls a plugin's echo tool in blocks of 100, in
 // turn through a registry without telemetry and through one with traces and
-// metrics on (every call sampled, spans batched to an OTLP receiver in this
-// process, metrics read by a periodic OTLP reader), each Location with its own
-// copy of the plugin. It reports each side's median and their ratio (on / off).
+// metrics on (every call sampled, spans batched to an OTLP receiver in a process
+// of its own, as a local collector is, metrics read by a periodic OTLP reader),
+// each Location with its own copy of the plugin. It reports each side's median and
+// their ratio (on / off), and fails unless the receiver got every span.
 func BenchmarkTelemetryAlternating(b *testing.B) {
-	rcv := startReceiver(b)
-	otlpEnv(b, rcv)
+	addr, receivedSpans := startReceiverProcess(b)
+	otlpEnv(b, addr)
 	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	tel, err := telemetry.Start(b.Context(), telemetry.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer tel.Shutdown(context.Background())
+	shut := false
+	defer func() {
+		if !shut {
+			tel.Shutdown(context.Background())
+		}
+	}()
 	root := scope.New(context.Background())
 	defer root.Close(context.Background())
 	rules := `[{"action": "*", "resource": "*", "effect": "allow"}]`
@@ -53,7 +66,10 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 		Invocation: sdk.Invocation{SessionID: "s", ToolCallID: "c"}}
 	const block = 100
 	var offLat, onLat []time.Duration
-	run := func(q *registry.Request, lat *[]time.Duration) {
+	var offUse, onUse usage
+	run := func(q *registry.Request, lat *[]time.Duration, u *usage) {
+		before := measureUsage()
+		defer func() { u.add(before, measureUsage()) }()
 		for range block {
 			start := time.Now()
 			if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
@@ -63,8 +79,18 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		run(off, &offLat)
-		run(on, &onLat)
+		run(off, &offLat, &offUse)
+		run(on, &onLat, &onUse)
+	}
+	b.StopTimer()
+	shut = true
+	if err := tel.Shutdown(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	// A settlement of a tool without hooks makes 7 spans: itself, 5 steps and the
+	// plugin call.
+	if got, want := receivedSpans(), int64(7*len(onLat)); got != want {
+		b.Fatalf("the receiver got %d spans, want %d (7 for each of %d calls)", got, want, len(onLat))
 	}
 	slices.Sort(offLat)
 	slices.Sort(onLat)
@@ -73,4 +99,121 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 	b.ReportMetric(float64(on50.Nanoseconds()), "on-p50-ns")
 	b.ReportMetric(float64(on50)/float64(off50), "p50-ratio")
 	b.ReportMetric(float64(onLat[len(onLat)*99/100])/float64(offLat[len(offLat)*99/100]), "p99-ratio")
+	calls := float64(len(onLat))
+	b.ReportMetric(float64(offUse.cpu.Nanoseconds())/calls, "off-cpu-ns/call")
+	b.ReportMetric(float64(onUse.cpu.Nanoseconds())/calls, "on-cpu-ns/call")
+	b.ReportMetric(float64(offUse.allocs)/calls, "off-allocs/call")
+	b.ReportMetric(float64(onUse.allocs)/calls, "on-allocs/call")
+}
+
+// usage is what this process (host, exporters) spent in blocks of calls: CPU time,
+// in clock ticks, and heap allocations. Work the exporters do after an "on" block
+// ends may be counted in the next "off" block.
+type usage struct {
+	cpu    time.Duration
+	allocs uint64
+}
+
+func measureUsage() usage {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return usage{cpu: proctest.CPUTime(0), allocs: s[0].Value.Uint64()}
+}
+
+func (u *usage) add(before, after usage) {
+	u.cpu += after.cpu - before.cpu
+	u.allocs += after.allocs - before.allocs
+}
+
+// startReceiverProcess starts testdata/receiver and returns its address and a
+// function that ends it and returns how many spans it received.
+func startReceiverProcess(b *testing.B) (addr string, spans func() int64) {
+	cmd := exec.Command(receiverBin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ended := false
+	b.Cleanup(func() {
+		if !ended {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() {
+		b.Fatalf("receiver: no address: %v", out.Err())
+	}
+	addr, ok := strings.CutPrefix(out.Text(), "listening ")
+	if !ok {
+		b.Fatalf("receiver said %q, want its address", out.Text())
+	}
+	return addr, func() int64 {
+		stdin.Close()
+		var n int64
+		if out.Scan() {
+			fmt.Sscanf(out.Text(), "spans %d", &n)
+		}
+		ended = true
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("receiver: %v", err)
+		}
+		return n
+	}
+}
+
+// BenchmarkObservedSettle measures what telemetry adds to a settlement in the host
+// alone: an in-process echo tool settled through a registry without an observer
+// ("off") and with traces and metrics on ("on": every call sampled, spans batched
+// to the receiver process). Compare allocs/op, which load does not disturb. The
+// loop ends spans faster than one exporter sends them, so the batcher drops some
+// (and says so at the end): the exporter's own share is counted fully only by
+// BenchmarkTelemetryAlternating.
+func BenchmarkObservedSettle(b *testing.B) {
+	addr, _ := startReceiverProcess(b)
+	otlpEnv(b, addr)
+	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	tel, err := telemetry.Start(b.Context(), telemetry.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	echo := sdk.NewTool("Echoes the text.", func(_ context.Context, _ sdk.Invocation, in echoIn) (string, error) { return in.Text, nil })
+	for _, side := range []struct {
+		name string
+		obs  registry.Observer
+	}{{"off", nil}, {"on", tel.Observer()}} {
+		b.Run(side.name, func(b *testing.B) {
+			reg := newRegistry(b, side.obs)
+			release, err := reg.Register(registry.Batch{Location: registry.Application, Source: registry.Source{Kind: "plugin", Name: "test"},
+				Tools: map[string]sdk.Tool{"echo": echo}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer release()
+			q, err := reg.Prepare(registry.Application)
+			if err != nil {
+				b.Fatal(err)
+			}
+			call := registry.Call{Name: "echo", Input: []byte(`{"text":"0123456789012345678901234567890123456789012345678901"}`),
+				Invocation: sdk.Invocation{SessionID: "s", ToolCallID: "c"}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
+					b.Fatal(s, err)
+				}
+			}
+		})
+	}
 }

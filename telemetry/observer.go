@@ -76,10 +76,17 @@ func (o observer) StartSettle(ctx context.Context, location string, call *regist
 	return ctx, s
 }
 
-func (s *settling) Resolved(src registry.Source) {
-	s.source = src.ID()
-	if s.span != nil {
-		s.span.SetAttributes(attribute.String("toolhost.source", s.source))
+// Resolved keeps the source's name for End, which sets it on the span with the
+// other attributes known only then.
+func (s *settling) Resolved(src registry.Source) { s.source = src.ID() }
+
+// stepNames are the span names of the steps, made once.
+var stepNames = map[registry.Step]string{}
+
+func init() {
+	for _, st := range []registry.Step{registry.StepBeforeHooks, registry.StepValidateInput, registry.StepExecute,
+		registry.StepValidateOutput, registry.StepProject, registry.StepBound, registry.StepAfterHooks} {
+		stepNames[st] = "toolhost." + string(st)
 	}
 }
 
@@ -90,7 +97,14 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	if s.step != nil {
 		s.step.End()
 	}
-	ctx, s.step = s.t.tracer.Start(trace.ContextWithSpan(ctx, s.span), "toolhost."+string(step))
+	if trace.SpanFromContext(ctx) != s.span {
+		ctx = trace.ContextWithSpan(ctx, s.span) // a step's span is the settlement's child, not the last step's
+	}
+	name, ok := stepNames[step]
+	if !ok {
+		name = "toolhost." + string(step)
+	}
+	ctx, s.step = s.t.tracer.Start(ctx, name)
 	return ctx
 }
 
@@ -102,22 +116,23 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		s.step.End()
 	}
 	if s.span != nil {
-		s.span.SetAttributes(attribute.String("toolhost.outcome", outcome))
-		if st != nil {
-			s.span.SetAttributes(attribute.Int("toolhost.output.bytes", outputBytes(st)))
+		var attrs [3]attribute.KeyValue
+		attrs[0] = attribute.String("toolhost.outcome", outcome)
+		n := 1
+		if s.source != "" {
+			attrs[n], n = attribute.String("toolhost.source", s.source), n+1
 		}
+		if st != nil {
+			attrs[n], n = attribute.Int("toolhost.output.bytes", outputBytes(st)), n+1
+		}
+		s.span.SetAttributes(attrs[:n]...)
 		if err != nil {
 			s.span.SetStatus(codes.Error, outcome)
 		}
 		s.span.End()
 	}
 	if t.inst != nil {
-		attrs := metric.WithAttributes(
-			attribute.String("toolhost.location", s.key.location),
-			attribute.String("toolhost.source", s.source),
-			attribute.String("toolhost.tool", s.tool),
-			attribute.String("toolhost.outcome", outcome),
-		)
+		attrs := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source, s.tool, outcome})
 		ctx := context.Background()
 		t.inst.calls.Add(ctx, 1, attrs)
 		t.inst.duration.Record(ctx, elapsed.Seconds(), attrs)

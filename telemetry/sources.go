@@ -3,8 +3,7 @@ package telemetry
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
-	"path/filepath"
+	"encoding/json"
 	"strconv"
 	"sync"
 	"time"
@@ -28,14 +27,15 @@ func (t *Telemetry) Watch(loc *location.Location) (stop func()) {
 	t.mu.Lock()
 	t.locations[id] = loc
 	t.mu.Unlock()
+	// The config in force now is the activation's: a reload made before the
+	// goroutine runs is then a change.
+	cfg := loc.Config()
+	t.auditConfig(id, cfg, "activated")
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		cfg := loc.Config()
-		t.auditConfig(id, "activated")
 		last := map[string]location.SourceStatus{}
-		for {
-			changed := loc.SourcesChanged()
+		check := func() {
 			for _, st := range loc.Sources() {
 				if prev, ok := last[st.ID]; !ok || sourceChanged(prev, st) {
 					last[st.ID] = st
@@ -44,8 +44,12 @@ func (t *Telemetry) Watch(loc *location.Location) (stop func()) {
 			}
 			if c := loc.Config(); c != cfg {
 				cfg = c
-				t.auditConfig(id, "changed")
+				t.auditConfig(id, cfg, "changed")
 			}
+		}
+		for {
+			changed := loc.SourcesChanged()
+			check()
 			select {
 			case <-changed:
 				continue
@@ -54,7 +58,8 @@ func (t *Telemetry) Watch(loc *location.Location) (stop func()) {
 			}
 			break
 		}
-		t.auditConfig(id, "deactivated")
+		check() // a change made before stop or the close, whichever select chose
+		t.auditConfig(id, cfg, "deactivated")
 	}()
 	var once sync.Once
 	return func() {
@@ -92,14 +97,16 @@ func (t *Telemetry) auditSource(loc string, st location.SourceStatus) {
 	t.audit.write(line)
 }
 
-// auditConfig writes a config line with the size and hash of the Location's config
-// file as it is now.
-func (t *Telemetry) auditConfig(loc, change string) {
+// auditConfig writes a config line with the size and SHA-256 of cfg, the config in
+// force, as its JSON encoding: the config as toolhost decoded it (imported MCP
+// configs included), not the file, which may have changed again since it was
+// applied.
+func (t *Telemetry) auditConfig(loc string, cfg *location.Config, change string) {
 	if t.audit == nil {
 		return
 	}
 	line := auditConfig{auditHead: auditHead{Time: time.Now().UTC(), Event: "config", Location: loc}, Change: change}
-	if data, err := os.ReadFile(filepath.Join(loc, filepath.FromSlash(location.ConfigPath))); err == nil {
+	if data, err := json.Marshal(cfg); err == nil {
 		sum := sha256.Sum256(data)
 		line.ConfigBytes, line.ConfigSHA256 = len(data), hex.EncodeToString(sum[:])
 	}

@@ -95,7 +95,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exp, getenv)), sdktrace.WithResource(res))
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option
@@ -219,6 +219,7 @@ type instruments struct {
 	calls     metric.Int64Counter
 	duration  metric.Float64Histogram
 	decisions metric.Int64Counter
+	callAttrs attrCache // of calls and duration
 }
 
 func newInstruments(m metric.Meter, t *Telemetry) (*instruments, error) {

@@ -20,11 +20,12 @@ import (
 	"github.com/toolhost/toolhost/registry"
 )
 
-// pluginBin is testdata/plugin, built once.
-var pluginBin string
+// pluginBin is testdata/plugin, receiverBin testdata/receiver and mcpServerBin
+// testdata/mcpserver, built once.
+var pluginBin, receiverBin, mcpServerBin string
 
 func TestMain(m *testing.M) {
-	hosttest.Main(m, map[string]*string{"./testdata/plugin": &pluginBin})
+	hosttest.Main(m, map[string]*string{"./testdata/plugin": &pluginBin, "./testdata/receiver": &receiverBin, "./testdata/mcpserver": &mcpServerBin})
 }
 
 // receiver is an OTLP/gRPC receiver: the protocol's own collector services, keeping
@@ -92,11 +93,11 @@ func (r *receiver) spansOf(traceID string) []*tracepb.Span {
 	return out
 }
 
-// otlpEnv points the OTEL_* variables at r, for the test (so it cannot run in
-// parallel), and returns them as a plugin's config env.
-func otlpEnv(t testing.TB, r *receiver) map[string]string {
+// otlpEnv points the OTEL_* variables at the receiver at addr, for the test (so
+// it cannot run in parallel), and returns them as a plugin's config env.
+func otlpEnv(t testing.TB, addr string) map[string]string {
 	env := map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + r.addr,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_EXPORTER_OTLP_INSECURE": "true",
 		"OTEL_TRACES_EXPORTER":        "otlp",

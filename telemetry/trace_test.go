@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
@@ -29,7 +31,7 @@ import (
 // a real OTLP receiver, and so do the call metrics.
 func TestTraceFromAServeClientThroughAPluginToOneSettlement(t *testing.T) {
 	rcv := startReceiver(t)
-	env := otlpEnv(t, rcv)
+	env := otlpEnv(t, rcv.addr)
 	tel, err := telemetry.Start(t.Context(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -213,4 +215,87 @@ func callCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool s
 		}
 	}
 	return n
+}
+
+// TestMCPCallCarriesTheSettlementsTrace settles a call of a real MCP server's tool
+// (testdata/mcpserver, which answers with the traceparent its tools/call request
+// carried in _meta): the server received the trace of the settlement, with the
+// host's mcp.call span, under the execute step, as the parent, and the OTLP
+// receiver got that same trace.
+func TestMCPCallCarriesTheSettlementsTrace(t *testing.T) {
+	rcv := startReceiver(t)
+	otlpEnv(t, rcv.addr)
+	tel, err := telemetry.Start(t.Context(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := false
+	shutdown := func() {
+		if !shut {
+			shut = true
+			if err := tel.Shutdown(context.Background()); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		}
+	}
+	defer shutdown()
+	reg := newRegistry(t, tel.Observer())
+	root := scope.New(context.Background())
+	defer root.Close(context.Background())
+	dir, err := location.Canonicalize(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`{"mcp_servers": [{"name": "m", "command": %q}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, mcpServerBin)
+	if err := os.MkdirAll(filepath.Join(dir, ".toolhost"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, location.ConfigPath), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := location.Activate(t.Context(), root, dir, location.Options{Registry: reg, StateDir: t.TempDir(), ObservePermission: tel.ObservePermission()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := loc.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := mcp.ToolName("m", "meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := q.Settle(t.Context(), registry.Call{Name: name, Input: []byte(`{}`), Invocation: sdk.Invocation{SessionID: "s1", ToolCallID: "call-1"}})
+	if err != nil || s.Outcome != registry.Completed || len(s.Content) != 1 {
+		t.Fatalf("settle: %+v %v", s, err)
+	}
+	shutdown()
+
+	got := s.Content[0].Text
+	parts := strings.Split(got, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || len(parts[2]) != 16 {
+		t.Fatalf("the MCP server received _meta.traceparent %q, want a W3C traceparent", got)
+	}
+	traceID, parent := parts[1], parts[2]
+	spans := rcv.spansOf(traceID)
+	byName := map[string][]*tracepb.Span{}
+	for _, sp := range spans {
+		byName[sp.Name] = append(byName[sp.Name], sp)
+	}
+	if len(byName["toolhost.settle"]) != 1 {
+		t.Fatalf("the receiver has no settlement span in the trace %s the MCP server received; its spans: %v", traceID, names(spans))
+	}
+	call, exec := byName["mcp.call"], byName["toolhost.execute"]
+	if len(call) != 1 || len(exec) != 1 {
+		t.Fatalf("want one mcp.call and one execute span in the trace; spans: %v", names(spans))
+	}
+	if id := hex.EncodeToString(call[0].SpanId); id != parent {
+		t.Errorf("the MCP server's parent span is %s, want the host's mcp.call span %s", parent, id)
+	}
+	if string(call[0].ParentSpanId) != string(exec[0].SpanId) {
+		t.Error("the mcp.call span is not under the execute step")
+	}
+	if a := attributes(call[0]); a["toolhost.source"] != "mcp:m" || a["toolhost.tool"] != "meta" {
+		t.Errorf("mcp.call attributes %v, want source mcp:m and tool meta", a)
+	}
 }

@@ -11,6 +11,7 @@ package tracectx
 
 import (
 	"context"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -51,13 +52,25 @@ func Outgoing(ctx context.Context) context.Context {
 	if !sc.IsValid() {
 		return ctx
 	}
-	c := propagation.MapCarrier{}
-	w3c.Inject(ctx, c)
-	kv := []string{Traceparent, c[Traceparent]}
-	if ts := c[Tracestate]; ts != "" {
-		kv = append(kv, Tracestate, ts)
+	if ts := sc.TraceState().String(); ts != "" {
+		return metadata.AppendToOutgoingContext(ctx, Traceparent, traceparent(sc), Tracestate, ts)
 	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
+	return metadata.AppendToOutgoingContext(ctx, Traceparent, traceparent(sc))
+}
+
+// traceparent is the W3C traceparent of sc (version 00, the sampled and random
+// flags), as propagation.TraceContext's Inject writes it, without the map Inject
+// needs: every traced plugin call sends one.
+func traceparent(sc trace.SpanContext) string {
+	var b [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b[0], b[1], b[2] = '0', '0', '-'
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
+	return string(b[:])
 }
 
 // FromMeta returns ctx carrying the remote span context of the "traceparent" (and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
@@ -55,5 +56,34 @@ func TestWithoutTraceContextNothingChanges(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a plugin call without tracing allocates %v times for tracing, want 0", allocs)
+	}
+}
+
+// TestOutgoingWritesWhatTheW3CPropagatorWrites compares Outgoing's metadata with
+// propagation.TraceContext's Inject for span contexts sampled or not, with the
+// random flag and with a tracestate.
+func TestOutgoingWritesWhatTheW3CPropagatorWrites(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=x,other=y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	for _, cfg := range []trace.SpanContextConfig{
+		{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled},
+		{TraceID: tid, SpanID: sid},
+		{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled | trace.FlagsRandom | 0x80},
+		{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts},
+	} {
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(cfg))
+		want := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, want)
+		md, _ := metadata.FromOutgoingContext(tracectx.Outgoing(ctx))
+		for _, k := range []string{tracectx.Traceparent, tracectx.Tracestate} {
+			got := md.Get(k)
+			if w := want[k]; (w == "" && len(got) != 0) || (w != "" && (len(got) != 1 || got[0] != w)) {
+				t.Errorf("flags %v, tracestate %q: %s %q, want %q", cfg.TraceFlags, cfg.TraceState.String(), k, got, w)
+			}
+		}
 	}
 }

@@ -1,0 +1,197 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// batcher is the span processor of toolhost's traces: it batches ended spans and
+// exports them from one goroutine, like the SDK's batch span processor and under
+// the same OTEL_BSP_* variables, but an ended span is appended to the queue under
+// a mutex rather than sent on a channel, so the exporting goroutine is woken once
+// per full batch (or scheduled delay), not once per span: a settlement ends seven
+// spans in a few microseconds, and waking a goroutine for each cost the call more
+// than the spans themselves.
+//
+// A span ended while the queue holds OTEL_BSP_MAX_QUEUE_SIZE spans is dropped;
+// Shutdown reports how many were to the OpenTelemetry error handler.
+type batcher struct {
+	exp      sdktrace.SpanExporter
+	delay    time.Duration // OTEL_BSP_SCHEDULE_DELAY
+	timeout  time.Duration // OTEL_BSP_EXPORT_TIMEOUT
+	maxQueue int           // OTEL_BSP_MAX_QUEUE_SIZE
+	maxBatch int           // OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+
+	mu      sync.Mutex
+	queue   []sdktrace.ReadOnlySpan
+	dropped int
+	stopped bool
+
+	full    chan struct{}   // a batch is ready; capacity 1
+	flushes chan chan error // ForceFlush's requests
+	quit    chan struct{}   // closed by Shutdown
+	done    chan struct{}   // closed when run returns
+	stop    sync.Once
+	shut    sync.Once
+	shutErr error
+}
+
+var _ sdktrace.SpanProcessor = (*batcher)(nil)
+
+// newBatcher starts a batcher exporting to exp, configured by the OTEL_BSP_*
+// variables getenv reads (the SDK's defaults where unset or invalid).
+func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher {
+	b := &batcher{
+		exp:      exp,
+		delay:    envMillis(getenv, "OTEL_BSP_SCHEDULE_DELAY", sdktrace.DefaultScheduleDelay),
+		timeout:  envMillis(getenv, "OTEL_BSP_EXPORT_TIMEOUT", sdktrace.DefaultExportTimeout),
+		maxQueue: envInt(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.DefaultMaxQueueSize),
+		maxBatch: envInt(getenv, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.DefaultMaxExportBatchSize),
+		full:     make(chan struct{}, 1),
+		flushes:  make(chan chan error),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	b.maxBatch = min(b.maxBatch, b.maxQueue) // as the SDK does
+	go b.run()
+	return b
+}
+
+func envInt(getenv func(string) string, name string, def int) int {
+	if n, err := strconv.Atoi(getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func envMillis(getenv func(string) string, name string, def int) time.Duration {
+	return time.Duration(envInt(getenv, name, def)) * time.Millisecond
+}
+
+func (b *batcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd queues s for export, waking the exporting goroutine when a batch is full.
+func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	if len(b.queue) >= b.maxQueue {
+		b.dropped++
+		b.mu.Unlock()
+		return
+	}
+	b.queue = append(b.queue, s)
+	ready := len(b.queue) == b.maxBatch
+	b.mu.Unlock()
+	if ready {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run exports batches until Shutdown, then exports what is left.
+func (b *batcher) run() {
+	defer close(b.done)
+	timer := time.NewTimer(b.delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.full:
+		case <-timer.C:
+		case reply := <-b.flushes:
+			reply <- b.export()
+			continue
+		case <-b.quit:
+			if err := b.export(); err != nil {
+				otel.Handle(err)
+			}
+			return
+		}
+		if err := b.export(); err != nil {
+			otel.Handle(err)
+		}
+		timer.Reset(b.delay)
+	}
+}
+
+// export exports everything queued, in batches of at most maxBatch.
+func (b *batcher) export() error {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.maxBatch)
+		batch := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		if len(b.queue) == 0 {
+			b.queue = nil // the next span starts a new array; batch keeps the old one
+		}
+		b.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		err := b.exp.ExportSpans(ctx, batch)
+		cancel()
+		clear(batch) // the queue's array may live on; the spans need not
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ForceFlush exports every span queued so far, or gives up when ctx ends.
+func (b *batcher) ForceFlush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case b.flushes <- reply:
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown exports what is queued and then shuts the exporter down, within ctx;
+// spans ended after it are not exported. A call after one that returned nil
+// returns nil.
+func (b *batcher) Shutdown(ctx context.Context) error {
+	b.stop.Do(func() {
+		b.mu.Lock()
+		b.stopped = true
+		b.mu.Unlock()
+		close(b.quit)
+	})
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	b.shut.Do(func() {
+		b.mu.Lock()
+		dropped := b.dropped
+		b.mu.Unlock()
+		if dropped > 0 {
+			otel.Handle(fmt.Errorf("telemetry: %d spans were not exported: the span queue was full (OTEL_BSP_MAX_QUEUE_SIZE %d)", dropped, b.maxQueue))
+		}
+		b.shutErr = b.exp.Shutdown(ctx)
+	})
+	return b.shutErr
+}
