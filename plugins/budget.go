@@ -25,9 +25,10 @@ import (
 //     whose interceptor keeps only the message's own size once it is decoded, until
 //     the call ends;
 //   - the host's connection to the plugin is dialled with the budget's interceptors
-//     (dialOptions): each reply and streamed event is counted when received and held
-//     until the call's context ends (every call of the host's has a context that
-//     ends when the call returns). The one past the budget fails the call.
+//     (dialOptions): each reply (of heldReplyBytes or more) and streamed event is
+//     counted when received and held until the call's context ends (every call of
+//     the host's has a context that ends when the call returns). The one past the
+//     budget fails the call.
 //
 // The plugin's log lines have a budget of their own (internal/loglimit).
 type budget struct {
@@ -142,11 +143,24 @@ func (b *budget) holdUntil(ctx context.Context, n int64, method string) error {
 	return nil
 }
 
+// heldReplyBytes is the size from which a unary reply is held until its call's
+// context ends; a smaller one is only checked against the budget (what is left of
+// it must have room for the reply), which costs the call path no allocation.
+const heldReplyBytes = 64 << 10
+
 func (b *budget) unaryReply(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 		return err
 	}
-	return b.holdUntil(ctx, sizeOf(reply), method)
+	n := sizeOf(reply)
+	if n >= heldReplyBytes {
+		return b.holdUntil(ctx, n, method)
+	}
+	if err := b.take(n, "the reply to", path.Base(method)); err != nil {
+		return err
+	}
+	b.give(n)
+	return nil
 }
 
 func (b *budget) streamEvents(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
