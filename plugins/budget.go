@@ -51,10 +51,10 @@ func heldLimit(c Config) int64 {
 
 func newBudget(max int64) *budget { return &budget{max: max} }
 
-// take counts n more bytes held, or refuses them (leaving the count) with a
-// ResourceExhausted status naming the limit (the plugin is named by whoever reports
-// it: the plugin's call, or callError).
-// what and method say what the bytes are, for the refusal.
+// take counts n more bytes held, or refuses them, the count unchanged, with a
+// ResourceExhausted status naming the limit; what and method say what the bytes
+// are. The plugin is named by whoever reports the refusal (the plugin's own call,
+// or callError).
 func (b *budget) take(n int64, what, method string) error {
 	if held := b.held.Add(n); held > b.max {
 		b.held.Add(-n)
