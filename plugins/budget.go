@@ -174,7 +174,8 @@ func (b *budget) streamEvents(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 }
 
 // heldStream counts each message received on a stream until the stream's context
-// ends.
+// ends; a progress event, which the host passes on and does not keep, only while it
+// is received.
 type heldStream struct {
 	grpc.ClientStream
 	ctx    context.Context
@@ -190,6 +191,10 @@ func (s *heldStream) RecvMsg(m any) error {
 	n := sizeOf(m)
 	if err := s.b.take(n, "a message of the result of", s.method); err != nil {
 		return err
+	}
+	if ev, ok := m.(*pluginpb.ExecuteEvent); ok && ev.GetProgress() != nil {
+		s.b.give(n) // passed on, not kept: a long call's progress does not add up
+		return nil
 	}
 	s.held.Add(n)
 	if s.ctx.Err() != nil { // the stream's end may have given back what it held already
