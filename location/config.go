@@ -83,6 +83,9 @@ type PluginConfig struct {
 	// CallTimeout bounds each call of the plugin's tools; zero means the default
 	// (10 minutes).
 	CallTimeout time.Duration
+	// MaxHeldBytes bounds what the plugin's messages make the host hold at once
+	// (plugins.Config.MaxHeldBytes); zero means the default.
+	MaxHeldBytes int64
 	// Sharing holds the plugin's overrides and limits.
 	Sharing
 	// Sandbox is the source's "sandbox" block, or nil; RequireSandbox refuses to

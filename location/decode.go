@@ -49,6 +49,7 @@ type rawPlugin struct {
 	StartTimeout   string            `json:"start_timeout"`
 	StopGrace      string            `json:"stop_grace"`
 	CallTimeout    string            `json:"call_timeout"`
+	MaxHeldBytes   json.Number       `json:"max_held_bytes"`
 	Sandbox        *rawSandbox       `json:"sandbox"`
 	RequireSandbox bool              `json:"require_sandbox"`
 	rawSharing
@@ -140,6 +141,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			StartTimeout:   d.duration(at+"/start_timeout", p.StartTimeout),
 			StopGrace:      d.duration(at+"/stop_grace", p.StopGrace),
 			CallTimeout:    d.duration(at+"/call_timeout", p.CallTimeout),
+			MaxHeldBytes:   d.count(at+"/max_held_bytes", p.MaxHeldBytes),
 			Sharing:        d.sharing(at, p.rawSharing),
 			Sandbox:        d.sandbox(at+"/sandbox", p.Sandbox),
 			RequireSandbox: p.RequireSandbox,

@@ -48,7 +48,9 @@ func everythingServer(t testing.TB) (script, path string) {
 func hostileConfig(bin, script, path, mcpPrefix, toolCmd string) obj {
 	return obj{
 		"plugins": []obj{
-			{"name": "hostile", "path": bin, "call_timeout": "2m", "sandbox": obj{"memory": "1GiB", "processes": 64}},
+			// max_held_bytes: its 100 MiB outputs are over the default budget (82 MiB);
+			// retained, they fill the quota.
+			{"name": "hostile", "path": bin, "call_timeout": "2m", "sandbox": obj{"memory": "1GiB", "processes": 64}, "max_held_bytes": 128 << 20},
 			{"name": "hostile-hang", "path": bin, "call_timeout": "1s", "options": obj{"prefix": "h_"}},
 			echoPlugin("echo"),
 		},

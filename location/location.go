@@ -471,6 +471,7 @@ func (l *Location) pluginConfig(pc PluginConfig) plugins.Config {
 		CallTimeout:  pc.CallTimeout,
 		Overrides:    pc.Overrides,
 		Limits:       pc.Sharing.limits(),
+		MaxHeldBytes: pc.MaxHeldBytes,
 		SocketDir:    l.opts.SocketDir,
 		Logger:       l.logger.Named(pc.Name),
 		// Untrusted plugins are confined; the sandbox block widens that.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/internal/loglimit"
@@ -26,6 +27,14 @@ import (
 
 // maxListPages caps the pages of one tools/list.
 const maxListPages = 100
+
+// A server's tools are listed again on its tools/list_changed at most relistBurst
+// times at once, then once every relistEvery: notifications meanwhile are
+// coalesced into the next listing, and counted in a log line.
+const (
+	relistBurst = 4
+	relistEvery = time.Second
+)
 
 // Instance is one running generation of a server: one process, one MCP session and
 // one scope. Its tools are registered into its scope; closing the scope (through Stop
@@ -44,6 +53,7 @@ type Instance struct {
 	session    *gomcp.ClientSession
 	dead       chan struct{} // closed when the process exited or the session ended
 	relist     chan struct{} // a tools/list_changed is pending
+	notified   atomic.Int64  // tools/list_changed notifications since the last listing
 	token      atomic.Uint64
 	inFlight   atomic.Int64
 	logs       *loglimit.Logger // the server's notifications/message (log.go)
@@ -352,24 +362,48 @@ func (inst *Instance) stop(ctx context.Context) error {
 // onListChanged notes a tools/list_changed; relistLoop does the listing, so the
 // session's notification handling is never blocked on a request.
 func (inst *Instance) onListChanged(context.Context, *gomcp.ToolListChangedRequest) {
+	inst.notified.Add(1)
 	select {
 	case inst.relist <- struct{}{}:
 	default: // one is pending already; it will see this change too
 	}
 }
 
+// relistLoop lists the tools again after each tools/list_changed, paced: see
+// relistBurst.
 func (inst *Instance) relistLoop(ctx context.Context) {
+	tokens, refilled := relistBurst, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-inst.relist:
 		}
+		if n := int(time.Since(refilled) / relistEvery); n > 0 {
+			tokens, refilled = min(relistBurst, tokens+n), refilled.Add(time.Duration(n)*relistEvery)
+		}
+		if tokens == 0 {
+			wait := time.Until(refilled.Add(relistEvery))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			tokens, refilled = 1, time.Now()
+			select {
+			case <-inst.relist: // what came meanwhile is in this listing
+			default:
+			}
+			inst.logs.Log(hclog.Warn, "tools/list_changed arrives faster than the host lists tools again; notifications coalesced",
+				"server", inst.cfg.Name, "notifications", inst.notified.Load(), "every", relistEvery.String())
+		}
+		tokens--
+		inst.notified.Store(0)
 		lctx, cancel := context.WithTimeout(ctx, inst.cfg.StartTimeout)
 		err := inst.sync(lctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			inst.cfg.Logger.Warn("re-listing tools failed; keeping the current set", "server", inst.cfg.Name, "error", err)
+			inst.logs.Log(hclog.Warn, "re-listing tools failed; keeping the current set", "server", inst.cfg.Name, "error", err)
 		}
 	}
 }
@@ -447,7 +481,7 @@ func (inst *Instance) sync(ctx context.Context) error {
 	inst.tools = next
 	inst.warnings = warnings
 	for _, w := range warnings {
-		inst.cfg.Logger.Warn("tool listing problem", "server", inst.cfg.Name, "warning", w)
+		inst.logs.Log(hclog.Warn, "tool listing problem", "server", inst.cfg.Name, "warning", w)
 	}
 	inst.listings++
 	close(inst.changed)
@@ -475,6 +509,11 @@ func (inst *Instance) list(ctx context.Context) ([]*gomcp.Tool, []error, error) 
 			return nil, nil, err
 		}
 		tools = append(tools, res.Tools...)
+		if max := inst.maxTools(); len(tools) > max {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tools/list listed more than max_tools (%d) tools; the rest are ignored", inst.cfg.Name, max))
+			tools = tools[:max]
+			break
+		}
 		cursor = res.NextCursor
 		if cursor == "" {
 			break
@@ -488,10 +527,25 @@ func (inst *Instance) list(ctx context.Context) ([]*gomcp.Tool, []error, error) 
 	return tools, warnings, nil
 }
 
+// maxTools is the most tools the server may hold (its max_tools).
+func (inst *Instance) maxTools() int {
+	if n := inst.cfg.Limits.MaxTools; n > 0 {
+		return n
+	}
+	return registry.DefaultMaxTools
+}
+
 // candidates turns listed tools into registrable ones, skipping (with a warning)
-// those without a usable name or whose names clash after normalization.
+// those without a usable name or whose names clash after normalization, and those
+// past the server's max_schema_bytes in all (one warning), before any of them is
+// compiled.
 func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
 	var warnings []error
+	maxBytes := inst.cfg.Limits.MaxSchemaBytes
+	if maxBytes <= 0 {
+		maxBytes = registry.DefaultMaxSchemaBytes
+	}
+	var size int64
 	byName := map[string]string{}
 	seenOriginal := map[string]bool{}
 	var out []candidate
@@ -513,6 +567,10 @@ func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
 		if err != nil {
 			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: %w", inst.cfg.Name, t.Name, err))
 			continue
+		}
+		if size += int64(len(c.tool.Description) + len(c.tool.InputSchema) + len(c.tool.OutputSchema)); size > maxBytes {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: its tools from %q on are skipped: the listing's definitions pass max_schema_bytes (%d)", inst.cfg.Name, t.Name, maxBytes))
+			break
 		}
 		byName[name] = t.Name
 		out = append(out, c)

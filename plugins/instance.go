@@ -99,8 +99,17 @@ type Config struct {
 	// its Tools capability, and its activation line, may be at most
 	// registerMessageLimit(Limits) (twice MaxSchemaBytes and 1 MiB, 9 MiB by
 	// default); a longer one is refused before it is read. At most
-	// maxRegistrations of its registrations are received at a time.
+	// maxRegistrations of its registrations are received at a time. A message to
+	// its Interaction capability is bounded the same way.
 	Limits registry.SourceLimits
+	// MaxHeldBytes bounds the bytes of the messages the plugin sent the host that
+	// the host holds at once: registrations being registered, asks and samples
+	// being answered, the results of its calls being collected and handed on. A
+	// message past it is refused (a capability call unread, from the largest message
+	// it may carry; a call's result with an error naming the plugin and the limit).
+	// Default: maxRegistrations registrations of the largest size and 64 MiB (82 MiB
+	// with the default Limits).
+	MaxHeldBytes int64
 	// Grants lets the plugin, during its calls, ask the person (GrantAsk) and sample
 	// the model (GrantSample) through whatever runs the call (sdk.Ask, sdk.Sample).
 	// Locations grant both to trusted plugins and what the config lists to others.
@@ -276,6 +285,8 @@ type Instance struct {
 
 	// registering holds a token per registration being received (see admit).
 	registering chan struct{}
+	// budget counts what the plugin's messages make the host hold.
+	budget *budget
 
 	mu   sync.Mutex
 	regs map[uint64]*registry.Registration // by the plugin-chosen registration id
@@ -300,7 +311,8 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		return nil, &StartError{Plugin: cfg.Name, Err: err}
 	}
 	inst := &Instance{cfg: cfg, target: target, generation: gen, scope: sc, stderr: proc.NewRing(8 << 10), regs: map[uint64]*registry.Registration{},
-		watch: newCallWatch(sc.Context(), cfg.CallTimeout), registering: make(chan struct{}, maxRegistrations)}
+		watch: newCallWatch(sc.Context(), cfg.CallTimeout), registering: make(chan struct{}, maxRegistrations),
+		budget: newBudget(heldLimit(cfg))}
 	inst.log = &pluginLog{name: cfg.Name, logs: loglimit.New(cfg.Logger, 0, 0), tail: inst.stderr}
 	if err := inst.start(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopGrace)
@@ -379,8 +391,8 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		SyncStderr:  inst.log.writer("stderr"),
 		SyncStdout:  inst.log.writer("stdout"),
 		SkipHostEnv: true,
-		GRPCDialOptions: append(pluginpb.DialOptions(),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
+		GRPCDialOptions: append(append(pluginpb.DialOptions(),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))), inst.budget.dialOptions()...),
 	}
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.Config()
@@ -466,15 +478,13 @@ func (inst *Instance) connect(activating bool) error {
 func (inst *Instance) serveCapabilities() {
 	cfg := inst.cfg
 	inst.acceptAndServe(toolsBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(append(append(opts, inst.onlyThePlugin(),
-			grpc.MaxRecvMsgSize(registerMessageLimit(cfg.Limits)), grpc.MaxConcurrentStreams(maxRegistrations), grpc.InTapHandle(inst.admit)),
-			pluginpb.ServerOptions()...)...)
+		s := inst.capabilityServer(opts, registerMessageLimit(cfg.Limits), inst.admit, grpc.MaxConcurrentStreams(maxRegistrations))
 		pluginpb.RegisterToolsServer(s, &toolsServer{inst: inst})
 		return s
 	})
 	if svc := cfg.Services; svc != nil {
 		inst.acceptAndServe(servicesBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(append(opts, grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
+			s := inst.capabilityServer(opts, serviceMessageLimit, nil, grpc.MaxSendMsgSize(64<<20))
 			pluginpb.RegisterFileSystemServer(s, &fsServer{fs: svc.FS})
 			pluginpb.RegisterPermissionServer(s, &permissionServer{perm: svc.Permission, source: "plugin:" + inst.cfg.Name})
 			return s
@@ -482,7 +492,7 @@ func (inst *Instance) serveCapabilities() {
 	}
 	if len(cfg.Grants) > 0 {
 		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), inst.onlyThePlugin()), pluginpb.ServerOptions()...)...)
+			s := inst.capabilityServer(opts, registerMessageLimit(cfg.Limits), nil, grpc.MaxSendMsgSize(64<<20))
 			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
 			return s
 		})

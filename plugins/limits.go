@@ -31,6 +31,10 @@ func registerMessageLimit(l registry.SourceLimits) int {
 	return int(min(2*held+1<<20, 1<<30))
 }
 
+// serviceMessageLimit is the largest message the host reads from a trusted plugin
+// over its Location services (paths, patterns): gRPC's default.
+const serviceMessageLimit = 4 << 20
+
 // activationLineLimit is the longest activation line the host reads from a plugin
 // with limits l: the registrations of its activation, in base64, as one message
 // over its Tools capability may hold them.

@@ -48,11 +48,15 @@ func spenderBinary(t testing.TB) string {
 	return spenderBin
 }
 
-// startSpender starts the spender plugin, its tools' names prefixed with prefix.
-func (h *host) startSpender(t *testing.T, prefix string) *plugins.Instance {
+// startSpender starts the spender plugin, its tools' names prefixed with prefix,
+// its config changed by edits.
+func (h *host) startSpender(t *testing.T, prefix string, edits ...func(*plugins.Config)) *plugins.Instance {
 	t.Helper()
 	cfg := plugins.Config{Name: "spender", Path: spenderBinary(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second,
 		Options: json.RawMessage(fmt.Sprintf(`{"prefix":%q}`, prefix))}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 	inst, err := plugins.Start(context.Background(), h.root, cfg, h.target(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +125,83 @@ func TestHugeRegistrationsAreRefusedUnread(t *testing.T) {
 			t.Fatalf("echo: %s", s.Text())
 		}
 	})
+}
+
+// allocated runs f and returns the bytes the host allocated meanwhile.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A plugin streaming a result larger than its budget gets a failed call naming it
+// and the limit, and the host stops reading at the budget: it never holds more.
+// Within the budget a large result arrives whole, and the budget is given back
+// after each call.
+func TestStreamedResultsAreBoundedByTheBudget(t *testing.T) {
+	h := newHost(t)
+	if _, err := h.supervise(h.config(nil, ""), supervise.Budget{}); err != nil { // a well-behaved neighbour
+		t.Fatal(err)
+	}
+	const budget = 16 << 20
+	inst := h.startSpender(t, "s_", func(c *plugins.Config) { c.MaxHeldBytes = budget })
+	const flood = 512 // MiB
+	var err error
+	grew := allocated(func() { _, err = h.call(context.Background(), "s_flood", fmt.Sprintf(`{"mib":%d}`, flood)) })
+	t.Log(err)
+	if err == nil || !strings.Contains(err.Error(), `plugin "spender"`) || !strings.Contains(err.Error(), "max_held_bytes of 16777216") {
+		t.Errorf("a %d MiB result: %v; want it refused naming the plugin and max_held_bytes", flood, err)
+	}
+	// Collecting the result takes about twice what is held (a growing buffer), and
+	// the stream's messages are allocated as they arrive.
+	if grew > 8*budget {
+		t.Errorf("the host allocated %d MiB for a %d MiB result refused at %d MiB", grew>>20, flood, budget>>20)
+	}
+	t.Logf("the host allocated %d MiB", grew>>20)
+	waitFor(t, func() bool { return inst.Held() == 0 })
+
+	for range 3 { // within the budget, again and again: what a call held is given back
+		if s := h.mustCall("s_flood", `{"mib":12}`); s.Outcome != registry.Completed {
+			t.Fatalf("a 12 MiB result within a 16 MiB budget: %s %q", s.Outcome, s.Text())
+		}
+		waitFor(t, func() bool { return inst.Held() == 0 })
+	}
+	if s := h.mustCall("echo", `{"text":"still here"}`); !strings.Contains(s.Text(), "still here") {
+		t.Fatalf("the neighbour: %s", s.Text())
+	}
+}
+
+// The Interaction capability takes a message no larger than a registration's, and
+// refuses a larger one from its length prefix, before it is read.
+func TestHugeAsksAreRefusedUnread(t *testing.T) {
+	h := newHost(t)
+	inst := h.startSpender(t, "", func(c *plugins.Config) { c.Grants = []plugins.Grant{plugins.GrantAsk} })
+	const mib, n = 24, 8
+	var answers map[string]int
+	grew := allocated(func() { h.callJSON(t, "ask", fmt.Sprintf(`{"mib":%d,"n":%d}`, mib, n), &answers) })
+	refused := 0
+	for a, k := range answers {
+		t.Logf("%d× %s", k, a)
+		if strings.HasPrefix(a, "refused (ResourceExhausted)") && (strings.Contains(a, "larger than max") || strings.Contains(a, "max_held_bytes")) {
+			refused += k
+		}
+	}
+	if refused != n {
+		t.Errorf("%d of %d asks of %d MiB refused for their size", refused, n, mib)
+	}
+	if grew > mib<<20 {
+		t.Errorf("the host allocated %d MiB meanwhile; one ask is %d MiB", grew>>20, mib)
+	}
+	// A small ask is read: nobody is there to answer it.
+	answers = nil
+	h.callJSON(t, "ask", `{"mib":0,"n":1}`, &answers)
+	if len(answers) != 1 || !strings.Contains(fmt.Sprint(answers), "FailedPrecondition") {
+		t.Errorf("a small ask: %v; want it read and left unanswered", answers)
+	}
+	waitFor(t, func() bool { return inst.Held() == 0 })
 }
 
 func TestCostlySchemasOfAPluginAreRefused(t *testing.T) {

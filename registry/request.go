@@ -198,7 +198,11 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	// The input's decoded value is needed only to explain a refusal: an input the
 	// text check accepts is not decoded at all.
 	if !e.input.validText(input) {
-		if v, problems := e.input.validate(input); problems != nil {
+		v, problems, err := e.input.validateWithin(ctx, input)
+		if err != nil {
+			return nil, err // interruption
+		}
+		if problems != nil {
 			return q.refuse(call, InvalidInput, invalidInputMessage(call.Name, e.input, v, problems))
 		}
 	}
@@ -226,13 +230,20 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	}
 
 	call.obs.step(ctx, StepValidateOutput)
-	decoded, problems := e.output.validate(out.JSON)
+	decoded, problems, err := e.output.validateWithin(ctx, out.JSON)
+	if err != nil {
+		return nil, err // interruption
+	}
 	if problems != nil {
 		return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, problems))
 	}
 	structured := out.JSON
 	if out.Structured != nil {
-		if _, problems := e.structured.validate(out.Structured); problems != nil {
+		_, problems, err := e.structured.validateWithin(ctx, out.Structured)
+		if err != nil {
+			return nil, err // interruption
+		}
+		if problems != nil {
 			return q.refuse(call, InvalidOutput, invalidOutputMessage(call.Name, problems))
 		}
 		structured = out.Structured

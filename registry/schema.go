@@ -137,6 +137,8 @@ type compiledSchema struct {
 	// text decides the same subset on the JSON text, without decoding it (see
 	// textShape), nil for other schemas; validText asks it first for inputs.
 	text *textShape
+	// cost is what validating against the schema costs (validateWithin).
+	cost validationCost
 }
 
 // maxTextCheck is the longest input validText checks on its text: the check walks
@@ -210,6 +212,10 @@ func compileSchema(what string, raw json.RawMessage) (*compiledSchema, error) {
 	default:
 		return nil, fmt.Errorf("%s: must be a JSON object or boolean", what)
 	}
+	cost, err := measureValidation(what, doc)
+	if err != nil {
+		return nil, err
+	}
 	const loc = "toolhost:///schema.json"
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -225,7 +231,7 @@ func compileSchema(what string, raw json.RawMessage) (*compiledSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	cs := &compiledSchema{schema: s, canonical: canonical, quick: shapeCheck(doc), text: textShapeAt(doc, 0)}
+	cs := &compiledSchema{schema: s, canonical: canonical, quick: shapeCheck(doc), text: textShapeAt(doc, 0), cost: cost}
 	if obj, ok := doc.(map[string]any); ok {
 		if props, ok := obj["properties"].(map[string]any); ok {
 			for k := range props {

@@ -34,6 +34,8 @@ type server struct {
 	tools   pluginpb.ToolsClient
 	nextReg atomic.Uint64
 	prefix  string // before the names of its tools (options: {"prefix": ...})
+	// interaction is the host's Interaction capability, nil unless granted.
+	interaction pluginpb.InteractionClient
 }
 
 func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*pluginpb.ActivateResponse, error) {
@@ -42,6 +44,13 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		return nil, err
 	}
 	s.tools, s.toolsID = pluginpb.NewToolsClient(conn), req.ToolsBrokerId
+	if req.InteractionBrokerId != 0 {
+		iconn, err := s.broker.Dial(req.InteractionBrokerId)
+		if err != nil {
+			return nil, err
+		}
+		s.interaction = pluginpb.NewInteractionClient(iconn)
+	}
 	s.nextReg.Store(1000)
 	var opts struct{ Prefix string }
 	json.Unmarshal(req.Options, &opts)
@@ -57,6 +66,8 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "ansi", Description: "says " + Evil + "\nsecond line", InputSchema: obj},
 		{Name: "fail", Description: "fails", InputSchema: obj},
 		{Name: "crash", Description: "exits", InputSchema: obj},
+		{Name: "flood", Description: "streams a result of mib MiB", InputSchema: obj},
+		{Name: "ask", Description: "asks n questions of mib MiB at once", InputSchema: obj},
 	}
 	for _, d := range defs {
 		d.Name = s.prefix + d.Name
@@ -111,6 +122,20 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return reply(stream, "output "+Evil+"\n\tindented line")
 	case "fail":
 		return stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Failure{Failure: &pluginpb.Failure{Message: "failure " + Evil}}})
+	case "flood":
+		// One JSON string: its quote, MiB chunks of x, its closing quote.
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		if err := stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: []byte(`"`)}}); err != nil {
+			return err
+		}
+		for range in.MiB {
+			if err := stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Output{Output: chunk}}); err != nil {
+				return err // the host stopped reading
+			}
+		}
+		return stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{Output: []byte(`"`)}}})
+	case "ask":
+		return reply(stream, s.ask(ctx, req.Call, in.MiB, in.N))
 	case "crash":
 		fmt.Fprintf(os.NewFile(2, "stderr"), "dying words %s\n", Evil)
 		os.Exit(3)
@@ -135,6 +160,32 @@ func (s *server) big(ctx context.Context, mib, n, conns int) map[string]int {
 	for i := range n {
 		wg.Go(func() {
 			got := s.register(ctx, clients[i%len(clients)], &pluginpb.ToolDefinition{Name: fmt.Sprintf("big_%d", i), Description: desc, InputSchema: []byte(`{}`)})
+			mu.Lock()
+			answers[got]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// ask asks n questions of a mib MiB message at once during call, and counts
+// the answers.
+func (s *server) ask(ctx context.Context, call uint64, mib, n int) map[string]int {
+	if s.interaction == nil {
+		return map[string]int{"not granted": n}
+	}
+	msg := strings.Repeat("?", mib<<20)
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			got := "answered"
+			if _, err := s.interaction.Ask(ctx, &pluginpb.AskRequest{Call: call, Message: msg, Schema: []byte(`{"type":"object"}`)}); err != nil {
+				st, _ := status.FromError(err)
+				got = "refused (" + st.Code().String() + "): " + st.Message()
+			}
 			mu.Lock()
 			answers[got]++
 			mu.Unlock()
