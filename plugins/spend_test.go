@@ -161,13 +161,13 @@ func TestStreamedResultsAreBoundedByTheBudget(t *testing.T) {
 		t.Errorf("the host allocated %d MiB for a %d MiB result refused at %d MiB", grew>>20, flood, budget>>20)
 	}
 	t.Logf("the host allocated %d MiB", grew>>20)
-	waitFor(t, func() bool { return inst.Held() == 0 })
+	proctest.Until(t, func() bool { return inst.Held() == 0 })
 
 	for range 3 { // within the budget, again and again: what a call held is given back
 		if s := h.mustCall("s_flood", `{"mib":12}`); s.Outcome != registry.Completed {
 			t.Fatalf("a 12 MiB result within a 16 MiB budget: %s %q", s.Outcome, s.Text())
 		}
-		waitFor(t, func() bool { return inst.Held() == 0 })
+		proctest.Until(t, func() bool { return inst.Held() == 0 })
 	}
 	if s := h.mustCall("echo", `{"text":"still here"}`); !strings.Contains(s.Text(), "still here") {
 		t.Fatalf("the neighbour: %s", s.Text())
@@ -201,7 +201,7 @@ func TestHugeAsksAreRefusedUnread(t *testing.T) {
 	if len(answers) != 1 || !strings.Contains(fmt.Sprint(answers), "FailedPrecondition") {
 		t.Errorf("a small ask: %v; want it read and left unanswered", answers)
 	}
-	waitFor(t, func() bool { return inst.Held() == 0 })
+	proctest.Until(t, func() bool { return inst.Held() == 0 })
 }
 
 func TestCostlySchemasOfAPluginAreRefused(t *testing.T) {

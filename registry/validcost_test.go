@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -29,8 +30,8 @@ func refChain(depth int) json.RawMessage {
 // A schema whose references unfold past the limit is refused at registration,
 // before it is compiled, naming the limit.
 func TestSchemasThatUnfoldTooFarAreRefused(t *testing.T) {
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	for _, depth := range []int{30, 9} { // 2^30, and just past the limit
 		_, err := r.Register(registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{"t": schemaTool(refChain(depth))}})
 		if !errors.Is(err, registry.ErrSchemaTooComplex) || !strings.Contains(err.Error(), fmt.Sprintf("unfold through \"$ref\" to more than %d", registry.MaxUnfoldedSubschemas)) {
@@ -76,8 +77,8 @@ func heavyPattern(n int) json.RawMessage {
 // which stops waiting for it when its context ends.
 func TestHeavyValidationIsBounded(t *testing.T) {
 	schema := heavyPattern(1000) // about 6 KB of pattern: heavy
-	r := newRegistry(t)
-	openLocation(t, r, "/ws")
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
 	register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{"heavy": schemaTool(schema)}})
 	q, err := r.Prepare("/ws")
 	if err != nil {
@@ -104,7 +105,7 @@ func TestHeavyValidationIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	openLocation(t, r2, "/ws")
+	hosttest.OpenLocation(t, r2, "/ws")
 	register(t, r2, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{"heavy": schemaTool(schema)}})
 	q2, err := r2.Prepare("/ws")
 	if err != nil {
