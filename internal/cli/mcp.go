@@ -290,12 +290,13 @@ func (m *mcpRun) activationFailed(ctx context.Context, err error) int {
 // the activation.
 func (m *mcpRun) serveStdio(ctx context.Context) int {
 	in := m.app.stdin
+	relay := false
 	if f, ok := in.(*os.File); ok && f == os.Stdin {
 		if pf, restore := pollable(f); pf != nil {
 			defer restore()
 			in = pf
 		}
-		defer relayProcs()()
+		relay = true
 	}
 	release := m.srv.Hold()
 	defer release()
@@ -310,6 +311,9 @@ func (m *mcpRun) serveStdio(ctx context.Context) int {
 	}()
 	err := m.activate(actCtx)
 	release()
+	if relay { // after the activation, which runs beside the session's first answers
+		defer relayProcs()()
+	}
 	if err != nil && (ctx.Err() != nil || actCtx.Err() == nil) { // not a client that went away
 		stopServing()
 		<-served
