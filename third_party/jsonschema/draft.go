@@ -15,8 +15,14 @@ type Draft struct {
 	id            string             // property name used to represent id
 	subschemas    []SchemaPath       // locations of subschemas
 	vocabPrefix   string             // prefix used for vocabulary
-	allVocabs     map[string]*Schema // names of supported vocabs with its schemas
+	allVocabs     map[string]*Schema // names of supported vocabs (their schemas: vocabSchemas)
 	defaultVocabs []string           // names of default vocabs
+
+	// once compiles sch and vocabSchemas, the draft's meta-schemas, the first time
+	// one is needed (see dialect.getSchema) rather than at package initialization.
+	// (toolhost patch; see PATCH.md.)
+	once         sync.Once
+	vocabSchemas map[string]*Schema
 }
 
 // String returns the specification url.
@@ -125,21 +131,18 @@ var (
 	draftLatest = Draft2020
 )
 
-// metaOnce compiles the drafts' meta-schemas, once, the first time one is needed
-// (see dialect.getSchema) rather than at package initialization: every program
-// linking the package paid for compiling all five drafts at start, whether or not
-// it ever compiled a schema. (toolhost patch; see ../README.md.)
-var metaOnce sync.Once
-
-func loadMetaSchemas() {
-	c := NewCompiler()
-	c.AssertFormat()
-	for _, d := range []*Draft{Draft4, Draft6, Draft7, Draft2019, Draft2020} {
+// load compiles the draft's meta-schemas, once. Only getSchema reads them, after
+// load; allVocabs keeps only the names, so nothing reads a map being written.
+func (d *Draft) load() {
+	d.once.Do(func() {
+		c := NewCompiler()
+		c.AssertFormat()
 		d.sch = c.MustCompile(d.url)
+		d.vocabSchemas = make(map[string]*Schema, len(d.allVocabs))
 		for name := range d.allVocabs {
-			d.allVocabs[name] = c.MustCompile(strings.TrimSuffix(d.url, "schema") + "meta/" + name)
+			d.vocabSchemas[name] = c.MustCompile(strings.TrimSuffix(d.url, "schema") + "meta/" + name)
 		}
-	}
+	})
 }
 
 func draftFromURL(url string) *Draft {
@@ -271,7 +274,7 @@ func (d *dialect) activeVocabs(assertVocabs bool, vocabularies map[string]*Vocab
 }
 
 func (d *dialect) getSchema(assertVocabs bool, vocabularies map[string]*Vocabulary) *Schema {
-	metaOnce.Do(loadMetaSchemas)
+	d.draft.load()
 	vocabs := d.activeVocabs(assertVocabs, vocabularies)
 	if vocabs == nil {
 		return d.draft.sch
@@ -279,7 +282,7 @@ func (d *dialect) getSchema(assertVocabs bool, vocabularies map[string]*Vocabula
 
 	var allOf []*Schema
 	for _, vocab := range vocabs {
-		sch := d.draft.allVocabs[vocab]
+		sch := d.draft.vocabSchemas[vocab]
 		if sch == nil {
 			if v, ok := vocabularies[vocab]; ok {
 				sch = v.Schema
@@ -290,7 +293,7 @@ func (d *dialect) getSchema(assertVocabs bool, vocabularies map[string]*Vocabula
 		}
 	}
 	if !slices.Contains(vocabs, "core") {
-		sch := d.draft.allVocabs["core"]
+		sch := d.draft.vocabSchemas["core"]
 		if sch == nil {
 			sch = d.draft.sch
 		}
