@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolhost/toolhost/registry"
 )
 
 // ConfigPath is the config file's path relative to a Location directory.
@@ -201,6 +203,11 @@ type OutputLimits struct {
 	MaxBytes int
 	// QuotaBytes is the Location's managed-storage quota; zero means 1 GiB.
 	QuotaBytes int64
+}
+
+// limits is the registry's form of o.
+func (o OutputLimits) limits() registry.Limits {
+	return registry.Limits{MaxLines: o.MaxLines, MaxBytes: o.MaxBytes, MaxRetainedBytes: o.QuotaBytes}
 }
 
 // Canonicalize returns the canonical form of a Location directory: absolute,

@@ -175,9 +175,7 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 		}
 	}
 
-	release, err := opts.Registry.OpenLocation(id, registry.Limits{
-		MaxLines: cfg.ToolOutput.MaxLines, MaxBytes: cfg.ToolOutput.MaxBytes, MaxRetainedBytes: cfg.ToolOutput.QuotaBytes,
-	})
+	release, err := opts.Registry.OpenLocation(id, cfg.ToolOutput.limits())
 	if err != nil {
 		if errors.Is(err, registry.ErrInvalidLimits) {
 			return nil, fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(id, filepath.FromSlash(ConfigPath)), err)
@@ -313,19 +311,39 @@ func (l *Location) startServerSource(ctx context.Context, src *source, mc MCPSer
 		src.fail(err)
 		return fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
 	}
-	lookup := envLookup(l.env)
-	mc, err = mc.Expand(lookup)
-	if err == nil {
-		mc, err = mc.RunHeadersHelper(ctx, l.env)
-	}
+	cfg, err := l.serverConfig(ctx, mc)
 	if err != nil {
 		// Like a server that cannot start: the source fails, the Location serves.
 		_ = msc.Close(context.WithoutCancel(ctx))
 		src.fail(err)
 		return nil
 	}
+	sup, err := mcp.Keep(ctx, msc, cfg, mcp.Target{Registry: l.reg, Location: l.id})
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.sc = msc
+	if sup != nil {
+		src.sup = sup
+	} else { // only when the Location scope closed meanwhile
+		src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
+		return src.err
+	}
+	return nil
+}
+
+// serverConfig is the mcp.Config of mc in this Location: its variables expanded
+// and its headers helper run.
+func (l *Location) serverConfig(ctx context.Context, mc MCPServerConfig) (mcp.Config, error) {
+	lookup := envLookup(l.env)
+	mc, err := mc.Expand(lookup)
+	if err == nil {
+		mc, err = mc.RunHeadersHelper(ctx, l.env)
+	}
+	if err != nil {
+		return mcp.Config{}, err
+	}
 	tokenDir, _ := mcp.DefaultTokenDir(func(k string) string { v, _ := lookup(k); return v })
-	sup, err := mcp.Keep(ctx, msc, mcp.Config{
+	return mcp.Config{
 		Name: mc.Name,
 		Remote: mcp.Remote{
 			URL: mc.URL, Transport: mc.Transport, Headers: mc.Headers, TokenDir: tokenDir,
@@ -342,17 +360,7 @@ func (l *Location) startServerSource(ctx context.Context, src *source, mc MCPSer
 		Limits:       mc.Sharing.limits(),
 		Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
 		Logger:       l.logger.Named(mc.Name),
-	}, mcp.Target{Registry: l.reg, Location: l.id})
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	src.sc = msc
-	if sup != nil {
-		src.sup = sup
-	} else { // only when the Location scope closed meanwhile
-		src.state, src.err = supervise.Failed, fmt.Errorf("location: mcp server %q: %w", mc.Name, err)
-		return src.err
-	}
-	return nil
+	}, nil
 }
 
 // activated follows every source's changes and logs those that do not serve.

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolhost/toolhost/mcp"
@@ -467,7 +468,9 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 var (
-	nameRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+	// nameRE is compiled on first use: its counted repetition makes compiling it
+	// cost enough to show in every toolhost command's start.
+	nameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`) })
 	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/supervise"
 )
 
@@ -436,5 +437,70 @@ func TestActivateRemoteServer(t *testing.T) {
 		if err := l.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestReloadChangedServerDrains: a changed MCP server is replaced by its next
+// generation, and a call in flight on the old one completes: the server's "hold"
+// tool is answered only once the next generation has connected.
+func TestReloadChangedServerDrains(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	initialized := make(chan struct{}, 4)
+	server := gomcp.NewServer(&gomcp.Implementation{Name: "t", Version: "1"}, &gomcp.ServerOptions{
+		InitializedHandler: func(context.Context, *gomcp.InitializedRequest) { initialized <- struct{}{} },
+	})
+	gomcp.AddTool(server, &gomcp.Tool{Name: "hold", Description: "Answers once released."},
+		func(ctx context.Context, _ *gomcp.CallToolRequest, _ struct{}) (*gomcp.CallToolResult, any, error) {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "held"}}}, nil, nil
+		})
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return server }, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(lis)
+	defer srv.Close()
+	url := "http://" + lis.Addr().String() + "/mcp"
+
+	e := newEnv(t)
+	cfg := obj{"permission": allowAll, "mcp_servers": []obj{{"name": "remote", "url": url}}}
+	dir := workspace(t, cfg)
+	l := e.activate(t, dir)
+	defer l.Close(t.Context())
+	<-initialized
+
+	settled := make(chan *registry.Settlement, 1)
+	go func() {
+		s, err := settle(t, l, "remote_hold", obj{})
+		if err != nil {
+			t.Error(err)
+		}
+		settled <- s
+	}()
+	<-entered
+	cfg["mcp_servers"] = []obj{{"name": "remote", "url": url, "headers": obj{"X-Generation": "2"}}}
+	setConfig(t, dir, cfg)
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- l.Reload(t.Context()) }()
+	<-initialized // the next generation connected; the old one still holds the call
+	close(release)
+	if s := <-settled; s == nil || s.Outcome != registry.Completed || s.Text() != "held" {
+		t.Errorf("the call in flight across the change: %s, want it completed", settlementText(s))
+	}
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := sourceState(l, "mcp:remote"); !ok || st.State != supervise.Running {
+		t.Errorf("the changed server after the reload: %+v", st)
+	}
+	if s, err := settle(t, l, "remote_hold", obj{}); err != nil || s.Outcome != registry.Completed {
+		t.Errorf("a call on the next generation: %v %s", err, settlementText(s))
 	}
 }

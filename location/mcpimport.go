@@ -154,7 +154,7 @@ func parseImported(dir, file string, f importFormat, data []byte, seen map[strin
 func (d *decoder) newImported(at, name string, syntax varSyntax) MCPServerConfig {
 	m := MCPServerConfig{Name: badChars.ReplaceAllString(name, "_"), Dir: d.dir}
 	m.Origin, m.syntax, m.wsDir = d.file+" at "+at, syntax, d.dir
-	if !nameRE.MatchString(m.Name) {
+	if !nameRE().MatchString(m.Name) {
 		d.problem(at, "server name %s cannot name tools: it must start with a letter and have at most 64 characters", quote(name))
 	}
 	return m

@@ -2,6 +2,7 @@ package location
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
+	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/supervise"
 )
 
@@ -49,10 +52,16 @@ type reloadState struct {
 //   - a source whose entry is unchanged keeps running untouched; an added one
 //     starts; a removed one stops (its calls in flight end as interruptions); a
 //     changed plugin is rebuilt when given as source and replaced by its next
-//     generation once that has registered (calls in flight on the old one finish);
-//     another changed source is stopped and started anew;
-//   - workspace_id and tool_output (the placement's limits) apply at the next
-//     activation; a change to them is logged.
+//     generation once that has registered (calls in flight on the old one finish),
+//     and so is a changed MCP server once its next generation has listed its
+//     tools; another changed source (a manifest tool, one that never started) is
+//     stopped and started anew;
+//   - tool_output (the placement's limits) holds for every Request prepared after
+//     Reload has read it; a Request prepared before keeps the limits it was
+//     prepared with;
+//   - workspace_id shows at once (Config), but reaches the running plugins only
+//     at the next activation: a plugin is given it when it is activated. A change
+//     to it is logged.
 //
 // An invalid config changes nothing and is returned (a *ConfigError naming the file
 // and JSON pointer); it shows as the KindConfig entry of Sources and in the log
@@ -80,22 +89,27 @@ func (l *Location) Reload(ctx context.Context) error {
 	if err == nil && needsBuild(cfg, l.reattach) && l.cacheDir == "" {
 		l.cacheDir, err = BuildCacheDir(l.opts.BuildCache, l.env)
 	}
-	var rules []permission.Rule
+	old := l.Config()
+	if err == nil && cfg.ToolOutput != old.ToolOutput {
+		if err = l.reg.SetLocationLimits(l.id, cfg.ToolOutput.limits()); errors.Is(err, registry.ErrInvalidLimits) {
+			err = fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(l.id, filepath.FromSlash(ConfigPath)), err)
+		}
+	}
 	if err == nil {
-		rules = permissionRules(cfg)
-		err = l.perm.SetRules(rules)
+		if err = l.perm.SetRules(permissionRules(cfg)); err != nil && cfg.ToolOutput != old.ToolOutput {
+			_ = l.reg.SetLocationLimits(l.id, old.ToolOutput.limits()) // valid: they applied
+		}
 	}
 	if err != nil {
 		l.setConfigErr(err)
 		l.logger.Error("config not applied: the running config keeps serving until the error is fixed", "location", l.id, "error", err)
 		return err
 	}
-	old := l.Config()
 	for _, n := range cfg.Notes {
 		l.logger.Info(n)
 	}
-	if cfg.WorkspaceID != old.WorkspaceID || cfg.ToolOutput != old.ToolOutput {
-		l.logger.Warn("workspace_id and tool_output apply at the next activation", "location", l.id)
+	if cfg.WorkspaceID != old.WorkspaceID {
+		l.logger.Warn("workspace_id reaches the running plugins at the next activation (a plugin is given it when it is activated)", "location", l.id)
 	}
 	changes := l.reconcile(ctx, cfg, oldModules)
 	l.reload.cfg.Lock()
@@ -199,6 +213,12 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		case ok && reflect.DeepEqual(*s.mc, *mc):
 			next = append(next, s)
 			continue
+		case ok && s.supervisor() != nil:
+			// Replaced by its next generation, as a plugin is.
+			next = append(next, s)
+			changes = append(changes, "changed "+s.id())
+			reloaded = append(reloaded, func() { l.replaceServer(ctx, s, mc) })
+			continue
 		case ok:
 			stop = append(stop, s)
 			changes = append(changes, "changed "+s.id())
@@ -286,6 +306,30 @@ func (l *Location) replacePlugin(ctx context.Context, s *source, pc *PluginConfi
 	}
 	if _, err := sup.Reload(ctx, cfg); err != nil {
 		l.logger.Error("changed plugin not replaced: the running generation keeps serving", "plugin", pc.Name, "error", err)
+	}
+}
+
+// replaceServer reloads a changed MCP server's supervisor with the new config: the
+// next generation starts and lists its tools, then the old one is released, its
+// calls in flight finishing within its stop grace. If the new config cannot be
+// made (a variable, the headers helper) or its server does not start, the running
+// generation keeps serving and the error is logged.
+func (l *Location) replaceServer(ctx context.Context, s *source, mc *MCPServerConfig) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	sup, _ := s.sup.(*mcp.Supervisor)
+	s.mc = mc
+	s.mu.Unlock()
+	if sup == nil { // reconcile replaces only a server that got as far as starting
+		return
+	}
+	cfg, err := l.serverConfig(ctx, *mc)
+	if err == nil {
+		_, err = sup.Reload(ctx, cfg)
+	}
+	if err != nil {
+		l.logger.Error("changed MCP server not replaced: the running generation keeps serving", "server", mc.Name, "error", err)
 	}
 }
 

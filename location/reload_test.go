@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -291,4 +292,69 @@ func BenchmarkConfigRenameToRule(b *testing.B) {
 	}
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "rename-to-rule-p50-ns")
+}
+
+// TestWatchConfigToolOutput: a tool_output edit renamed into place holds for the
+// Requests prepared after it is read, while a Request prepared before keeps the
+// limits it was prepared with: the built-in read of a 100-line file shows at most
+// 10 lines on the Request prepared before the edit and 40 on one prepared after.
+func TestWatchConfigToolOutput(t *testing.T) {
+	e := newEnv(t)
+	e.opts.WatchConfig = true
+	cfg := func(lines int) obj {
+		return obj{"permission": allowAll, "tool_output": obj{"max_lines": lines}}
+	}
+	dir := workspace(t, cfg(10))
+	var text strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&text, "line %d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := e.activate(t, dir)
+	defer l.Close(t.Context())
+	read := func(q *registry.Request) int {
+		t.Helper()
+		s, err := q.Settle(t.Context(), registry.Call{Name: "read", Input: json.RawMessage(`{"path":"long.txt"}`), Invocation: sdk.Invocation{ToolCallID: "call_1"}})
+		if err != nil || s.Outcome != registry.Completed {
+			t.Fatalf("read: %v %s", err, settlementText(s))
+		}
+		return strings.Count(s.Text(), "line ")
+	}
+	before, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := read(before); n > 10 {
+		t.Fatalf("read shows %d lines of the file under max_lines 10", n)
+	}
+
+	changed := l.SourcesChanged()
+	data, _ := json.Marshal(cfg(40))
+	tmp := filepath.Join(dir, ".toolhost", ".config.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, location.ConfigPath)); err != nil {
+		t.Fatal(err)
+	}
+	for l.Config().ToolOutput.MaxLines != 40 {
+		select {
+		case <-changed:
+			changed = l.SourcesChanged()
+		case <-t.Context().Done():
+			t.Fatal("the renamed config was not applied")
+		}
+	}
+	if n := read(before); n > 10 {
+		t.Errorf("the Request prepared before the edit shows %d lines, want its limit of 10 kept", n)
+	}
+	after, err := l.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := read(after); n <= 10 || n > 40 {
+		t.Errorf("a Request prepared after the edit shows %d lines, want more than 10, at most 40", n)
+	}
 }

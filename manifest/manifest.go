@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
@@ -144,7 +145,9 @@ type rawTool struct {
 }
 
 var (
-	nameGrammar = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+	// nameGrammar is compiled on first use: its counted repetition makes compiling
+	// it cost enough to show in every toolhost command's start.
+	nameGrammar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`) })
 	envGrammar  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -173,7 +176,7 @@ func loadFile(locationDir, file string) (Tool, error) {
 	switch {
 	case raw.Name == nil:
 		problem(`name: missing`)
-	case !nameGrammar.MatchString(*raw.Name):
+	case !nameGrammar().MatchString(*raw.Name):
 		problem("name: invalid name %q: want a letter followed by at most 63 letters, digits, '_' or '-'", *raw.Name)
 	default:
 		t.Name = *raw.Name

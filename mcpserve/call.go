@@ -31,6 +31,9 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			if !ok || r.Session == nil {
 				break
 			}
+			if err := s.awaitRelease(ctx); err != nil {
+				return nil, err
+			}
 			v := s.refresh()
 			st := s.sessionOf(r.Session)
 			s.mu.Lock()
@@ -54,49 +57,60 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 	}
 }
 
-// awaitStarts waits until every served Location has made its first attempt to
-// start each of its sources (location.Location.Started: each bounded by its start
-// timeout, a plugin's build first), or ctx ends. It reports whether there was
-// anything to wait for.
-func (s *Server) awaitStarts(ctx context.Context) bool {
-	s.mu.Lock()
-	var starting []<-chan struct{}
-	for _, loc := range s.locs {
-		select {
-		case <-loc.Started():
-		default:
-			starting = append(starting, loc.Started())
-		}
-	}
-	s.mu.Unlock()
-	for _, ch := range starting {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return len(starting) > 0
-}
-
-// call settles one tools/call on the view the session last listed. A tool not
-// in it is looked for again once the Locations' sources still starting have
-// started, so a call that comes before its source is up waits for it.
-func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
-	st := s.sessionOf(req.Session)
+// lookup finds the tool name in the view the session last listed (else the current
+// one). A tool not in it is looked for again after each registry change until it is
+// served or every served Location has made its first attempt to start each of its
+// sources (location.Location.Started: each bounded by its start timeout, a plugin's
+// build first): a call that comes before its source is up waits for that source,
+// not for the others. It reports false when the tool is not served then, or ctx
+// ended.
+func (s *Server) lookup(ctx context.Context, st *session, name string) (served, bool) {
 	s.mu.Lock()
 	v := st.view
 	s.mu.Unlock()
 	if v == nil {
 		v = s.refresh()
 	}
-	name := req.Params.Name
-	t, ok := v.byName[name]
-	if !ok && s.awaitStarts(ctx) {
-		// Its source may have been starting: look again.
-		v = s.refresh()
-		t, ok = v.byName[name]
+	if t, ok := v.byName[name]; ok {
+		return t, true
 	}
+	for {
+		changed := s.opts.Registry.Changed()
+		t, ok := s.refresh().byName[name]
+		if ok {
+			return t, true
+		}
+		s.mu.Lock()
+		var starting []<-chan struct{}
+		for _, loc := range s.locs {
+			select {
+			case <-loc.Started():
+			default:
+				starting = append(starting, loc.Started())
+			}
+		}
+		s.mu.Unlock()
+		if len(starting) == 0 {
+			return served{}, false
+		}
+		select {
+		case <-changed:
+		case <-starting[0]: // then look again, and wait for the next one still starting
+		case <-ctx.Done():
+			return served{}, false
+		}
+	}
+}
+
+// call settles one tools/call on the view the session last listed; a tool whose
+// source is still starting is waited for (see lookup).
+func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+	if err := s.awaitRelease(ctx); err != nil {
+		return nil, err
+	}
+	st := s.sessionOf(req.Session)
+	name := req.Params.Name
+	t, ok := s.lookup(ctx, st, name)
 	if !ok {
 		return &gomcp.CallToolResult{
 			IsError: true,

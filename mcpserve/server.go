@@ -73,6 +73,10 @@ type Server struct {
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
 	rootsMu  sync.Mutex // one Options.Roots call at a time
+
+	holdMu   sync.Mutex
+	holds    int           // Holds not yet released
+	released chan struct{} // closed when the last Hold is released; nil when none is
 }
 
 // session is what the Server keeps per client session.
@@ -167,6 +171,46 @@ func (s *Server) Add(loc *location.Location) {
 	s.locs[loc.ID()] = loc
 	s.mu.Unlock()
 	s.refresh()
+}
+
+// Hold makes tools/list and tools/call wait until release is called (or their
+// request ends). A caller serving a session before its Locations are activated holds
+// the Server until it has added them: the client's initialize is answered at once,
+// and its first tools/list still lists the Locations' tools. release is idempotent.
+func (s *Server) Hold() (release func()) {
+	s.holdMu.Lock()
+	if s.holds == 0 {
+		s.released = make(chan struct{})
+	}
+	s.holds++
+	s.holdMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.holdMu.Lock()
+			defer s.holdMu.Unlock()
+			if s.holds--; s.holds == 0 {
+				close(s.released)
+				s.released = nil
+			}
+		})
+	}
+}
+
+// awaitRelease waits until no Hold is held, or ctx ends (its error).
+func (s *Server) awaitRelease(ctx context.Context) error {
+	s.holdMu.Lock()
+	released := s.released
+	s.holdMu.Unlock()
+	if released == nil {
+		return nil
+	}
+	select {
+	case <-released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Remove stops serving the Location id; the caller closes it.

@@ -442,18 +442,21 @@ func TestDevReload(t *testing.T) {
 	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "alpha", Arguments: map[string]any{}}); err != nil || text(res) != "alpha" {
 		t.Fatalf("alpha: %v %+v", err, res)
 	}
+	// The session is served before the Location is added, so a list_changed may
+	// come for that too: list on each until the edit's tool is there.
 	write("alpha", "beta")
-	<-changed // notifications/tools/list_changed after the edit
-	list, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for _, tool := range list.Tools {
-		names = append(names, tool.Name)
-	}
-	if !strings.Contains(strings.Join(names, " "), "beta") {
-		t.Fatalf("after the reload tools/list gives %v", names)
+	for !slices.Contains(names, "beta") {
+		select {
+		case <-changed:
+		case <-t.Context().Done():
+			t.Fatalf("no notifications/tools/list_changed brought beta after the edit; last list %v", names)
+		}
+		list, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = toolNames(list.Tools)
 	}
 	if res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "beta", Arguments: map[string]any{}}); err != nil || text(res) != "beta" {
 		t.Fatalf("beta: %v %+v", err, res)
@@ -600,6 +603,62 @@ func TestAnswersAtOnce(t *testing.T) {
 		}
 	})
 
+	// A call to a tool whose source is starting waits for that source, not for
+	// the others: the quick plugin registers "quick" once its own gate opens, while
+	// the probe's build stays held; the call made before "quick" was registered
+	// answers with the build still held.
+	t.Run("OwnSourceOnly", func(t *testing.T) {
+		gate, openBuild, pids := gatedGo(t)
+		defer openBuild()
+		ws, cache := coldWorkspace(t)
+		quick := gatedPlugin(t, "quick")
+		quickGate := filepath.Join(ws, "quick-gate")
+		probe, _ := filepath.Abs(filepath.Join("testdata", "probe"))
+		cfg := fmt.Sprintf(`{"plugins": [{"name": "probe", "source": %q}, {"name": "quick", "path": %q, "env": {"GATE": %q}, "sandbox": {"read": ["."]}}],
+			"permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, probe, quick, quickGate)
+		if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "mcp", "--location", ws)
+		cmd.Env = append(os.Environ(), "PATH="+gate+":"+os.Getenv("PATH"), "TOOLHOST_BUILD_CACHE="+cache, "XDG_DATA_HOME="+t.TempDir())
+		client := gomcp.NewClient(&gomcp.Implementation{Name: "go-own-source", Version: "1"}, nil)
+		cs, err := client.Connect(t.Context(), &gomcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		list, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := toolNames(list.Tools); slices.Contains(got, "quick") || slices.Contains(got, "echo") {
+			t.Fatalf("tools/list with both plugins held: %v", got)
+		}
+		called := make(chan *gomcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(t.Context(), &gomcp.CallToolParams{Name: "quick", Arguments: map[string]any{}})
+			if err != nil {
+				t.Error(err)
+			}
+			called <- res
+		}()
+		proctest.Until(t, func() bool { return len(pids()) > 0 }) // the probe's build is under way
+		if err := os.WriteFile(quickGate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-called:
+			if res == nil || res.IsError || text(res) != "quick" {
+				t.Errorf("the call to the quick plugin's tool: %+v", res)
+			}
+		case <-t.Context().Done():
+			t.Fatal("the call to the quick plugin's tool did not answer while the probe's build was held")
+		}
+		if _, err := os.Stat(filepath.Join(gate, "gate")); err == nil {
+			t.Fatal("the build's gate was opened before the call answered")
+		}
+	})
+
 	t.Run("ClientGoesAway", func(t *testing.T) {
 		gate, _, pids := gatedGo(t)
 		ws, cache := coldWorkspace(t)
@@ -632,4 +691,53 @@ func toolNames(tools []*gomcp.Tool) []string {
 		out = append(out, t.Name)
 	}
 	return out
+}
+
+// gatedPluginSource serves one tool, named after the plugin, once the file named by
+// $GATE exists; it returns its name.
+const gatedPluginSource = `package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+func main() {
+	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, loc sdk.Location, tools sdk.Tools) error {
+		for {
+			if _, err := os.Stat(os.Getenv("GATE")); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		_, err := tools.Register(ctx, map[string]sdk.Tool{%[1]q: sdk.NewTool("Says its name.", func(context.Context, sdk.Invocation, struct{}) (string, error) { return %[1]q, nil })})
+		return err
+	}))
+}
+`
+
+// gatedPlugin builds a plugin binary (with the real go, from a source under
+// testdata for the sdk import) that registers the tool name once $GATE exists.
+func gatedPlugin(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.MkdirTemp("testdata", "gatedplugin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(src)
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(fmt.Sprintf(gatedPluginSource, name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, "./"+src).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	return bin
 }

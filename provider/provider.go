@@ -52,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -107,10 +108,12 @@ type Tool struct {
 // characters.
 const MaxOpenAIDescription = 1024
 
+// The profiles' name grammars, compiled on first use: their counted repetitions
+// make compiling them cost enough to show in every toolhost command's start.
 var (
-	openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	geminiName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`)
-	geminiProp = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	openAIName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
+	geminiName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`) })
+	geminiProp = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`) })
 )
 
 // Check checks t against profile p. It returns the input schema to advertise (for
@@ -125,14 +128,14 @@ func Check(p Profile, t Tool) (json.RawMessage, []Problem) {
 	var c checker
 	switch p {
 	case OpenAI, Anthropic:
-		if !openAIName.MatchString(t.Name) {
-			c.add("", "name %q does not match %s: 1 to 64 letters, digits, underscores or dashes", t.Name, openAIName)
+		if !openAIName().MatchString(t.Name) {
+			c.add("", "name %q does not match %s: 1 to 64 letters, digits, underscores or dashes", t.Name, openAIName())
 		}
 		if n := utf8.RuneCountInString(t.Description); p == OpenAI && n > MaxOpenAIDescription {
 			c.add("", "description has %d characters; %s accepts at most %d", n, p, MaxOpenAIDescription)
 		}
 	case Gemini:
-		if !geminiName.MatchString(t.Name) {
+		if !geminiName().MatchString(t.Name) {
 			c.add("", "name %q must start with a letter or an underscore, then letters, digits, underscores, dots, colons or dashes, 64 characters at most", t.Name)
 		}
 	default:
@@ -276,8 +279,8 @@ func (c *checker) adapt(v any, ptr string, refs []string) any {
 			}
 			adapted := map[string]any{}
 			for _, name := range sortedKeys(props) {
-				if !geminiProp.MatchString(name) {
-					c.add(at+"/"+escape(name), "gemini property names must match %s", geminiProp)
+				if !geminiProp().MatchString(name) {
+					c.add(at+"/"+escape(name), "gemini property names must match %s", geminiProp())
 				}
 				adapted[name] = c.adapt(props[name], at+"/"+escape(name), refs)
 			}

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
-var nameGrammar = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+// nameGrammar is compiled on first use: its counted repetition makes compiling it
+// cost enough to show in every toolhost command's start.
+var nameGrammar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`) })
 
 // NormalizeName derives the model-facing name from an authored name: every character
 // outside [A-Za-z0-9_-] becomes "_", and the result must match
@@ -19,7 +22,7 @@ func NormalizeName(authored string) (string, error) {
 		}
 		return '_'
 	}, authored)
-	if !nameGrammar.MatchString(name) {
+	if !nameGrammar().MatchString(name) {
 		return "", fmt.Errorf("name %q (normalized %q) must start with a letter and have 1 to 64 characters of [A-Za-z0-9_-]", authored, name)
 	}
 	return name, nil

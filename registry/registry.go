@@ -213,9 +213,34 @@ func (r *Registry) OpenLocation(id string, limits Limits) (release func(), err e
 	}), nil
 }
 
+// SetLocationLimits replaces the output limits of the Location placement id
+// (merged with the application's, as OpenLocation merges them): Requests prepared
+// from then on bound output by them, while a Request prepared before keeps the
+// limits it was prepared with. It fails with an error wrapping ErrInvalidLimits
+// and changes nothing when the merged limits are invalid, and with one wrapping
+// ErrLocationNotOpen when id is not open.
+func (r *Registry) SetLocationLimits(id string, limits Limits) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.placements[id]
+	if !ok || id == Application {
+		return fmt.Errorf("%w: %q", ErrLocationNotOpen, id)
+	}
+	limits = mergeLimits(limits, r.placements[Application].limits)
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	if limits != p.limits {
+		p.limits = limits
+		p.cached = nil
+		r.changedLocked()
+	}
+	return nil
+}
+
 // Changed returns a channel that is closed at the next change to the tools any
 // Request could see: a batch registered or released, a Location placement opened
-// or removed. It says only that something changed, in some placement: prepare again
+// or removed or its limits replaced. It says only that something changed, in some placement: prepare again
 // and compare. After it is closed, call Changed again for the next change. It never
 // blocks a registration and is safe for concurrent use; toolhost mcp uses it to
 // send notifications/tools/list_changed.

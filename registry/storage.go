@@ -136,17 +136,37 @@ func OpenStorage(dir string, opts StorageOptions) (*Storage, error) {
 	if s.log == nil {
 		s.log = hclog.Default()
 	}
-	probe, err := s.retain(strings.NewReader(""))
-	if err != nil {
+	if err := s.probe(); err != nil {
 		return nil, err
-	}
-	if err := os.Remove(probe); err != nil {
-		return nil, &StorageError{Op: "open", Path: probe, Err: err}
 	}
 	if err := s.Sweep(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// probe checks that a file can be created and removed in the directory. The file
+// is named as a retention's temporary file and made under the directory's lock, so
+// no other process takes it for a dead writer's; if this one dies before removing
+// it, a sweep does. Nothing is synced: the file is never meant to last.
+func (s *Storage) probe() error {
+	var random [managedSuffixLen / 2]byte
+	_, _ = rand.Read(random[:]) // never fails
+	path := filepath.Join(s.dir, "."+managedPrefix+placementTag(Application)+"-"+hex.EncodeToString(random[:])+partialSuffix)
+	lk, err := s.lockPlacement(placementTag(Application))
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return &StorageError{Op: "open", Path: path, Err: err}
+	}
+	f.Close()
+	if err := os.Remove(path); err != nil {
+		return &StorageError{Op: "open", Path: path, Err: err}
+	}
+	return nil
 }
 
 // Dir returns the absolute path of the managed directory.

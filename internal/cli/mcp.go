@@ -81,178 +81,272 @@ func (a *app) mcp(ctx context.Context, args []string) int {
 	case o.noToken && o.tokenFile != "":
 		return a.usageError(fs, "--no-token and --token-file exclude each other")
 	}
-	level := hclog.Warn
-	if o.verbose {
-		level = hclog.Debug
-	}
-	// Plugin and host logs go to stderr at level, and to the client's sessions at the
-	// level each set (the sink sees every message).
-	// The logger passes everything down to debug (a plugin's log lines below the
-	// host logger's level are dropped before any sink sees them); stderr gets level
-	// and up, each client session what it asked for with logging/setLevel.
-	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "toolhost", Output: io.Discard, Level: hclog.Debug})
-	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{Output: a.stderr, Level: level}))
-	fail := func(err error) int {
-		a.errorf("toolhost mcp: %v", err)
-		return ExitFailure
-	}
-
-	var (
-		lis       net.Listener
-		token     string
-		tokenFile string
-		err       error
-	)
+	m := &mcpRun{app: a, o: o, logger: mcpLogger(a.stderr, o.verbose)}
+	defer m.cleanup()
+	var lis net.Listener
 	if o.http != "" {
-		if lis, err = server.ListenTCP(o.http, logger); err != nil {
+		var err error
+		if lis, err = m.listen(); err != nil {
 			if errors.Is(err, server.ErrNotLoopback) {
 				return a.usageError(fs, "%v", err)
 			}
-			return fail(err)
+			return m.fail(err)
 		}
-		defer lis.Close()
 	}
-	if lis != nil && !o.noToken {
-		tokenFile = o.tokenFile
-		if tokenFile == "" {
-			tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
-		}
-		if tokenFile, token, err = writeToken(tokenFile); err != nil {
-			return fail(err)
-		}
-		defer removeToken(tokenFile, token)
+	if err := m.start(ctx); err != nil {
+		return m.fail(err)
 	}
+	if lis == nil {
+		return m.serveStdio(ctx)
+	}
+	if err := m.activate(ctx); err != nil {
+		return m.activationFailed(ctx, err)
+	}
+	return m.serveHTTP(ctx, lis)
+}
 
+// mcpRun is one run of toolhost mcp: its steps are the methods below, in order
+// (listen with --http; start; then serveStdio, or activate and serveHTTP), and
+// cleanup undoes, in reverse, what they did.
+type mcpRun struct {
+	app    *app
+	o      *mcpOptions
+	logger hclog.InterceptLogger
+
+	token, tokenFile string
+	srv              *mcpserve.Server
+	locOpts          location.Options
+	root             *scope.Scope
+	roots            map[string]*location.Location // with no --location: the client's roots served
+	undo             []func()
+}
+
+// mcpLogger sends plugin and host logs to stderr at level Warn (Debug with verbose),
+// and, through the sinks the server registers, to the client's sessions at the level
+// each set with logging/setLevel. The logger itself passes everything down to Debug:
+// a plugin's log lines below the host logger's level are dropped before any sink
+// sees them.
+func mcpLogger(stderr io.Writer, verbose bool) hclog.InterceptLogger {
+	level := hclog.Warn
+	if verbose {
+		level = hclog.Debug
+	}
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "toolhost", Output: io.Discard, Level: hclog.Debug})
+	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{Output: stderr, Level: level}))
+	return logger
+}
+
+func (m *mcpRun) fail(err error) int {
+	m.app.errorf("toolhost mcp: %v", err)
+	return ExitFailure
+}
+
+// cleanup runs the steps' undos, last first.
+func (m *mcpRun) cleanup() {
+	for i := len(m.undo) - 1; i >= 0; i-- {
+		m.undo[i]()
+	}
+}
+
+// listen opens --http's loopback listener and, unless --no-token, writes the token
+// file.
+func (m *mcpRun) listen() (net.Listener, error) {
+	lis, err := server.ListenTCP(m.o.http, m.logger)
+	if err != nil {
+		return nil, err
+	}
+	m.undo = append(m.undo, func() { lis.Close() })
+	if m.o.noToken {
+		return lis, nil
+	}
+	m.tokenFile = m.o.tokenFile
+	if m.tokenFile == "" {
+		m.tokenFile = filepath.Join(filepath.Dir(server.DefaultTokenPath(os.Getenv)), "toolhost-mcp.token")
+	}
+	if m.tokenFile, m.token, err = writeToken(m.tokenFile); err != nil {
+		return nil, err
+	}
+	m.undo = append(m.undo, func() { removeToken(m.tokenFile, m.token) })
+	return lis, nil
+}
+
+// start opens telemetry, the registry and the MCP server, and sets up how Locations
+// are activated (m.locOpts, m.root): nothing a client's initialize waits for beyond
+// these.
+func (m *mcpRun) start(ctx context.Context) error {
 	tel, stopTelemetry, err := startTelemetry(ctx, false)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	defer func() {
+	m.undo = append(m.undo, func() {
 		if err := stopTelemetry(); err != nil {
-			a.errorf("toolhost mcp: %v", err)
+			m.app.errorf("toolhost mcp: %v", err)
 		}
-	}()
+	})
 	reg, err := openObservedRegistry(tel)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	var fromRoots func([]string) // set below, once the Locations' options are known
-	mopts := mcpserve.Options{Registry: reg, Logger: logger.Named("mcp"), Version: Version()}
-	if len(o.locations) == 0 {
-		mopts.Roots = func(dirs []string) { fromRoots(dirs) }
+	mopts := mcpserve.Options{Registry: reg, Logger: m.logger.Named("mcp"), Version: Version()}
+	if len(m.o.locations) == 0 {
+		mopts.Roots = func(dirs []string) { m.followRoots(ctx, dirs) }
 	}
-	srv, err := mcpserve.New(mopts)
-	if err != nil {
-		return fail(err)
+	if m.srv, err = mcpserve.New(mopts); err != nil {
+		return err
 	}
-	defer srv.Close()
-	logger.RegisterSink(srv.LogSink())
+	m.undo = append(m.undo, func() { m.srv.Close() })
+	m.logger.RegisterSink(m.srv.LogSink())
 
 	// Plugins build and sources start in the background, so the client's
 	// initialize is answered at once; their tools arrive with list_changed. (The
 	// dev watcher needs the plugins' supervisors from the start.)
-	locOpts := location.Options{Registry: reg, Logger: logger, Asker: srv, StartInBackground: !o.dev, WatchConfig: true,
+	m.locOpts = location.Options{Registry: reg, Logger: m.logger, Asker: m.srv, StartInBackground: !m.o.dev, WatchConfig: true,
 		ObservePermission: tel.ObservePermission()}
-	if o.dev {
-		if locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
-			return fail(err)
+	if m.o.dev {
+		if m.locOpts.BuildCache, err = location.BuildCacheDir("", os.Environ()); err != nil {
+			return err
 		}
 	}
-	root := scope.New(context.WithoutCancel(ctx))
-	defer func() {
+	m.root = scope.New(context.WithoutCancel(ctx))
+	m.undo = append(m.undo, func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
-		if err := root.Close(closeCtx); err != nil {
-			a.errorf("toolhost mcp: %v", err)
+		if err := m.root.Close(closeCtx); err != nil {
+			m.app.errorf("toolhost mcp: %v", err)
 		}
-	}()
-	// With no --location, the client's roots are the Locations: each new root is
-	// activated and served, each root gone is removed and closed.
-	roots := map[string]*location.Location{}
-	fromRoots = func(dirs []string) {
-		for dir, loc := range roots {
-			if !slices.Contains(dirs, dir) {
-				srv.Remove(loc.ID())
-				closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-				if err := loc.Close(closeCtx); err != nil {
-					a.errorf("toolhost mcp: root %s: %v", dir, err)
-				}
-				cancel()
-				delete(roots, dir)
+	})
+	m.roots = map[string]*location.Location{}
+	return nil
+}
+
+// followRoots makes the client's roots the Locations served (no --location): each
+// new root is activated and served, each root gone is removed and closed.
+func (m *mcpRun) followRoots(ctx context.Context, dirs []string) {
+	for dir, loc := range m.roots {
+		if !slices.Contains(dirs, dir) {
+			m.srv.Remove(loc.ID())
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			if err := loc.Close(closeCtx); err != nil {
+				m.app.errorf("toolhost mcp: root %s: %v", dir, err)
 			}
-		}
-		for _, dir := range dirs {
-			if roots[dir] != nil {
-				continue
-			}
-			loc, err := location.Activate(ctx, root, dir, locOpts)
-			if err != nil {
-				a.errorf("toolhost mcp: root %s: not served: %v", dir, err)
-				continue
-			}
-			roots[dir] = loc
-			srv.Add(loc)
+			cancel()
+			delete(m.roots, dir)
 		}
 	}
-	for _, dir := range o.locations {
-		loc, err := location.Activate(ctx, root, dir, locOpts)
-		if err != nil {
-			if ctx.Err() != nil {
-				a.errorf("interrupted")
-				return ExitInterrupted
-			}
-			return fail(err)
+	for _, dir := range dirs {
+		if m.roots[dir] != nil {
+			continue
 		}
-		if o.dev {
+		loc, err := location.Activate(ctx, m.root, dir, m.locOpts)
+		if err != nil {
+			m.app.errorf("toolhost mcp: root %s: not served: %v", dir, err)
+			continue
+		}
+		m.roots[dir] = loc
+		m.srv.Add(loc)
+	}
+}
+
+// activate activates the --location Locations (with --dev, watching each) and
+// serves them.
+func (m *mcpRun) activate(ctx context.Context) error {
+	for _, dir := range m.o.locations {
+		loc, err := location.Activate(ctx, m.root, dir, m.locOpts)
+		if err != nil {
+			return err
+		}
+		if m.o.dev {
 			w, err := devwatch.Watch(context.WithoutCancel(ctx), loc, devwatch.Options{
-				BuildCache: locOpts.BuildCache,
-				Debounce:   o.debounce,
-				Logger:     logger,
-				Report:     func(ev devwatch.Event) { io.WriteString(a.stderr, ev.String()+"\n") },
+				BuildCache: m.locOpts.BuildCache,
+				Debounce:   m.o.debounce,
+				Logger:     m.logger,
+				Report:     func(ev devwatch.Event) { io.WriteString(m.app.stderr, ev.String()+"\n") },
 			})
 			if err != nil {
-				a.errorf("toolhost mcp: %s: not watching: %v", loc.ID(), err)
+				m.app.errorf("toolhost mcp: %s: not watching: %v", loc.ID(), err)
 			} else {
-				defer w.Close()
+				m.undo = append(m.undo, func() { w.Close() })
 			}
 		}
-		srv.Add(loc)
+		m.srv.Add(loc)
 	}
+	return nil
+}
 
-	if lis == nil {
-		in := a.stdin
-		if f, ok := in.(*os.File); ok && f == os.Stdin {
-			if pf, restore := pollable(f); pf != nil {
-				defer restore()
-				in = pf
-			}
-			defer relayProcs()()
-		}
-		if err := srv.ServeStdio(ctx, in, a.stdout); err != nil {
-			return fail(err)
-		}
-		return ExitOK
+// activationFailed reports err, activate's, and returns the exit code.
+func (m *mcpRun) activationFailed(ctx context.Context, err error) int {
+	if ctx.Err() != nil {
+		m.app.errorf("interrupted")
+		return ExitInterrupted
 	}
-	hs := &http.Server{Handler: srv.Handler(mcpserve.HTTPOptions{Token: token, TokenFile: tokenFile}), ReadHeaderTimeout: 10 * time.Second}
+	return m.fail(err)
+}
+
+// serveStdio serves one client session on stdin and stdout until it ends. The
+// session is served from the start, and the Locations are activated meanwhile: the
+// client's initialize is answered before any of them is read, and its tools/list
+// and tools/call wait (mcpserve.Server.Hold) until they are served. A Location that
+// cannot be activated ends the session and the run; a client that goes away ends
+// the activation.
+func (m *mcpRun) serveStdio(ctx context.Context) int {
+	in := m.app.stdin
+	relay := false
+	if f, ok := in.(*os.File); ok && f == os.Stdin {
+		if pf, restore := pollable(f); pf != nil {
+			defer restore()
+			in = pf
+		}
+		relay = true
+	}
+	release := m.srv.Hold()
+	defer release()
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	actCtx, stopActivating := context.WithCancel(ctx)
+	defer stopActivating()
+	served := make(chan error, 1)
+	go func() {
+		served <- m.srv.ServeStdio(serveCtx, in, m.app.stdout)
+		stopActivating()
+	}()
+	err := m.activate(actCtx)
+	release()
+	if relay { // after the activation, which runs beside the session's first answers
+		defer relayProcs()()
+	}
+	if err != nil && (ctx.Err() != nil || actCtx.Err() == nil) { // not a client that went away
+		stopServing()
+		<-served
+		return m.activationFailed(ctx, err)
+	}
+	if err := <-served; err != nil {
+		return m.fail(err)
+	}
+	return ExitOK
+}
+
+// serveHTTP serves streamable HTTP on lis until ctx ends or serving fails.
+func (m *mcpRun) serveHTTP(ctx context.Context, lis net.Listener) int {
+	hs := &http.Server{Handler: m.srv.Handler(mcpserve.HTTPOptions{Token: m.token, TokenFile: m.tokenFile}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
-	if o.noToken {
-		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, no token\n", lis.Addr())
+	if m.o.noToken {
+		fmt.Fprintf(m.app.stdout, "serving on http://%s/mcp, no token\n", lis.Addr())
 	} else {
-		fmt.Fprintf(a.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), tokenFile)
+		fmt.Fprintf(m.app.stdout, "serving on http://%s/mcp, token in %s\n", lis.Addr(), m.tokenFile)
 	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:
 		if !errors.Is(err, http.ErrServerClosed) {
-			return fail(err)
+			return m.fail(err)
 		}
 	}
-	srv.Close() // ends the sessions' streams, so Shutdown need not wait for them
+	m.srv.Close() // ends the sessions' streams, so Shutdown need not wait for them
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	if err := hs.Shutdown(closeCtx); err != nil {
-		return fail(err)
+		return m.fail(err)
 	}
 	return ExitOK
 }
