@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/proc"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
 )

@@ -17,9 +17,9 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/internal/loglimit"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -242,7 +242,7 @@ func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
 	if inst.proc == nil {
 		return sandbox.ModeNone, false
 	}
-	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+	return sandbox.Mode(inst.proc.Box.Mode()), inst.proc.Box.Confined()
 }
 
 // Stderr returns the tail of what the server wrote to stderr (about 8 KiB); "" for

@@ -33,6 +33,7 @@ import (
 	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -68,7 +69,7 @@ type Config struct {
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
 	// disconnects.
-	Reattach *pluginpb.Reattach
+	Reattach *Reattach
 	// Logger receives the plugin's logs. Default: discard.
 	Logger hclog.Logger
 	// Services, for a plugin the Location trusts, are served to it beside the Tools
@@ -81,7 +82,7 @@ type Config struct {
 	// nil), unconfined when trusted. The plugin's socket directory is always writable
 	// to it. Name defaults to the plugin's. Not applied to a reattached plugin, which
 	// the host did not launch.
-	Sandbox sandbox.Spec
+	Sandbox sandboxcfg.Spec
 	// Authorize, if set, runs before each call is forwarded to the plugin, with the
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
@@ -107,9 +108,17 @@ type Config struct {
 	Grants []Grant
 }
 
+// Reattach is where a plugin started with -debug serves (what it prints for
+// TOOLHOST_REATTACH): its pid and its socket's network and address.
+type Reattach struct {
+	Pid     int    `json:"pid"`
+	Network string `json:"network"`
+	Address string `json:"address"`
+}
+
 // sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
 func (c Config) sandboxSpec() sandbox.Spec {
-	spec := c.Sandbox
+	spec := sandbox.SpecOf(c.Sandbox)
 	spec.Contain, spec.HostPID = true, true
 	if spec.Name == "" {
 		spec.Name = c.Name
@@ -383,7 +392,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))),
 	}
 	if cfg.Reattach != nil {
-		rc, err := cfg.Reattach.Config()
+		rc, err := pluginpb.Reattach(*cfg.Reattach).Config()
 		if err != nil {
 			return nil, "", err
 		}
@@ -825,9 +834,9 @@ func (inst *Instance) Layers() []string {
 // Containment reports how the plugin's process tree is held together, and whether
 // Landlock confines it. A reattached plugin (-debug), which the host did not launch,
 // is neither: ModeNone.
-func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+func (inst *Instance) Containment() (mode sandboxcfg.Mode, confined bool) {
 	if inst.proc == nil {
-		return sandbox.ModeNone, false
+		return sandboxcfg.ModeNone, false
 	}
-	return inst.proc.box.Mode(), inst.proc.box.Confined()
+	return sandboxcfg.Mode(inst.proc.box.Mode()), inst.proc.box.Confined()
 }

@@ -23,9 +23,9 @@ import (
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
@@ -633,7 +633,7 @@ func TestDebugModeReattach(t *testing.T) {
 		t.Fatalf("reattach line %q does not name the fault binary and its pid", value)
 	}
 	cfg := h.config(nil, "")
-	cfg.Reattach = &rc
+	cfg.Reattach = &plugins.Reattach{Pid: rc.Pid, Network: rc.Network, Address: rc.Address}
 	// The debug process serves one host after another, each with a fresh activation.
 	for attach := range 3 {
 		s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), supervise.Budget{})
