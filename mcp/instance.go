@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // maxListPages caps the pages of one tools/list.
@@ -295,9 +296,9 @@ func (inst *Instance) Listed() (n int, next <-chan struct{}) {
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
 // Crash describes the end of a server whose process exited, or whose session ended,
-// on its own (a *CrashError, with its status and stderr); see supervise.Generation.
+// on its own (a *supervise.CrashError, with its status and stderr); see supervise.Generation.
 func (inst *Instance) Crash() error {
-	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
+	cerr := &supervise.CrashError{Kind: "MCP server", Name: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
 	if inst.proc == nil {
 		if inst.waitErr != nil {
 			cerr.Status = "session closed: " + inst.waitErr.Error()

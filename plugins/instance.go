@@ -32,10 +32,12 @@ import (
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/stderrtail"
 	"github.com/toolhost/toolhost/registry"
 	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // Config describes one plugin of one Location.
@@ -233,7 +235,7 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q did not start: %v", e.Plugin, e.Err)
-	return proc.WithStderr(msg, "plugin", e.Stderr)
+	return stderrtail.Quote(msg, "plugin", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -241,21 +243,6 @@ func (e *StartError) Unwrap() error { return e.Err }
 // ErrChecksum is wrapped by a StartError when the binary does not have its pinned
 // digest; the process was not created.
 var ErrChecksum = errors.New("plugins: checksum mismatch")
-
-// CrashError reports a plugin process that exited on its own. In-flight calls of
-// that generation fail with it, as operational errors.
-type CrashError struct {
-	Plugin     string
-	Generation uint64
-	// Status is the process's exit status ("exit status 2", "signal: killed").
-	Status string
-	Stderr string
-}
-
-func (e *CrashError) Error() string {
-	msg := fmt.Sprintf("plugins: plugin %q (generation %d) exited unexpectedly: %s", e.Plugin, e.Generation, e.Status)
-	return proc.WithStderr(msg, "plugin", e.Stderr)
-}
 
 // Instance is one running generation of a plugin: one process and one scope. Its
 // tools are registered into its scope; closing the scope (through Stop or the
@@ -700,9 +687,12 @@ func (inst *Instance) Done() <-chan struct{} { return inst.exited }
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
 // Crash describes the exit of a plugin process that ended on its own (a
-// *CrashError, with its exit status and stderr); see supervise.Generation.
-func (inst *Instance) Crash() error {
-	cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
+// *supervise.CrashError, with its exit status and stderr); see supervise.Generation.
+func (inst *Instance) Crash() error { return inst.crash() }
+
+// crash is the *supervise.CrashError of the plugin's exit.
+func (inst *Instance) crash() *supervise.CrashError {
+	cerr := &supervise.CrashError{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
 	if inst.proc != nil {
 		cerr.Status = inst.proc.exitStatus()
 	}

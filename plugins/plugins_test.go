@@ -425,8 +425,8 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	first := s.Current()
 	_, err = h.call(context.Background(), "crash", `{}`)
 	var op *registry.OperationalError
-	var crash *plugins.CrashError
-	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Plugin != "fault" || !strings.Contains(crash.Status, "exit status 7") {
+	var crash *supervise.CrashError
+	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Kind != "plugin" || crash.Name != "fault" || !strings.Contains(crash.Status, "exit status 7") {
 		t.Fatalf("err = %v, want an operational error naming the plugin and its exit status", err)
 	}
 	waitFor(t, func() bool { return s.Current() != first })
