@@ -70,7 +70,7 @@ func TestDebugModeDetachesQuietly(t *testing.T) {
 	defer release()
 	for attach := range 2 {
 		root := scope.New(t.Context())
-		cfg := plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &rc, Logger: hclog.NewNullLogger()}
+		cfg := plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &plugins.Reattach{Pid: rc.Pid, Network: rc.Network, Address: rc.Address}, Logger: hclog.NewNullLogger()}
 		if _, err := plugins.Supervise(t.Context(), root, cfg, plugins.Target{Registry: reg, Location: dir, Directory: dir}, supervise.Budget{}); err != nil {
 			t.Fatalf("attach %d: %v", attach+1, err)
 		}
