@@ -9,7 +9,7 @@ import (
 
 	"github.com/toolhost/toolhost/fsys"
 	"github.com/toolhost/toolhost/permission"
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // The defaults of the tools' optional inputs.
@@ -23,12 +23,12 @@ const (
 // Tools returns fresh built-in tools keyed by name — "read", "list", "glob" and
 // "grep" — capturing files and perm; both are required (Tools panics on nil, a
 // programming error). The tools are safe for concurrent use.
-func Tools(files *fsys.FS, perm *permission.Service) map[string]sdk.Tool {
+func Tools(files *fsys.FS, perm *permission.Service) map[string]tool.Tool {
 	if files == nil || perm == nil {
 		panic("builtin: Tools needs a FileSystem and a Permission service")
 	}
 	b := &tools{files: files, perm: perm}
-	return map[string]sdk.Tool{
+	return map[string]tool.Tool{
 		"read": b.read(),
 		"list": b.list(),
 		"glob": b.glob(),
@@ -42,7 +42,7 @@ type tools struct {
 }
 
 // assert asks for permission to run tool on resources.
-func (b *tools) assert(ctx context.Context, inv sdk.Invocation, tool string, resources, save []string, meta map[string]any) error {
+func (b *tools) assert(ctx context.Context, inv tool.Invocation, tool string, resources, save []string, meta map[string]any) error {
 	md := map[string]any{"root": b.files.Root()}
 	for k, v := range meta {
 		md[k] = v
@@ -110,7 +110,7 @@ func (b *tools) failure(err error, p string) error {
 	default:
 		return err
 	}
-	return &sdk.ToolFailure{Message: msg, Err: err}
+	return &tool.Failure{Message: msg, Err: err}
 }
 
 // cause strips the *fsys.PathError prefix, which repeats the path.

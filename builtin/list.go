@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // ListInput is the list tool's input.
@@ -28,9 +28,9 @@ type ListEntry struct {
 	ModTime time.Time `json:"mod_time" jsonschema_description:"The last modification time (UTC)."`
 }
 
-func (b *tools) list() sdk.Tool {
-	t := sdk.NewTool("List the entries of a directory in the workspace: names, types (file, dir, symlink, other), sizes and modification times.",
-		func(ctx context.Context, inv sdk.Invocation, in ListInput) (ListOutput, error) {
+func (b *tools) list() tool.Tool {
+	t := tool.New("List the entries of a directory in the workspace: names, types (file, dir, symlink, other), sizes and modification times.",
+		func(ctx context.Context, inv tool.Invocation, in ListInput) (ListOutput, error) {
 			_, rel, err := b.resolve(in.Path)
 			if err != nil {
 				return ListOutput{}, err
@@ -48,9 +48,9 @@ func (b *tools) list() sdk.Tool {
 			}
 			return out, nil
 		})
-	t.Project = sdk.ProjectTyped(func(_ ListInput, out ListOutput) []sdk.Part {
+	t.Project = tool.ProjectTyped(func(_ ListInput, out ListOutput) []tool.Part {
 		if len(out.Entries) == 0 {
-			return []sdk.Part{sdk.Text(fmt.Sprintf("(%s is empty)", out.Path))}
+			return []tool.Part{tool.Text(fmt.Sprintf("(%s is empty)", out.Path))}
 		}
 		var sb strings.Builder
 		for i, e := range out.Entries {
@@ -68,7 +68,7 @@ func (b *tools) list() sdk.Tool {
 				sb.WriteString(e.Name + " (" + e.Type + ")")
 			}
 		}
-		return []sdk.Part{sdk.Text(sb.String())}
+		return []tool.Part{tool.Text(sb.String())}
 	})
 	return t
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // ReadInput is the read tool's input.
@@ -26,10 +26,10 @@ type ReadOutput struct {
 	TotalLines int    `json:"total_lines" jsonschema_description:"The number of lines in the file."`
 }
 
-func (b *tools) read() sdk.Tool {
-	t := sdk.NewTool("Read a text file in the workspace. Returns its lines numbered like `cat -n`, "+
+func (b *tools) read() tool.Tool {
+	t := tool.New("Read a text file in the workspace. Returns its lines numbered like `cat -n`, "+
 		"up to 2000 lines from offset; use offset and limit to read further in long files. Binary files are refused.",
-		func(ctx context.Context, inv sdk.Invocation, in ReadInput) (ReadOutput, error) {
+		func(ctx context.Context, inv tool.Invocation, in ReadInput) (ReadOutput, error) {
 			_, rel, err := b.resolve(in.Path)
 			if err != nil {
 				return ReadOutput{}, err
@@ -46,7 +46,7 @@ func (b *tools) read() sdk.Tool {
 				return ReadOutput{}, b.failure(err, in.Path)
 			}
 			if start > 1 && start > total {
-				return ReadOutput{}, sdk.Failf("offset %d is past the end of %q, which has %d lines", start, rel, total)
+				return ReadOutput{}, tool.Failf("offset %d is past the end of %q, which has %d lines", start, rel, total)
 			}
 			out := ReadOutput{Path: rel, TotalLines: total}
 			if len(lines) > 0 {
@@ -62,15 +62,15 @@ func (b *tools) read() sdk.Tool {
 			}
 			return out, nil
 		})
-	t.Project = sdk.ProjectTyped(func(_ ReadInput, out ReadOutput) []sdk.Part {
+	t.Project = tool.ProjectTyped(func(_ ReadInput, out ReadOutput) []tool.Part {
 		switch {
 		case out.TotalLines == 0:
-			return []sdk.Part{sdk.Text(fmt.Sprintf("(%s is empty)", out.Path))}
+			return []tool.Part{tool.Text(fmt.Sprintf("(%s is empty)", out.Path))}
 		case out.EndLine < out.TotalLines:
-			return []sdk.Part{sdk.Text(fmt.Sprintf("%s\n\n(showing lines %d-%d of %d; use offset=%d to read more)",
+			return []tool.Part{tool.Text(fmt.Sprintf("%s\n\n(showing lines %d-%d of %d; use offset=%d to read more)",
 				out.Content, out.StartLine, out.EndLine, out.TotalLines, out.EndLine+1))}
 		}
-		return []sdk.Part{sdk.Text(out.Content)}
+		return []tool.Part{tool.Text(out.Content)}
 	})
 	return t
 }

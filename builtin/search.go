@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolhost/toolhost/fsys"
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // GlobInput is the glob tool's input.
@@ -26,9 +26,9 @@ type GlobOutput struct {
 	Truncated bool     `json:"truncated" jsonschema_description:"Whether more paths matched than were returned."`
 }
 
-func (b *tools) glob() sdk.Tool {
-	t := sdk.NewTool("Find files and directories in the workspace whose paths match a glob pattern. Symlinked directories are not entered.",
-		func(ctx context.Context, inv sdk.Invocation, in GlobInput) (GlobOutput, error) {
+func (b *tools) glob() tool.Tool {
+	t := tool.New("Find files and directories in the workspace whose paths match a glob pattern. Symlinked directories are not entered.",
+		func(ctx context.Context, inv tool.Invocation, in GlobInput) (GlobOutput, error) {
 			pattern := in.Pattern
 			if in.Path != "" && !filepath.IsAbs(pattern) {
 				_, dir, err := b.resolve(in.Path)
@@ -58,15 +58,15 @@ func (b *tools) glob() sdk.Tool {
 			}
 			return out, nil
 		})
-	t.Project = sdk.ProjectTyped(func(_ GlobInput, out GlobOutput) []sdk.Part {
+	t.Project = tool.ProjectTyped(func(_ GlobInput, out GlobOutput) []tool.Part {
 		if len(out.Paths) == 0 {
-			return []sdk.Part{sdk.Text(fmt.Sprintf("no paths match %s", out.Pattern))}
+			return []tool.Part{tool.Text(fmt.Sprintf("no paths match %s", out.Pattern))}
 		}
 		text := strings.Join(out.Paths, "\n")
 		if out.Truncated {
 			text += fmt.Sprintf("\n\n(showing the first %d matches; narrow the pattern or raise limit to see more)", len(out.Paths))
 		}
-		return []sdk.Part{sdk.Text(text)}
+		return []tool.Part{tool.Text(text)}
 	})
 	return t
 }
@@ -86,12 +86,12 @@ type GrepOutput struct {
 	Truncated bool         `json:"truncated" jsonschema_description:"Whether more lines matched than were returned."`
 }
 
-func (b *tools) grep() sdk.Tool {
-	t := sdk.NewTool("Search the contents of text files in the workspace for lines matching a regular expression. "+
+func (b *tools) grep() tool.Tool {
+	t := tool.New("Search the contents of text files in the workspace for lines matching a regular expression. "+
 		"Binary files, files over 10 MiB and symlinks are skipped.",
-		func(ctx context.Context, inv sdk.Invocation, in GrepInput) (GrepOutput, error) {
+		func(ctx context.Context, inv tool.Invocation, in GrepInput) (GrepOutput, error) {
 			if _, err := regexp.Compile(in.Pattern); err != nil {
-				return GrepOutput{}, sdk.Failf("invalid regular expression %q: %v", in.Pattern, err)
+				return GrepOutput{}, tool.Failf("invalid regular expression %q: %v", in.Pattern, err)
 			}
 			_, rel, err := b.resolve(in.Path)
 			if err != nil {
@@ -121,9 +121,9 @@ func (b *tools) grep() sdk.Tool {
 			}
 			return out, nil
 		})
-	t.Project = sdk.ProjectTyped(func(in GrepInput, out GrepOutput) []sdk.Part {
+	t.Project = tool.ProjectTyped(func(in GrepInput, out GrepOutput) []tool.Part {
 		if len(out.Matches) == 0 {
-			return []sdk.Part{sdk.Text(fmt.Sprintf("no lines match %q", in.Pattern))}
+			return []tool.Part{tool.Text(fmt.Sprintf("no lines match %q", in.Pattern))}
 		}
 		var sb strings.Builder
 		for i, m := range out.Matches {
@@ -135,7 +135,7 @@ func (b *tools) grep() sdk.Tool {
 		if out.Truncated {
 			fmt.Fprintf(&sb, "\n\n(showing the first %d matches; narrow the search or raise limit to see more)", len(out.Matches))
 		}
-		return []sdk.Part{sdk.Text(sb.String())}
+		return []tool.Part{tool.Text(sb.String())}
 	})
 	return t
 }

@@ -291,10 +291,11 @@ func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string
 	if err != nil {
 		return nil, err
 	}
-	req := &servepb.PrepareRequestRequest{ClientId: id, LocationId: locationID, Provider: provider}
+	var pc prepareConfig
 	for _, o := range opts {
-		o(req)
+		o(&pc)
 	}
+	req := &servepb.PrepareRequestRequest{ClientId: id, LocationId: locationID, Provider: provider, AllTools: pc.allTools}
 	resp, err := c.rpc.PrepareRequest(ctx, req)
 	if err != nil {
 		return nil, rpcError(ctx, "prepare request", err)
@@ -310,12 +311,15 @@ func (c *Client) PrepareRequest(ctx context.Context, locationID, provider string
 }
 
 // PrepareOption changes what PrepareRequest asks for.
-type PrepareOption func(*servepb.PrepareRequestRequest)
+type PrepareOption func(*prepareConfig)
+
+// prepareConfig is what the PrepareOptions of one PrepareRequest ask for.
+type prepareConfig struct{ allTools bool }
 
 // AllTools makes PrepareRequest offer every tool of the Location, those its
 // permission rules deny outright included (the serve API's all_tools).
 func AllTools() PrepareOption {
-	return func(r *servepb.PrepareRequestRequest) { r.AllTools = true }
+	return func(c *prepareConfig) { c.allTools = true }
 }
 
 // ReleaseRequest forgets a Request.

@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/server"
 )
@@ -322,14 +323,14 @@ func TestSourceTreesEnd(t *testing.T) {
 				marker := proctest.NewMarker()
 				dir := leftoverConfig(t, marker)
 				e := newEnv(t)
-				e.opts.SandboxMode = mode
+				e.opts.SandboxMode = sandboxcfg.Mode(mode)
 				l := e.activate(t, dir)
 				if err := leave(t.Context(), l, marker); err != nil {
 					t.Fatal(err)
 				}
 				proctest.WaitMarked(t, marker, leftovers)
 				for _, m := range l.MCPServers() {
-					if got, _ := m.Current().Containment(); got != mode {
+					if got, _ := m.Current().Containment(); got != sandboxcfg.Mode(mode) {
 						t.Errorf("MCP server containment %s, want %s", got, mode)
 					}
 				}
@@ -382,7 +383,7 @@ func helperHost() {
 	root := scope.New(context.Background())
 	l, err := location.Activate(context.Background(), root, os.Getenv("LOCATION_DIR"), location.Options{
 		Registry: reg, BuildCache: os.Getenv("LOCATION_BUILD_CACHE"), Env: []string{},
-		StateDir: filepath.Join(os.Getenv("LOCATION_DIR"), ".state"), SandboxMode: sandbox.Mode(os.Getenv("LOCATION_MODE")),
+		StateDir: filepath.Join(os.Getenv("LOCATION_DIR"), ".state"), SandboxMode: sandboxcfg.Mode(os.Getenv("LOCATION_MODE")),
 	})
 	if err != nil {
 		fail(err)

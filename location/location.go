@@ -18,11 +18,11 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"

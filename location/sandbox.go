@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 )
 
 // SandboxConfig is a source's "sandbox" block (with its "require_sandbox" flag).
@@ -83,17 +84,17 @@ func (d *decoder) sandbox(path string, raw *rawSandbox) *SandboxConfig {
 
 // sandboxSpec builds a source's sandbox: contained always, confined when confine
 // (an untrusted plugin) or when the config has a sandbox block.
-func sandboxSpec(name string, c *SandboxConfig, require, confine bool, mode sandbox.Mode) sandbox.Spec {
-	spec := sandbox.Spec{Name: name, Contain: true, Require: require, Mode: mode}
+func sandboxSpec(name string, c *SandboxConfig, require, confine bool, mode sandboxcfg.Mode) sandboxcfg.Spec {
+	spec := sandboxcfg.Spec{Name: name, Contain: true, Require: require, Mode: mode}
 	if c != nil {
-		spec.Limits = sandbox.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles, CPUs: c.CPUs}
+		spec.Limits = sandboxcfg.Limits{MemoryBytes: c.MemoryBytes, Processes: c.Processes, OpenFiles: c.OpenFiles, CPUs: c.CPUs}
 		confine = true
 	}
 	if confine {
-		spec.Confine = &sandbox.Confinement{}
+		spec.Confine = &sandboxcfg.Confinement{}
 		if c != nil {
 			spec.Confine.Read, spec.Confine.Write, spec.Confine.Network = c.Read, c.Write, c.Network
-			spec.Confine.Tmp = sandbox.TmpLimits{Bytes: c.TmpBytes, Files: c.TmpFiles}
+			spec.Confine.Tmp = sandboxcfg.TmpLimits{Bytes: c.TmpBytes, Files: c.TmpFiles}
 		}
 	}
 	return spec

@@ -10,11 +10,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
@@ -130,7 +130,9 @@ func (s *source) status() SourceStatus {
 		st.State, st.Err, st.Restarts = sst.State, sst.Err, sst.Restarts
 		if g := sst.Current; g != nil {
 			st.Generation, st.PID, st.Stderr = g.Generation(), g.PID(), g.Stderr()
-			if c, ok := g.(interface{ Containment() (sandbox.Mode, bool) }); ok {
+			if c, ok := g.(interface {
+				Containment() (sandbox.Mode, bool)
+			}); ok {
 				mode, confined := c.Containment()
 				st.Containment, st.Confined = string(mode), confined
 			}
@@ -438,7 +440,7 @@ func (l *Location) startManifestSource(ctx context.Context, s *source) error {
 func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig) (*plugins.Supervisor, error) {
 	cfg := l.pluginConfig(pc)
 	if r, ok := l.reattach[pc.Name]; ok {
-		cfg.Reattach = &r
+		cfg.Reattach = &plugins.Reattach{Pid: r.Pid, Network: r.Network, Address: r.Address}
 		l.logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
 	} else if pc.Source != "" || pc.Module != "" {
 		path, err := l.build(ctx, pc)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 )
 
 // Dir is where manifest files live, relative to a Location directory.
@@ -51,7 +52,7 @@ type Tool struct {
 	// Sandbox confines the command (Sandbox.Confine) and caps its resources. Each
 	// call's process tree is always contained (Contain is forced on): nothing it
 	// starts outlives the call. Name defaults to the tool's.
-	Sandbox sandbox.Spec
+	Sandbox sandboxcfg.Spec
 	// Timeout bounds each call; zero means DefaultTimeout.
 	Timeout time.Duration
 	// MaxOutputBytes caps the captured stdout; zero means DefaultMaxOutputBytes.
@@ -66,10 +67,11 @@ type Tool struct {
 
 // Containment reports how each run of the tool's command is held together, and
 // whether Landlock confines it, on this machine (see sandbox.Expected).
-func (t Tool) Containment() (mode sandbox.Mode, confined bool) {
-	spec := t.Sandbox
+func (t Tool) Containment() (sandboxcfg.Mode, bool) {
+	spec := sandbox.SpecOf(t.Sandbox)
 	spec.Contain = true
-	return sandbox.Expected(spec)
+	m, confined := sandbox.Expected(spec)
+	return sandboxcfg.Mode(m), confined
 }
 
 // Load reads the manifests in <locationDir>/.toolhost/tools/*.json, in name order:

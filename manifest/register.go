@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -68,7 +69,7 @@ func Register(reg *registry.Registry, location string, owner registry.Owner, too
 		used[name] = t
 		releases = append(releases, rel)
 		mode, confined := t.Containment()
-		logger.Info("manifest tool sandbox", "tool", name, "containment", mode, "confined", confined, "limits", t.Sandbox.Limits.String())
+		logger.Info("manifest tool sandbox", "tool", name, "containment", mode, "confined", confined, "limits", sandbox.SpecOf(t.Sandbox).Limits.String())
 	}
 	for _, w := range warnings {
 		logger.Warn("manifest tool not registered", "warning", w)

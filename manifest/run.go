@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolhost/toolhost/internal/proc"
+	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -147,7 +148,7 @@ type process struct {
 }
 
 func start(path string, t Tool) (*process, error) {
-	spec := t.Sandbox
+	spec := sandbox.SpecOf(t.Sandbox)
 	spec.Contain = true
 	if spec.Name == "" {
 		spec.Name = t.Name

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/internal/proc"
-	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/stderrtail"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
 )
@@ -110,25 +110,10 @@ func (e *StartError) Error() string {
 	if e.URL != "" {
 		msg = fmt.Sprintf("mcp: start server %q at %s: %v", e.Server, e.URL, e.Err)
 	}
-	return proc.WithStderr(msg, "server", e.Stderr)
+	return stderrtail.Quote(msg, "server", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
-
-// CrashError reports a server whose process exited, or whose session ended, on its
-// own. In-flight calls of that generation fail with it, as operational errors.
-type CrashError struct {
-	Server     string
-	Generation uint64
-	// Status says how it ended ("exit status 1", "signal: killed", "session closed").
-	Status string
-	Stderr string
-}
-
-func (e *CrashError) Error() string {
-	msg := fmt.Sprintf("mcp: server %q (generation %d) ended unexpectedly: %s", e.Server, e.Generation, e.Status)
-	return proc.WithStderr(msg, "server", e.Stderr)
-}
 
 // MessageTooLargeError reports a message from a server over Config.MaxMessageBytes.
 // The message was read to its end and discarded; the session goes on. A call whose

@@ -18,11 +18,12 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/internal/loglimit"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // maxListPages caps the pages of one tools/list.
@@ -252,7 +253,7 @@ func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
 	if inst.proc == nil {
 		return sandbox.ModeNone, false
 	}
-	return inst.proc.Box.Mode(), inst.proc.Box.Confined()
+	return sandbox.Mode(inst.proc.Box.Mode()), inst.proc.Box.Confined()
 }
 
 // Stderr returns the tail of what the server wrote to stderr (about 8 KiB); "" for
@@ -305,9 +306,9 @@ func (inst *Instance) Listed() (n int, next <-chan struct{}) {
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
 // Crash describes the end of a server whose process exited, or whose session ended,
-// on its own (a *CrashError, with its status and stderr); see supervise.Generation.
+// on its own (a *supervise.CrashError, with its status and stderr); see supervise.Generation.
 func (inst *Instance) Crash() error {
-	cerr := &CrashError{Server: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
+	cerr := &supervise.CrashError{Kind: "MCP server", Name: inst.cfg.Name, Generation: inst.generation, Status: "session closed"}
 	if inst.proc == nil {
 		if inst.waitErr != nil {
 			cerr.Status = "session closed: " + inst.waitErr.Error()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/proc"
+	"github.com/toolhost/toolhost/internal/sandbox"
 )
 
 // process is a server process (see internal/proc) whose stderr tail is kept.
@@ -27,7 +28,7 @@ func startProcess(cfg Config, logs *loglimit.Logger) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := cfg.Sandbox
+	spec := sandbox.SpecOf(cfg.Sandbox)
 	spec.Contain = true
 	if spec.Name == "" {
 		spec.Name = cfg.Name

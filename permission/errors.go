@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 var (
-	// ErrDenied is matched by the cause inside the *sdk.ToolFailure returned when a
+	// ErrDenied is matched by the cause inside the *tool.Failure returned when a
 	// rule denies a request or there is nobody to ask (a [*DeniedError]).
 	ErrDenied = errors.New("permission: denied")
-	// ErrRejected is the cause inside the *sdk.ToolFailure returned when a person
+	// ErrRejected is the cause inside the *tool.Failure returned when a person
 	// rejects a request with a message.
 	ErrRejected = errors.New("permission: rejected")
 	// ErrDeclined is matched by every [*DeclinedError]: a request rejected without a
@@ -34,7 +34,7 @@ var (
 	ErrUnknownAsk = errors.New("permission: unknown ask")
 )
 
-// DeniedError is the cause (the Err) inside the *sdk.ToolFailure of a request that a
+// DeniedError is the cause (the Err) inside the *tool.Failure of a request that a
 // rule denies or that nobody could be asked about. The failure's Message, which the
 // model sees, says only that permission was denied for the action and which
 // resources; how to allow the request is the Hint, for the runner and the person
@@ -66,7 +66,7 @@ func (e *DeniedError) Unwrap() error { return ErrDenied }
 
 // DeclinedError ends a call the way an interruption does: it satisfies
 // errors.Is(err, context.Canceled), errors.Is(err, ErrDeclined) and errors.Is(err,
-// sdk.ErrDeclined) (as [sdk.Permission] promises), and is never shown to the model.
+// tool.ErrDeclined) (as sdk.Permission promises), and is never shown to the model.
 type DeclinedError struct {
 	// ID is the ask's id, or "" when Assert declined without registering an ask.
 	ID string
@@ -80,9 +80,9 @@ func (e *DeclinedError) Error() string {
 	return fmt.Sprintf("permission: %q declined: %s", e.Action, e.Reason)
 }
 
-// Unwrap returns ErrDeclined, sdk.ErrDeclined and context.Canceled.
+// Unwrap returns ErrDeclined, tool.ErrDeclined and context.Canceled.
 func (e *DeclinedError) Unwrap() []error {
-	return []error{ErrDeclined, sdk.ErrDeclined, context.Canceled}
+	return []error{ErrDeclined, tool.ErrDeclined, context.Canceled}
 }
 
 // StateError reports a saved-approvals file that cannot be read, is corrupt, or

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/internal/filestore"
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // Effect is what a rule decides for a request.
@@ -315,11 +315,11 @@ func (s *Service) evaluateLocked(source, action string, resources []string) (Eff
 
 // Assert returns nil when req is allowed, asking a person when the policy says ask.
 //
-// It returns a *sdk.ToolFailure (model-visible) when a rule denies req or nobody can
+// It returns a *tool.Failure (model-visible) when a rule denies req or nobody can
 // be asked (its Err a *DeniedError matching ErrDenied: the message says only what
 // was denied, the error's Hint how to allow it), or when the person rejects with a
 // message (wrapping ErrRejected and carrying the message). It returns a
-// *DeclinedError (errors.Is context.Canceled, ErrDeclined and sdk.ErrDeclined) when the person rejects without a message, another request of the
+// *DeclinedError (errors.Is context.Canceled, ErrDeclined and tool.ErrDeclined) when the person rejects without a message, another request of the
 // session was rejected, the session ended, or the Service is closed. When ctx ends
 // while asking it returns context.Cause(ctx); when the Asker fails, its error
 // wrapped; when saving an "always" answer fails, a *StateError (the approval is not
@@ -389,7 +389,7 @@ func (s *Service) assert(ctx context.Context, req Request, d *Decision) error {
 	case errors.Is(err, ErrNoOneToAsk):
 		s.fail(p, s.denied(req, each, Ask))
 	case errors.Is(err, ErrCannotAsk):
-		s.fail(p, &sdk.ToolFailure{
+		s.fail(p, &tool.Failure{
 			Message: fmt.Sprintf("permission denied: %s on %s needs the user's approval, and the user cannot be asked from this client",
 				quote(req.Action), describe(resourcesOf(req))),
 			Err: ErrDenied,
@@ -603,7 +603,7 @@ func (s *Service) rejection(p *pending, message, reason string) error {
 	if strings.TrimSpace(message) == "" {
 		return &DeclinedError{ID: p.id, Action: p.req.Action, Reason: reason}
 	}
-	return &sdk.ToolFailure{
+	return &tool.Failure{
 		Message: fmt.Sprintf("permission rejected: the person rejected %s on %s with this feedback: %s",
 			quote(p.req.Action), describe(resourcesOf(p.req)), message),
 		Err: ErrRejected,
@@ -636,7 +636,7 @@ func (s *Service) denied(req Request, each []Effect, eff Effect) error {
 	} else {
 		d.hint = fmt.Sprintf("to allow it, add a rule to the \"permission\" list of %s, for example %s", where, example)
 	}
-	return &sdk.ToolFailure{Message: d.Error(), Err: d}
+	return &tool.Failure{Message: d.Error(), Err: d}
 }
 
 func resourcesOf(req Request) []string {
@@ -676,14 +676,14 @@ func cloneRequest(r Request) Request {
 // not marked trusted, an MCP server, a manifest tool): action = the tool's name,
 // resources ["*"], saved as "*" on "always", identified by the call's Invocation.
 // It returns what Assert returns.
-func (s *Service) AssertTool(ctx context.Context, tool string, inv sdk.Invocation) error {
+func (s *Service) AssertTool(ctx context.Context, tool string, inv tool.Invocation) error {
 	return s.AssertToolFrom(ctx, "", tool, inv)
 }
 
 // AssertToolFrom is AssertTool for a tool of the named source (see
 // Source.ToolSource): rules for other sources do not apply, and an "always" answer
 // is saved for this source only.
-func (s *Service) AssertToolFrom(ctx context.Context, source, tool string, inv sdk.Invocation) error {
+func (s *Service) AssertToolFrom(ctx context.Context, source, tool string, inv tool.Invocation) error {
 	return s.Assert(ctx, Request{
 		SessionID: inv.SessionID,
 		Agent:     inv.Agent,

@@ -21,10 +21,10 @@ import (
 
 	"github.com/toolhost/toolhost/internal/echopb"
 	"github.com/toolhost/toolhost/internal/proctest"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"

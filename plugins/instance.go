@@ -32,9 +32,12 @@ import (
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proc"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/stderrtail"
 	"github.com/toolhost/toolhost/registry"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // Config describes one plugin of one Location.
@@ -68,7 +71,7 @@ type Config struct {
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
 	// disconnects.
-	Reattach *pluginpb.Reattach
+	Reattach *Reattach
 	// Logger receives the plugin's logs. Default: discard.
 	Logger hclog.Logger
 	// Services, for a plugin the Location trusts, are served to it beside the Tools
@@ -81,7 +84,7 @@ type Config struct {
 	// nil), unconfined when trusted. The plugin's socket directory is always writable
 	// to it. Name defaults to the plugin's. Not applied to a reattached plugin, which
 	// the host did not launch.
-	Sandbox sandbox.Spec
+	Sandbox sandboxcfg.Spec
 	// Authorize, if set, runs before each call is forwarded to the plugin, with the
 	// tool's (normalized) name; an error is the call's result and the plugin never
 	// sees the call. Locations set it for untrusted plugins.
@@ -116,9 +119,17 @@ type Config struct {
 	Grants []Grant
 }
 
+// Reattach is where a plugin started with -debug serves (what it prints for
+// TOOLHOST_REATTACH): its pid and its socket's network and address.
+type Reattach struct {
+	Pid     int    `json:"pid"`
+	Network string `json:"network"`
+	Address string `json:"address"`
+}
+
 // sandboxSpec is the launched plugin's sandbox: see Config.Sandbox.
 func (c Config) sandboxSpec() sandbox.Spec {
-	spec := c.Sandbox
+	spec := sandbox.SpecOf(c.Sandbox)
 	spec.Contain, spec.HostPID = true, true
 	if spec.Name == "" {
 		spec.Name = c.Name
@@ -233,7 +244,7 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	msg := fmt.Sprintf("plugins: plugin %q did not start: %v", e.Plugin, e.Err)
-	return proc.WithStderr(msg, "plugin", e.Stderr)
+	return stderrtail.Quote(msg, "plugin", e.Stderr)
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
@@ -241,21 +252,6 @@ func (e *StartError) Unwrap() error { return e.Err }
 // ErrChecksum is wrapped by a StartError when the binary does not have its pinned
 // digest; the process was not created.
 var ErrChecksum = errors.New("plugins: checksum mismatch")
-
-// CrashError reports a plugin process that exited on its own. In-flight calls of
-// that generation fail with it, as operational errors.
-type CrashError struct {
-	Plugin     string
-	Generation uint64
-	// Status is the process's exit status ("exit status 2", "signal: killed").
-	Status string
-	Stderr string
-}
-
-func (e *CrashError) Error() string {
-	msg := fmt.Sprintf("plugins: plugin %q (generation %d) exited unexpectedly: %s", e.Plugin, e.Generation, e.Status)
-	return proc.WithStderr(msg, "plugin", e.Stderr)
-}
 
 // Instance is one running generation of a plugin: one process and one scope. Its
 // tools are registered into its scope; closing the scope (through Stop or the
@@ -395,7 +391,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))), inst.budget.dialOptions()...),
 	}
 	if cfg.Reattach != nil {
-		rc, err := cfg.Reattach.Config()
+		rc, err := pluginpb.Reattach(*cfg.Reattach).Config()
 		if err != nil {
 			return nil, "", err
 		}
@@ -701,9 +697,12 @@ func (inst *Instance) Done() <-chan struct{} { return inst.exited }
 func (inst *Instance) Stop(ctx context.Context) error { return inst.scope.Close(ctx) }
 
 // Crash describes the exit of a plugin process that ended on its own (a
-// *CrashError, with its exit status and stderr); see supervise.Generation.
-func (inst *Instance) Crash() error {
-	cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
+// *supervise.CrashError, with its exit status and stderr); see supervise.Generation.
+func (inst *Instance) Crash() error { return inst.crash() }
+
+// crash is the *supervise.CrashError of the plugin's exit.
+func (inst *Instance) crash() *supervise.CrashError {
+	cerr := &supervise.CrashError{Kind: "plugin", Name: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
 	if inst.proc != nil {
 		cerr.Status = inst.proc.exitStatus()
 	}
@@ -835,9 +834,9 @@ func (inst *Instance) Layers() []string {
 // Containment reports how the plugin's process tree is held together, and whether
 // Landlock confines it. A reattached plugin (-debug), which the host did not launch,
 // is neither: ModeNone.
-func (inst *Instance) Containment() (mode sandbox.Mode, confined bool) {
+func (inst *Instance) Containment() (mode sandboxcfg.Mode, confined bool) {
 	if inst.proc == nil {
-		return sandbox.ModeNone, false
+		return sandboxcfg.ModeNone, false
 	}
-	return inst.proc.box.Mode(), inst.proc.box.Confined()
+	return sandboxcfg.Mode(inst.proc.box.Mode()), inst.proc.box.Confined()
 }

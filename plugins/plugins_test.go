@@ -22,9 +22,9 @@ import (
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
-	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/scope"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
@@ -392,8 +392,8 @@ func TestCrashRestartsUnderBudget(t *testing.T) {
 	first := s.Current()
 	_, err = h.call(context.Background(), "crash", `{}`)
 	var op *registry.OperationalError
-	var crash *plugins.CrashError
-	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Plugin != "fault" || !strings.Contains(crash.Status, "exit status 7") {
+	var crash *supervise.CrashError
+	if !errors.As(err, &op) || !errors.As(err, &crash) || crash.Kind != "plugin" || crash.Name != "fault" || !strings.Contains(crash.Status, "exit status 7") {
 		t.Fatalf("err = %v, want an operational error naming the plugin and its exit status", err)
 	}
 	proctest.Until(t, func() bool { return s.Current() != first })
@@ -600,7 +600,7 @@ func TestDebugModeReattach(t *testing.T) {
 		t.Fatalf("reattach line %q does not name the fault binary and its pid", value)
 	}
 	cfg := h.config(nil, "")
-	cfg.Reattach = &rc
+	cfg.Reattach = &plugins.Reattach{Pid: rc.Pid, Network: rc.Network, Address: rc.Address}
 	// The debug process serves one host after another, each with a fresh activation.
 	for attach := range 3 {
 		s, err := plugins.Supervise(context.Background(), h.root, cfg, h.target(), supervise.Budget{})

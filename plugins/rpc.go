@@ -20,6 +20,7 @@ import (
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/supervise"
 )
 
 // hostPlugin is the host side of the go-plugin gRPC plugin.
@@ -360,17 +361,13 @@ func (inst *Instance) callError(ctx context.Context, err error) error {
 // exitedDuring returns the crash when err is a broken connection and the process has
 // exited (waiting a moment for the exit to be seen), so errors say how the process
 // ended and quote its stderr instead of the transport's complaint.
-func (inst *Instance) exitedDuring(err error) *CrashError {
+func (inst *Instance) exitedDuring(err error) *supervise.CrashError {
 	if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled {
 		return nil
 	}
 	select {
 	case <-inst.exited:
-		cerr := &CrashError{Plugin: inst.cfg.Name, Generation: inst.generation, Stderr: inst.stderr.String(), Status: "exited"}
-		if inst.proc != nil {
-			cerr.Status = inst.proc.exitStatus()
-		}
-		return cerr
+		return inst.crash()
 	case <-time.After(2 * time.Second):
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/toolhost/toolhost/internal/askschema"
 )
 
-// The validator of sdk.Ask's answers, in every process that links the registry (see
+// The validator of tool.Ask's answers, in every process that links the registry (see
 // internal/askschema for why it is not in the sdk).
 func init() { askschema.Compile = compileQuestion }
 

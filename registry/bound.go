@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // MediaTooLargeError reports a media part over Limits.MaxMediaBytes. Settlement turns it
@@ -46,7 +46,7 @@ func (e *MediaTooLargeError) Error() string {
 // managed lists the files retained. A failed retention is returned as an
 // error (a *StorageError) and never as a lossy success. st must be non-nil when the
 // output can exceed lim; bound is safe for concurrent use.
-func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outContent []sdk.Part, outStructured []byte, managed []string, err error) {
+func bound(st retainer, lim Limits, content []tool.Part, structured []byte) (outContent []tool.Part, outStructured []byte, managed []string, err error) {
 	lim = lim.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		return nil, nil, nil, err
@@ -59,18 +59,18 @@ func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outC
 		if path == "" {
 			return content, structured, nil, nil
 		}
-		return []sdk.Part{sdk.Text(preview)}, nil, []string{path}, nil
+		return []tool.Part{tool.Text(preview)}, nil, []string{path}, nil
 	}
 
 	var text joinedText[string]
 	first := -1
 	for i, p := range content {
 		switch p.Type {
-		case sdk.PartMedia:
+		case tool.PartMedia:
 			if len(p.Data) > lim.MaxMediaBytes {
 				return nil, nil, nil, &MediaTooLargeError{Index: i, MIMEType: p.MIMEType, Size: len(p.Data), Limit: lim.MaxMediaBytes}
 			}
-		case sdk.PartResource:
+		case tool.PartResource:
 			if p.IsBlob() {
 				if len(p.Data) > lim.MaxMediaBytes {
 					return nil, nil, nil, &MediaTooLargeError{Index: i, MIMEType: p.MIMEType, Size: len(p.Data), Limit: lim.MaxMediaBytes}
@@ -79,7 +79,7 @@ func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outC
 			}
 			// A text resource is text the model reads: measured with the text parts.
 			fallthrough
-		case sdk.PartText:
+		case tool.PartText:
 			if first < 0 {
 				first = i
 			} else {
@@ -104,12 +104,12 @@ func bound(st retainer, lim Limits, content []sdk.Part, structured []byte) (outC
 		return content, structured, managed, nil
 	}
 	managed = append(managed, path)
-	out := make([]sdk.Part, 0, len(content))
+	out := make([]tool.Part, 0, len(content))
 	for i, p := range content {
 		switch {
 		case i == first:
-			out = append(out, sdk.Text(preview))
-		case p.Type != sdk.PartText && (p.Type != sdk.PartResource || p.IsBlob()):
+			out = append(out, tool.Text(preview))
+		case p.Type != tool.PartText && (p.Type != tool.PartResource || p.IsBlob()):
 			out = append(out, p)
 		}
 	}

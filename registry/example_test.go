@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolhost/toolhost/registry"
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // Embedding toolhost in an agent runtime: build a typed tool, register it, take a
@@ -28,15 +28,15 @@ func Example() {
 	type In struct {
 		Text string `json:"text" jsonschema:"description=the text to shout"`
 	}
-	shout := sdk.NewTool("Upper-cases text.", func(ctx context.Context, inv sdk.Invocation, in In) (string, error) {
+	shout := tool.New("Upper-cases text.", func(ctx context.Context, inv tool.Invocation, in In) (string, error) {
 		if in.Text == "" {
-			return "", sdk.Failf("nothing to shout")
+			return "", tool.Failf("nothing to shout")
 		}
 		return strings.ToUpper(in.Text), nil
 	})
 	release, err := reg.Register(registry.Batch{
 		Source: registry.Source{Kind: "application"},
-		Tools:  map[string]sdk.Tool{"shout": shout},
+		Tools:  map[string]tool.Tool{"shout": shout},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -50,7 +50,7 @@ func Example() {
 	for _, d := range req.Definitions() {
 		fmt.Printf("%s: %s %s\n", d.Name, d.Description, d.InputSchema)
 	}
-	inv := sdk.Invocation{SessionID: "ses_1", Agent: "build", AssistantMessageID: "msg_1", ToolCallID: "call_1"}
+	inv := tool.Invocation{SessionID: "ses_1", Agent: "build", AssistantMessageID: "msg_1", ToolCallID: "call_1"}
 	for _, input := range []string{`{"text":"hello"}`, `{"text":""}`, `{"txt":"typo"}`} {
 		s, err := req.Settle(context.Background(), registry.Call{Name: "shout", Input: []byte(input), Invocation: inv})
 		if err != nil {

@@ -9,14 +9,14 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // BeforeHook runs once a call's tool has resolved and before its input is validated.
 // It sees the call (with the input of the hooks before it) and returns the input to
 // use: call.Input unchanged, or a replacement, which is then validated as usual and is
 // what the executor and the after hooks see. To refuse the call with a message the
-// model sees, return a *sdk.ToolFailure: the call settles as ToolFailed and the
+// model sees, return a *tool.Failure: the call settles as ToolFailed and the
 // executor is not invoked. Any other error fails the call operationally.
 type BeforeHook func(ctx context.Context, call Call) (json.RawMessage, error)
 
@@ -85,13 +85,13 @@ func (r *Registry) hooksFor(location string) []*hookEntry {
 // runBefore runs the before hooks in order. It returns the call with its final input,
 // or the tool failure a hook refused it with, or an error (operational, or a defect
 // for a panic).
-func runBefore(ctx context.Context, hooks []*hookEntry, call Call) (_ Call, refused *sdk.ToolFailure, err error) {
+func runBefore(ctx context.Context, hooks []*hookEntry, call Call) (_ Call, refused *tool.Failure, err error) {
 	for _, he := range hooks {
 		if he.before == nil {
 			continue
 		}
 		input, err := callBefore(ctx, he.before, call)
-		var failure *sdk.ToolFailure
+		var failure *tool.Failure
 		switch {
 		case errors.As(err, &failure):
 			return call, failure, nil
@@ -110,7 +110,7 @@ func callBefore(ctx context.Context, h BeforeHook, call Call) (input json.RawMes
 		}
 	}()
 	input, err = h(ctx, call)
-	var failure *sdk.ToolFailure
+	var failure *tool.Failure
 	if err != nil && !errors.As(err, &failure) {
 		return nil, &OperationalError{Tool: call.Name, Op: "before hook", Err: err}
 	}

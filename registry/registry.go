@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // Application is the placement id of process-wide tools. Any other id names a
@@ -66,7 +66,7 @@ type Batch struct {
 	Source Source
 	// Tools maps authored names to tools. Register copies it; changing the map
 	// afterwards changes nothing.
-	Tools map[string]sdk.Tool
+	Tools map[string]tool.Tool
 	// Owner, if set, bounds every execution of these tools: an execution runs under a
 	// context that also ends when the owner's context ends, and is tracked by the owner.
 	// Register fails with ErrOwnerClosed if the owner's context has already ended.
@@ -133,7 +133,7 @@ type entry struct {
 	location    string
 	source      Source
 	seq         uint64
-	tool        sdk.Tool
+	tool        tool.Tool
 	input       *compiledSchema
 	output      *compiledSchema // nil: any JSON
 	structured  *compiledSchema // nil: any JSON
@@ -153,10 +153,10 @@ type Definition struct {
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	// Title and Annotations are the tool's (sdk.Tool); for people and clients, not
+	// Title and Annotations are the tool's (tool.Tool); for people and clients, not
 	// part of the contract a call is checked against (the fingerprint).
-	Title       string           `json:"title,omitempty"`
-	Annotations *sdk.Annotations `json:"annotations,omitempty"`
+	Title       string            `json:"title,omitempty"`
+	Annotations *tool.Annotations `json:"annotations,omitempty"`
 }
 
 // New returns an empty Registry with an open application placement.
@@ -473,7 +473,7 @@ func (r *Registry) buildEntries(b Batch) ([]*entry, error) {
 	return entries, nil
 }
 
-func (r *Registry) newEntry(name string, b Batch, t sdk.Tool) (*entry, error) {
+func (r *Registry) newEntry(name string, b Batch, t tool.Tool) (*entry, error) {
 	if t.Execute == nil {
 		return nil, fmt.Errorf("tool has no executor")
 	}

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // Request is the snapshot made once per model request: the advertised definitions
@@ -46,10 +46,10 @@ type Call struct {
 	// Input is the raw JSON input; empty means {}.
 	Input json.RawMessage
 	// Invocation is the call's identity, passed to the executor unchanged.
-	Invocation sdk.Invocation
+	Invocation tool.Invocation
 	// Progress, if set, receives the executor's progress events. It must be safe for
 	// concurrent use and must not block for long.
-	Progress func(sdk.Progress)
+	Progress func(tool.Progress)
 
 	obs *observation // the Observer's view of this settlement; nil without one
 }
@@ -64,7 +64,7 @@ type Outcome string
 const (
 	// Completed ("completed"): the tool ran and its output validated.
 	Completed Outcome = "completed"
-	// ToolFailed ("tool_failure"): the tool returned an *sdk.ToolFailure, or a before
+	// ToolFailed ("tool_failure"): the tool returned an *tool.Failure, or a before
 	// hook refused the call; the message is the content.
 	ToolFailed Outcome = "tool_failure"
 	// Unknown ("unknown"): the name was not advertised by the Request. No hook ran.
@@ -88,7 +88,7 @@ type Settlement struct {
 	// Content is the model-facing content. For every outcome but Completed it is one
 	// text part with the error the model should see, bounded by the placement's
 	// Limits as output is (see ManagedPaths).
-	Content []sdk.Part `json:"content,omitempty"`
+	Content []tool.Part `json:"content,omitempty"`
 	// Structured is the structured output (nil when there is none, or when it was
 	// oversized and replaced by a preview in Content).
 	Structured json.RawMessage `json:"structured,omitempty"`
@@ -117,7 +117,7 @@ func (s *Settlement) IsError() bool { return s.Outcome != Completed }
 func (s *Settlement) Text() string {
 	var b strings.Builder
 	for _, p := range s.Content {
-		if p.Type == sdk.PartText {
+		if p.Type == tool.PartText {
 			b.WriteString(p.Text)
 		}
 	}
@@ -209,9 +209,9 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 
 	out, err := q.execute(call.obs.step(ctx, StepExecute), e, call, input)
 	if err != nil {
-		var failure *sdk.ToolFailure
-		var decodeErr *sdk.InputDecodingError
-		var encodeErr *sdk.OutputEncodingError
+		var failure *tool.Failure
+		var decodeErr *tool.InputDecodingError
+		var encodeErr *tool.OutputEncodingError
 		switch {
 		case errors.As(err, &failure):
 			s, err := q.refuse(call, ToolFailed, refusalText{head: failure.Message})
@@ -256,7 +256,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	}
 	if text, ok := decoded.(string); ok && e.tool.Project == nil && !out.HasContent {
 		// An encoded string is published as one text part only.
-		content = []sdk.Part{sdk.Text(text)}
+		content = []tool.Part{tool.Text(text)}
 		if out.Structured == nil {
 			structured = nil
 		}
@@ -270,7 +270,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	if len(content) == 0 && structured != nil {
 		// A settlement always has model content: structured output alone becomes its
 		// JSON text (within the limits, or bound would have replaced it by a preview).
-		content = []sdk.Part{sdk.Text(string(structured))}
+		content = []tool.Part{tool.Text(string(structured))}
 	}
 	return &Settlement{
 		Name:         call.Name,
@@ -343,7 +343,7 @@ func (q *Request) resolve(ctx context.Context, e *entry) (_ *entry, done func(),
 
 // execute runs the executor under the call's context joined with the owner's, with
 // progress reporting installed, recovering a panic as a defect.
-func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.RawMessage) (out sdk.Output, err error) {
+func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.RawMessage) (out tool.Output, err error) {
 	callCtx := ctx
 	var ownerCtx context.Context
 	if e.owner != nil {
@@ -357,7 +357,7 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 		}
 	}
 	if call.Progress != nil {
-		ctx = sdk.WithProgress(ctx, call.Progress)
+		ctx = tool.WithProgress(ctx, call.Progress)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -385,10 +385,10 @@ func (q *Request) execute(ctx context.Context, e *entry, call Call, input json.R
 // executeError classifies an executor's error for execute. It is a function of its
 // own so that errors.As's targets, which escape, are allocated only for an error:
 // declared in execute they cost every call four allocations.
-func executeError(tool string, err error) error {
-	var failure *sdk.ToolFailure
-	var decodeErr *sdk.InputDecodingError
-	var encodeErr *sdk.OutputEncodingError
+func executeError(name string, err error) error {
+	var failure *tool.Failure
+	var decodeErr *tool.InputDecodingError
+	var encodeErr *tool.OutputEncodingError
 	var defect *DefectError
 	switch {
 	case errors.As(err, &failure), errors.As(err, &decodeErr), errors.As(err, &encodeErr):
@@ -401,13 +401,13 @@ func executeError(tool string, err error) error {
 		// without a message: passed through, never model-visible.
 		return err
 	}
-	return &OperationalError{Tool: tool, Op: "execute", Err: err}
+	return &OperationalError{Tool: name, Op: "execute", Err: err}
 }
 
 // project computes the model content: the tool's projection, else the producer's
 // precomputed content. (An encoded string's text part is made by the caller from the
 // value it already decoded.)
-func project(e *entry, input json.RawMessage, out sdk.Output) (content []sdk.Part, err error) {
+func project(e *entry, input json.RawMessage, out tool.Output) (content []tool.Part, err error) {
 	switch {
 	case e.tool.Project != nil:
 		defer func() {
@@ -434,7 +434,7 @@ func (q *Request) refuse(call Call, o Outcome, m refusalText) (*Settlement, erro
 		Name:       call.Name,
 		ToolCallID: call.Invocation.ToolCallID,
 		Outcome:    o,
-		Content:    []sdk.Part{sdk.Text(text)},
+		Content:    []tool.Part{tool.Text(text)},
 		Problems:   problems,
 	}
 	if path != "" {
@@ -495,7 +495,7 @@ type prepareConfig struct {
 // Offer makes Prepare offer only the tools whose permission actions all satisfy
 // offered, asked with the tool's source (Source.ID: "builtin", "plugin:NAME",
 // "mcp:NAME", "manifest:NAME") and each action: the tool's name and, when it
-// declares one, its sdk.Tool.PermissionAction. permission.Visibility builds offered
+// declares one, its tool.Tool.PermissionAction. permission.Visibility builds offered
 // from the rules that apply to a request, so a tool those rules deny outright is not
 // shown to the model. Several Offer options narrow together: a tool is offered when
 // every one accepts it. Offering decides visibility only, never authorization: a

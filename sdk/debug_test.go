@@ -56,7 +56,7 @@ func TestDebugModeDetachesQuietly(t *testing.T) {
 	h := hosttest.NewHost(t, registry.Options{})
 	for attach := range 2 {
 		root := scope.New(t.Context())
-		note(t, h, root, plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &rc, Logger: hclog.NewNullLogger()}, "x", "c")
+		note(t, h, root, plugins.Config{Name: "noter", Path: os.Args[0], Reattach: &plugins.Reattach{Pid: rc.Pid, Network: rc.Network, Address: rc.Address}, Logger: hclog.NewNullLogger()}, "x", "c")
 		if err := root.Close(context.WithoutCancel(t.Context())); err != nil {
 			t.Fatalf("detach %d: %v", attach+1, err)
 		}

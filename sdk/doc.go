@@ -1,5 +1,7 @@
-// Package sdk is the public API for everyone who writes tools for toolhost: application
-// developers embedding the registry, built-in tools, and third-party plugin authors.
+// Package sdk is the public API for plugin authors: one import to define tools and
+// serve them from a plugin binary ([Serve]). The tool names (Tool, NewTool, Part,
+// ToolFailure, Ask, ...) are package tool's, re-exported; an application that runs
+// tools in its own process can import tool alone and link no RPC.
 //
 // A [Tool] is a reusable value: a description, an input schema, an output schema,
 // exactly one executor and an optional pure projection to model content. It has no
@@ -11,7 +13,6 @@
 // Go error and never shown to the model as if the tool had answered.
 //
 // Package sdk imports none of the host's packages (registry, scope, location, ...):
-// only the wire protocol (internal/pluginpb), the peer check (internal/peercred) and
-// the call path's JSON codec (internal/jsoncodec) that plugin binaries share with the
-// host.
+// only tool, the wire protocol (internal/pluginpb), the peer check (internal/peercred)
+// and trace context (internal/tracectx) that plugin binaries share with the host.
 package sdk

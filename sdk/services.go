@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
+	"github.com/toolhost/toolhost/tool"
 )
 
 // Services are the Location services a trusted plugin receives (Location.Services).
@@ -81,9 +82,9 @@ type PermissionRequest struct {
 	Metadata map[string]any
 }
 
-// ErrDeclined is matched by the error of a permission request declined without a
-// message. It wraps context.Canceled.
-var ErrDeclined = fmt.Errorf("permission declined: %w", context.Canceled)
+// ErrDeclined is [tool.ErrDeclined]: it is matched by the error of a permission
+// request declined without a message.
+var ErrDeclined = tool.ErrDeclined
 
 // fsClient is the plugin's end of the FileSystem service.
 type fsClient struct{ c pluginpb.FileSystemClient }

@@ -3,100 +3,136 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/toolhost/toolhost/tool"
 )
 
-// Invocation identifies one call. The session runner supplies it and the registry
-// passes it to the executor unchanged; it is never inferred. It carries identity only:
-// no raw provider input and no services.
-type Invocation struct {
-	SessionID string `json:"session_id"`
-	Agent     string `json:"agent"`
-	// AssistantMessageID is the durable id of the assistant message containing the call.
-	AssistantMessageID string `json:"assistant_message_id"`
-	ToolCallID         string `json:"tool_call_id"`
+// The names below are package tool's, re-exported so that a plugin defines and serves
+// its tools with one import. Each is identical to its tool counterpart (the types are
+// aliases), so values pass freely between code that imports sdk and code that imports
+// tool; see package tool for their contracts.
+
+type (
+	// Tool is [tool.Tool].
+	Tool = tool.Tool
+	// Invocation is [tool.Invocation].
+	Invocation = tool.Invocation
+	// Executor is [tool.Executor].
+	Executor = tool.Executor
+	// Projection is [tool.Projection].
+	Projection = tool.Projection
+	// Output is [tool.Output].
+	Output = tool.Output
+	// Annotations is [tool.Annotations].
+	Annotations = tool.Annotations
+	// PartType is [tool.PartType].
+	PartType = tool.PartType
+	// Part is [tool.Part].
+	Part = tool.Part
+	// ToolFailure is [tool.Failure].
+	ToolFailure = tool.Failure
+	// OutputEncodingError is [tool.OutputEncodingError].
+	OutputEncodingError = tool.OutputEncodingError
+	// InputDecodingError is [tool.InputDecodingError].
+	InputDecodingError = tool.InputDecodingError
+	// Progress is [tool.Progress].
+	Progress = tool.Progress
+	// Question is [tool.Question].
+	Question = tool.Question
+	// AnswerAction is [tool.AnswerAction].
+	AnswerAction = tool.AnswerAction
+	// Answer is [tool.Answer].
+	Answer = tool.Answer
+	// SampleRequest is [tool.SampleRequest].
+	SampleRequest = tool.SampleRequest
+	// SampleMessage is [tool.SampleMessage].
+	SampleMessage = tool.SampleMessage
+	// SampleResult is [tool.SampleResult].
+	SampleResult = tool.SampleResult
+	// Interactor is [tool.Interactor].
+	Interactor = tool.Interactor
+	// UnansweredError is [tool.UnansweredError].
+	UnansweredError = tool.UnansweredError
+)
+
+const (
+	// PartText is [tool.PartText].
+	PartText = tool.PartText
+	// PartMedia is [tool.PartMedia].
+	PartMedia = tool.PartMedia
+	// PartResource is [tool.PartResource].
+	PartResource = tool.PartResource
+
+	// Accepted is [tool.Accepted].
+	Accepted = tool.Accepted
+	// Declined is [tool.Declined].
+	Declined = tool.Declined
+	// Cancelled is [tool.Cancelled].
+	Cancelled = tool.Cancelled
+)
+
+// ErrUnanswered is [tool.ErrUnanswered].
+var ErrUnanswered = tool.ErrUnanswered
+
+// NewTool is [tool.New].
+func NewTool[In, Out any](description string, execute func(ctx context.Context, inv Invocation, in In) (Out, error)) Tool {
+	return tool.New(description, execute)
 }
 
-// Executor runs one call. It receives the call's context (cancelled on interruption),
-// the Invocation and the input, already validated against the tool's input schema.
-//
-// It returns the complete, encoded output. A deliberate, model-visible failure is
-// returned as a *ToolFailure; cancellation as the context's cause; anything else is an
-// operational failure for the runner.
-type Executor func(ctx context.Context, inv Invocation, input json.RawMessage) (Output, error)
+// SchemaFor is [tool.SchemaFor].
+func SchemaFor[T any]() json.RawMessage { return tool.SchemaFor[T]() }
 
-// Projection maps validated input and encoded output to model content. It must be pure
-// and total: no I/O, no dependence on who called, and a result for every valid output.
-type Projection func(input, output json.RawMessage) []Part
-
-// Output is what an Executor returns. The registry keeps its byte slices (and
-// strings decoded from them) in the settlement without copying: do not modify them
-// after returning.
-type Output struct {
-	// JSON is the complete encoded output; the registry validates it against the
-	// output schema.
-	JSON json.RawMessage
-	// Content, when HasContent is set, is the projection already computed by the
-	// producer in the same round trip (plugins, MCP servers). The registry uses it only
-	// if JSON validates, and only when the Tool has no Projection of its own.
-	Content    []Part
-	HasContent bool
-	// Structured, if non-nil, is a smaller structured result to publish instead of JSON;
-	// the registry validates it against Tool.StructuredSchema.
-	Structured json.RawMessage
+// ProjectTyped is [tool.ProjectTyped].
+func ProjectTyped[In, Out any](project func(in In, out Out) []Part) Projection {
+	return tool.ProjectTyped(project)
 }
 
-// Tool is a reusable tool value with exactly one executor. It has no intrinsic name.
-//
-// The zero value is not usable: Execute and InputSchema are required. Schemas are
-// self-contained JSON Schema documents (no remote $ref); the registry compiles them
-// once, at registration. A Tool is safe to register many times and from many
-// goroutines provided Execute and Project are.
-type Tool struct {
-	// Description tells the model what the tool does.
-	Description string
-	// Title, if set, is a short human-readable name for people (MCP's tool title);
-	// models are told the registered name and the description.
-	Title string
-	// Annotations, if set, are hints about the tool's behaviour for clients (MCP's
-	// tool annotations). They are advisory: never a basis for permission decisions.
-	Annotations *Annotations
-	// InputSchema is the JSON Schema the input must satisfy.
-	InputSchema json.RawMessage
-	// OutputSchema, if set, is the JSON Schema the encoded output must satisfy.
-	OutputSchema json.RawMessage
-	// StructuredSchema, if set, validates Output.Structured.
-	StructuredSchema json.RawMessage
-	// Execute is the tool's one executor. Dependencies are captured when the tool is
-	// built (closures), never looked up during a call.
-	Execute Executor
-	// Project, if set, maps input and encoded output to model content. When nil, an
-	// output that encodes a JSON string becomes one text part; anything else becomes
-	// structured output (and its JSON text as content).
-	Project Projection
-	// PermissionAction, if set, is the permission action the tool's requests use when
-	// it differs from the tool's name, so that related tools share rules ("edit" for
-	// edit, write and apply_patch). A Request prepared with permission visibility hides
-	// the tool when its name or this action is denied outright. It decides visibility
-	// only; the tool still formulates its own permission requests.
-	PermissionAction string
+// Hint is [tool.Hint].
+func Hint(b bool) *bool { return tool.Hint(b) }
+
+// Text is [tool.Text].
+func Text(s string) Part { return tool.Text(s) }
+
+// Media is [tool.Media].
+func Media(mimeType string, data []byte) Part { return tool.Media(mimeType, data) }
+
+// TextResource is [tool.TextResource].
+func TextResource(uri, mimeType, text string) Part { return tool.TextResource(uri, mimeType, text) }
+
+// BlobResource is [tool.BlobResource].
+func BlobResource(uri, mimeType string, data []byte) Part {
+	return tool.BlobResource(uri, mimeType, data)
 }
 
-// Annotations are hints about a tool's behaviour, as MCP's tool annotations define
-// them. A nil pointer means the MCP default: DestructiveHint and OpenWorldHint
-// default to true, the others to false.
-type Annotations struct {
-	// ReadOnlyHint: the tool does not modify its environment.
-	ReadOnlyHint bool `json:"readOnlyHint,omitempty"`
-	// DestructiveHint: the tool may perform destructive updates (meaningful only
-	// when ReadOnlyHint is false).
-	DestructiveHint *bool `json:"destructiveHint,omitempty"`
-	// IdempotentHint: calling the tool again with the same input has no further
-	// effect (meaningful only when ReadOnlyHint is false).
-	IdempotentHint bool `json:"idempotentHint,omitempty"`
-	// OpenWorldHint: the tool interacts with an open world of external entities
-	// (the web); false means a closed domain (a local workspace).
-	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+// Failf is [tool.Failf].
+func Failf(format string, args ...any) *ToolFailure { return tool.Failf(format, args...) }
+
+// WithProgress is [tool.WithProgress].
+func WithProgress(ctx context.Context, report func(Progress)) context.Context {
+	return tool.WithProgress(ctx, report)
 }
 
-// Hint returns a pointer to b, for Annotations.DestructiveHint and OpenWorldHint.
-func Hint(b bool) *bool { return &b }
+// ReportProgress is [tool.ReportProgress].
+func ReportProgress(ctx context.Context, p Progress) { tool.ReportProgress(ctx, p) }
+
+// ProgressWanted is [tool.ProgressWanted].
+func ProgressWanted(ctx context.Context) bool { return tool.ProgressWanted(ctx) }
+
+// WithInteractor is [tool.WithInteractor].
+func WithInteractor(ctx context.Context, in Interactor) context.Context {
+	return tool.WithInteractor(ctx, in)
+}
+
+// InteractorFrom is [tool.InteractorFrom].
+func InteractorFrom(ctx context.Context) Interactor { return tool.InteractorFrom(ctx) }
+
+// Ask is [tool.Ask].
+func Ask(ctx context.Context, q Question) (Answer, error) { return tool.Ask(ctx, q) }
+
+// CheckAnswer is [tool.CheckAnswer].
+func CheckAnswer(q Question, content json.RawMessage) error { return tool.CheckAnswer(q, content) }
+
+// Sample is [tool.Sample].
+func Sample(ctx context.Context, req SampleRequest) (SampleResult, error) {
+	return tool.Sample(ctx, req)
+}

@@ -124,8 +124,9 @@ func crashRestartsWhileTheToolsAreHeld(t *testing.T, h *host, k kind) {
 	}
 	waitStatus(t, s, func(st supervise.Status) bool { return st.State == supervise.Restarting })
 	<-first.Scope().Done() // closed with the crash as its cause
-	if err := context.Cause(first.Scope().Context()); err == nil || !strings.Contains(err.Error(), "exit status 7") {
-		t.Errorf("the crashed generation's scope ended with %v, want the crash", err)
+	var crash *supervise.CrashError
+	if err := context.Cause(first.Scope().Context()); !errors.As(err, &crash) || !strings.Contains(crash.Status, "exit status 7") || crash.Generation != first.Generation() {
+		t.Errorf("the crashed generation's scope ended with %v, want its *supervise.CrashError with exit status 7", err)
 	}
 	if _, err := s.State(); err == nil || !strings.Contains(err.Error(), "exit status 7") {
 		t.Errorf("restarting state's error %v, want the crash", err)

@@ -1,4 +1,4 @@
-// Package askschema carries the validator of sdk.Ask's answers from the host side to
+// Package askschema carries the validator of tool.Ask's answers from the host side to
 // the sdk without linking a JSON Schema validator into every plugin binary: the
 // validator's package initializer compiles its metaschemas, about 3.5 ms of every
 // plugin start (measured on the project's VM, see BENCHMARKS.md), and a plugin never

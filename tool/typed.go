@@ -1,4 +1,4 @@
-package sdk
+package tool
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"github.com/toolhost/toolhost/internal/jsoncodec"
 )
 
-// NewTool returns a typed tool: input is decoded into In, the result of execute is
+// New returns a typed tool: input is decoded into In, the result of execute is
 // encoded from Out, and both schemas are derived from the Go types (see [SchemaFor]).
 // Override either schema by setting the returned Tool's InputSchema or OutputSchema;
 // the executor still decodes into In.
 //
 // execute receives the call's context and Invocation beside the decoded input. Return
-// a *ToolFailure for model-visible failures.
-func NewTool[In, Out any](description string, execute func(ctx context.Context, inv Invocation, in In) (Out, error)) Tool {
+// a *Failure for model-visible failures.
+func New[In, Out any](description string, execute func(ctx context.Context, inv Invocation, in In) (Out, error)) Tool {
 	return Tool{
 		Description:  description,
 		InputSchema:  SchemaFor[In](),
@@ -54,7 +54,7 @@ func SchemaFor[T any]() json.RawMessage {
 	selfContain(s)
 	data, err := appendSchema(nil, s)
 	if err != nil {
-		panic(fmt.Sprintf("sdk: derive schema for %v: %v", reflect.TypeFor[T](), err))
+		panic(fmt.Sprintf("tool: derive schema for %v: %v", reflect.TypeFor[T](), err))
 	}
 	return data
 }

@@ -1,4 +1,4 @@
-package sdk
+package tool
 
 import (
 	"encoding/json"
@@ -11,10 +11,10 @@ import (
 
 // appendSchema appends the JSON encoding of s, byte for byte what json.Marshal(s)
 // produces (TestAppendSchemaAgreesWithJSONMarshal holds it to that), without
-// encoding/json's reflection over jsonschema.Schema: building the encoders of that
-// type, the first time, cost 140–180 µs in every plugin process, on the way to its
-// first activation (BENCHMARKS.md, "Activation"). Values of any type (enum, const,
-// default, examples, extras) still go through json.Marshal.
+// encoding/json's reflection over jsonschema.Schema, whose encoders every plugin
+// process would otherwise build on the way to its first activation (BENCHMARKS.md,
+// "Activation"). Values of any type (enum, const, default, examples, extras) still go
+// through json.Marshal.
 func appendSchema(b []byte, s *jsonschema.Schema) ([]byte, error) {
 	switch {
 	case s == nil:

@@ -1,4 +1,4 @@
-package sdk
+package tool
 
 // PartType says what a content Part carries.
 type PartType string

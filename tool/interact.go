@@ -1,4 +1,4 @@
-package sdk
+package tool
 
 import (
 	"context"
@@ -84,12 +84,12 @@ type Interactor interface {
 }
 
 // ErrUnanswered is what errors.Is finds in every *UnansweredError.
-var ErrUnanswered = errors.New("sdk: no one to answer")
+var ErrUnanswered = errors.New("tool: no one to answer")
 
 // UnansweredError says a question or sample request could not be put to anyone:
 // the runner has no person or model to ask, the client lacks the capability, or
 // the Location does not grant it to the plugin. A tool handles it as it sees fit
-// (a default, a ToolFailure); errors.Is(err, ErrUnanswered) holds.
+// (a default, a Failure); errors.Is(err, ErrUnanswered) holds.
 type UnansweredError struct {
 	// Op is "ask" or "sample".
 	Op string
@@ -98,7 +98,7 @@ type UnansweredError struct {
 }
 
 func (e *UnansweredError) Error() string {
-	return fmt.Sprintf("sdk: %s: no one to answer: %s", e.Op, e.Reason)
+	return fmt.Sprintf("tool: %s: no one to answer: %s", e.Op, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrUnanswered) hold.
@@ -166,13 +166,13 @@ func CheckAnswer(q Question, content json.RawMessage) error {
 
 func checkContent(validate func(json.RawMessage) error, content json.RawMessage) error {
 	if !json.Valid(content) {
-		return errors.New("sdk: ask: the answer is not JSON")
+		return errors.New("tool: ask: the answer is not JSON")
 	}
 	if validate == nil {
 		return nil
 	}
 	if err := validate(content); err != nil {
-		return fmt.Errorf("sdk: ask: the answer does not match the question's schema: %w", err)
+		return fmt.Errorf("tool: ask: the answer does not match the question's schema: %w", err)
 	}
 	return nil
 }
@@ -184,14 +184,14 @@ func compileQuestion(schema json.RawMessage) (func(json.RawMessage) error, error
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(schema, &head); err != nil || head.Type != "object" {
-		return nil, errors.New(`sdk: ask: Question.Schema must be a JSON Schema of "type": "object"`)
+		return nil, errors.New(`tool: ask: Question.Schema must be a JSON Schema of "type": "object"`)
 	}
 	if askschema.Compile == nil {
 		return nil, nil
 	}
 	validate, err := askschema.Compile(schema)
 	if err != nil {
-		return nil, fmt.Errorf("sdk: ask: Question.Schema: %w", err)
+		return nil, fmt.Errorf("tool: ask: Question.Schema: %w", err)
 	}
 	return validate, nil
 }
@@ -201,7 +201,7 @@ func compileQuestion(schema json.RawMessage) (func(json.RawMessage) error, error
 // model to ask it returns a *UnansweredError.
 func Sample(ctx context.Context, req SampleRequest) (SampleResult, error) {
 	if len(req.Messages) == 0 || req.MaxTokens <= 0 {
-		return SampleResult{}, errors.New("sdk: sample: a SampleRequest needs Messages and MaxTokens > 0")
+		return SampleResult{}, errors.New("tool: sample: a SampleRequest needs Messages and MaxTokens > 0")
 	}
 	in := InteractorFrom(ctx)
 	if in == nil {

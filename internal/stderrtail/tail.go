@@ -1,14 +1,16 @@
-package proc
+// Package stderrtail quotes the end of a program's standard error in errors about
+// the program, since it usually says why the program failed.
+package stderrtail
 
 import "strings"
 
 // maxTailLines is how many of a program's last stderr lines an error quotes.
 const maxTailLines = 20
 
-// WithStderr returns msg followed, when stderr has text, by its last lines indented
+// Quote returns msg followed, when stderr has text, by its last lines indented
 // under a heading that says whose they are (who: "plugin", "server"). Errors about a
 // program that failed quote its stderr this way, since it usually says why.
-func WithStderr(msg, who, stderr string) string {
+func Quote(msg, who, stderr string) string {
 	tail := strings.TrimSpace(stderr)
 	if tail == "" {
 		return msg
