@@ -195,8 +195,8 @@ func goCommand() (string, error) {
 // StartupTags are the build tags toolhost adds to every plugin build: the pure-Go
 // DNS resolver and user lookup. With them a plugin whose own packages use no cgo
 // links no C library and is a static binary, which starts without the dynamic
-// loader, libc and cgo's thread setup: about 0.5–1 ms sooner per launch, a tenth of
-// a whole launch (BENCHMARKS.md, "Activation"). A plugin that does use cgo still
+// loader, libc and cgo's thread setup (BENCHMARKS.md, "Activation", has what that
+// saves a launch). A plugin that does use cgo still
 // builds with it, and is linked dynamically as before.
 const StartupTags = "netgo,osusergo"
 
@@ -275,8 +275,8 @@ func buildKey(ctx context.Context, goCmd string, env []string, src string) (stri
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// goVersion is `go version` as run in src, remembered: it costs a process (about
-// 7 ms) and every build computes the key twice. What it depends on is the memo's
+// goVersion is `go version` as run in src, remembered: it costs a process, and
+// every build computes the key twice. What it depends on is the memo's
 // key: the go command's file (path, size, modification time), the variables that
 // select a toolchain, and the go.mod and go.work files above src (their go and
 // toolchain lines can switch toolchains).

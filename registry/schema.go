@@ -26,11 +26,12 @@ var messagePrinter = message.NewPrinter(language.English)
 const (
 	// MaxSchemaBytes bounds one schema document's text.
 	MaxSchemaBytes = 1 << 20
-	// MaxSchemaDepth bounds how deep objects and arrays nest in one schema. Compiling
-	// a schema nested 2,000 deep took half a minute, 9,000 deep more than ten.
+	// MaxSchemaDepth bounds how deep objects and arrays nest in one schema: the
+	// compiler's cost grows faster than the depth, so a deep schema well inside
+	// MaxSchemaBytes could otherwise keep the host compiling for minutes.
 	MaxSchemaDepth = 64
 	// MaxSchemaNodes bounds the subschemas of one schema: its objects and booleans,
-	// the values that can be schemas. 2,048 compile in about 70 ms of CPU.
+	// the values that can be schemas.
 	MaxSchemaNodes = 2048
 	// MaxBatchSchemaNodes bounds the subschemas of all the schemas of one batch,
 	// which are compiled one after another: at most a couple of seconds of CPU.
@@ -155,7 +156,7 @@ func (s *compiledSchema) validText(data []byte) bool {
 // schemaCache shares compiled schemas among a registry's registrations of the same
 // bytes: a plugin registers the same schemas at every start, restart and reload, and
 // many tools share one (the output schema of every text tool). Compiling is most of
-// what registering a tool costs, about 45 µs a schema. Only compiled schemas are
+// what registering a tool costs. Only compiled schemas are
 // kept, never errors; when it holds maxCachedSchemas schemas or
 // maxCachedSchemaBytes of their text, it starts over, so schemas from plugins cannot
 // grow it without bound (a small compiled schema takes about 4 KB).

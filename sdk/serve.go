@@ -198,11 +198,9 @@ func serverOptions() []grpc.ServerOption {
 }
 
 // streamWorkers is the number of call workers: enough for 64 calls at once, the
-// most the benchmarks make. Measured on two cores with 64 concurrent callers
-// (BenchmarkConcurrentAlternating), 2 workers gained nothing that stood out, because
-// calls arrive in bursts that find them busy; 8 and 16 raised throughput from 0.75
-// to 0.79-0.83 of bare, 32 and 64 to 0.83-0.86. An idle worker keeps the stack it
-// grew, a few KB.
+// most the benchmarks make (BenchmarkConcurrentAlternating; BENCHMARKS.md has what
+// the count changes). Calls beyond it get a goroutine of their own, as without
+// workers. An idle worker keeps the stack it grew, a few KB.
 const streamWorkers = 64
 
 // warmUp builds, while the host is still connecting, what the activation's first

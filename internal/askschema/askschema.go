@@ -1,8 +1,7 @@
 // Package askschema carries the validator of tool.Ask's answers from the host side to
-// the sdk without linking a JSON Schema validator into every plugin binary: the
-// validator's package initializer compiles its metaschemas, about 3.5 ms of every
-// plugin start (measured on the project's VM, see BENCHMARKS.md), and a plugin never
-// needs it, because its questions are put, and their answers validated, by its host.
+// the sdk without linking a JSON Schema validator into every plugin binary: a plugin
+// never needs one, because its questions are put, and their answers validated, by its
+// host, and the validator would add to every plugin's size and start.
 //
 // The registry package, which every host links, sets Compile in its init.
 package askschema

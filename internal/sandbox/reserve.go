@@ -13,10 +13,10 @@ import (
 const reserveSize = 8
 
 // reserve keeps resources of one kind ready for the next starts, so that a start
-// does not pay for making one, nor its end for removing it: a directory on an ext4
-// /tmp costs 25 µs to make and 55 µs to remove on a quiet machine, several times
-// that when directories come and go by the hundred (the file system scans past the
-// inodes it freed recently), and a cgroup about 100 µs with its removal.
+// does not pay for making one, nor its end for removing it: making and removing a
+// directory or a cgroup costs more than taking one ready, and more again when
+// directories come and go by the hundred (the file system scans past the inodes it
+// freed recently).
 //
 // A start takes one (take); when that leaves the reserve empty, one more is made in
 // the background. A box gives its resources back once its program and everything

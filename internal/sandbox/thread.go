@@ -108,7 +108,7 @@ func (b *Box) startTraced() error {
 
 // pidsJoin puts a program into its processes cgroup from its birth, without
 // writing its pid to cgroup.procs: that takes a lock whose every write waits for an
-// RCU grace period, milliseconds on a loaded machine (10 ms per start here). On
+// RCU grace period, milliseconds on a loaded machine. On
 // cgroup v2 the clone puts it there (CLONE_INTO_CGROUP). On v1 the starting thread
 // moves itself into the cgroup's tasks (a thread moving itself skips that lock),
 // clones the program, which inherits the thread's cgroup, and moves itself back
