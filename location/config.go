@@ -185,7 +185,8 @@ const (
 )
 
 // PermissionRule is one {action, resource, effect} rule. Action and Resource
-// are non-empty patterns (see DESIGN.md, "Permission").
+// are non-empty patterns (permission.Match; the rules are described in
+// docs/design.md, "The Location config and its reload").
 type PermissionRule struct {
 	Action   string
 	Resource string

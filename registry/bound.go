@@ -28,12 +28,13 @@ func (e *MediaTooLargeError) Error() string {
 // ErrInvalidLimits) to one settlement's provider-facing channel.
 //
 // When content is not empty, only its text parts are measured, taken together and
-// joined by "\n"; structured is not counted with them. (One guard DESIGN.md leaves
-// open: structured output that is itself over the limits — an MCP server sending a
-// 24 MiB file both as text and as structuredContent — is retained whole too and
-// dropped from the settlement, its path listed in managed, so nothing unbounded
-// reaches the provider.) A text resource part counts as a text part (its text is
-// measured, retained and folded into the preview with the others); a binary
+// joined by "\n"; structured is not counted with them. (One guard besides, as
+// docs/design.md, "Bounding and managed storage", says: structured output that is
+// itself over the limits — an MCP server sending a 24 MiB file both as text and as
+// structuredContent — is retained whole too and dropped from the settlement, its
+// path listed in managed, so nothing unbounded reaches the provider.) A text
+// resource part counts as a text part (its text is measured, retained and folded
+// into the preview with the others); a binary
 // resource counts as media. A media part over MaxMediaBytes fails
 // with a *MediaTooLargeError before anything else is done. Text within the limits leaves
 // content untouched (the same slice is returned). Text over them is retained whole in st

@@ -27,6 +27,4 @@
 // has its own mu for what it keeps to send; a handle counts the events its streams
 // hold (atomically) and is closed, without any of these locks held, once they would
 // hold more than maxHeldProgress.
-//
-// Package server/provider checks and adapts definitions for model providers.
 package server

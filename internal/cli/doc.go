@@ -4,34 +4,48 @@
 //
 // # Commands
 //
-//	toolhost tools --location DIR [--json] [--provider NAME] [--verbose]
-//	toolhost call --location DIR [--json] [--verbose] [--session ID] [--agent NAME]
-//	              [--message ID] [--call-id ID] NAME [JSON|-]
+//	toolhost tools (--location DIR | --socket ADDRESS [--location DIR]) [--all] [--json]
+//	              [--provider NAME] [--verbose]
+//	toolhost call (--location DIR | --socket ADDRESS [--location DIR]) [--json] [--verbose]
+//	              [--session ID] [--agent NAME] [--message ID] [--call-id ID] NAME [JSON|-]
 //	toolhost serve [--location DIR]... [--socket PATH | --tcp 127.0.0.1:PORT [--token-file PATH]]
-//	toolhost dev [--location DIR]... [serve flags]
+//	              [--metrics 127.0.0.1:PORT] [--verbose]
+//	toolhost dev [--location DIR]... [--debounce DURATION] [serve flags]
+//	toolhost mcp [--location DIR]... [--http 127.0.0.1:PORT [--token-file PATH]]
+//	              [--dev [--debounce DURATION]] [--verbose]
 //	toolhost mcp-login NAME --location DIR [--client-id ID [--client-secret-env VAR]] [--listen ADDR]
+//	toolhost status --socket ADDRESS [--location DIR] [--json]
+//	toolhost restart --socket ADDRESS [--location DIR] NAME
 //	toolhost plugins lock|upgrade [NAME...]|verify|list [--location DIR] [--json]
 //	toolhost version
 //	toolhost help [COMMAND]
 //
 // tools and call activate the Location at DIR for their own duration and deactivate
 // it before exiting (within 10s); on a terminal, call prompts for permission asks.
-// serve and dev run until SIGINT or SIGTERM (see the server and devwatch packages).
-// plugins manages the plugins a Location takes from Go modules and their lock file
-// (see location.LockModules); verify exits 1 when a module differs from its lock.
-// Logs go to stderr: warnings and errors only, everything with --verbose.
+// With --socket they work against a running serve or dev instead. serve and dev run
+// until SIGINT or SIGTERM (see the server and devwatch packages). mcp serves the
+// Locations' tools as an MCP server on stdio, or with --http as streamable HTTP on
+// loopback (see mcpserve); with no --location, the client's roots choose the
+// Locations. status prints the sources of a running serve or dev, and restart
+// starts one of them again (kind:name or a bare name). plugins manages the plugins
+// a Location takes from Go modules and their lock file (see location.LockModules);
+// verify exits 1 when a module differs from its lock. Logs go to stderr: warnings
+// and errors only, everything with --verbose.
 //
 // # Exit status
 //
 //	0   success; for call, the call completed
 //	1   the call settled with a model-visible error (tool_failure, unknown,
 //	    invalid_input, invalid_output, unavailable); for tools --provider, a tool
-//	    is not compatible with the provider
+//	    is not compatible with the provider; for plugins verify, a module differs
+//	    from its lock
 //	2   operational failure: activation failed, defect, plugin crash, storage failure;
 //	    for call, a tool no running source serves while a source that could hold it
 //	    is starting, restarting or failed (printed as unavailable, with the source's
 //	    state and error)
 //	3   interrupted (SIGINT or SIGTERM); "interrupted" is printed to stderr
+//	4   tools and status: the Location is active, but some of its sources do not
+//	    serve (starting, restarting or failed); they are reported after the tools
 //	64  usage error
 //
 // # JSON output (stable)
