@@ -16,7 +16,7 @@ func TestSpecOfCarriesEveryField(t *testing.T) {
 		Name: "src", Contain: true, Mode: sandboxcfg.ModeCgroup, HostPID: true, Require: true,
 		Confine: &sandboxcfg.Confinement{Read: []string{"/r"}, Write: []string{"/w"}, Network: true,
 			Tmp: sandboxcfg.TmpLimits{Bytes: 1, Files: 2}},
-		Limits: sandboxcfg.Limits{MemoryBytes: 3, Processes: 4, OpenFiles: 5},
+		Limits: sandboxcfg.Limits{MemoryBytes: 3, Processes: 4, OpenFiles: 5, CPUs: 0.5},
 	}
 	got := sandbox.SpecOf(pub)
 	for _, v := range []reflect.Value{reflect.ValueOf(got), reflect.ValueOf(*got.Confine), reflect.ValueOf(got.Limits), reflect.ValueOf(got.Confine.Tmp)} {
