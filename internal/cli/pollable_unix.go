@@ -17,7 +17,7 @@ import (
 //
 // Read in blocking mode, stdin holds a thread, and its processor, in read(2)
 // between messages; the runtime's monitor has to take the processor back (after
-// 20 µs at best) before anything else can run on it, such as the call the line
+// its polling delay) before anything else can run on it, such as the call the line
 // just read, or the plugin's answer to another. Read through the poller, the
 // thread epoll wakes for the client's line reads it and goes on with the call.
 func pollable(f *os.File) (pf *os.File, restore func()) {

@@ -128,8 +128,8 @@ func (c codec) Name() string { return "proto" }
 
 // vtMessage is a message with vtprotobuf's generated encoding: straight-line code
 // per message type, where protobuf's reflection first builds each type's coder
-// tables from its descriptor. A plugin paid about 0.3 ms of CPU for those of the
-// activation's messages before its handshake, and the first call for its own (see
+// tables from its descriptor, which a plugin would pay for the activation's
+// messages before its handshake, and the first call for its own (see
 // BENCHMARKS.md). The bytes are protobuf's wire format either way (a test holds
 // the two to each other).
 type vtMessage interface {

@@ -26,8 +26,8 @@ import (
 // (ActivationLine), and then serves as at ConnTokenVersion, which this version
 // includes. The host reads the line off the plugin's standard output
 // (NewStdoutFilter) and makes no Activate call: a launch saves a round trip on a
-// connection that is still cold, about 0.7 ms of a 6 ms launch (BENCHMARKS.md,
-// "Activation"). Go-plugin picks the version, so a plugin of an older sdk is
+// connection that is still cold (BENCHMARKS.md, "Activation", has what it saves).
+// Go-plugin picks the version, so a plugin of an older sdk is
 // activated by a call as before.
 //
 // Only a host that launches the plugin uses it; a plugin it attaches to (started
