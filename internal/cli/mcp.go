@@ -357,12 +357,10 @@ func (m *mcpRun) serveHTTP(ctx context.Context, lis net.Listener) int {
 // on fewer than 8, where plugins get one either way. It returns the function that
 // gives the runtime back its default. toolhost mcp relays one client's calls to
 // plugins and servers in other processes; each idle processor of its runtime spins
-// looking for work on the CPUs those processes need. With stdin read through the
-// poller (pollable), a tools/call to a plugin echo took 0.80-0.89 of the time it
-// took before (median 0.85, 12 alternating runs on 2 CPUs; the poller alone, with
-// two processors, 0.84-0.97). One processor with stdin in blocking mode was slower
-// than two (1.14-1.27): the blocked read holds the one processor until the
-// runtime's monitor takes it back.
+// looking for work on the CPUs those processes need. It pays only with stdin read
+// through the poller (pollable): in blocking mode the blocked read would hold the
+// one processor until the runtime's monitor takes it back (BENCHMARKS.md has both
+// measured).
 func relayProcs() (restore func()) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0)/4 > 1 {
 		return func() {}
