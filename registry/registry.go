@@ -106,6 +106,7 @@ type Registry struct {
 	maxInputBytes int
 	schemas       schemaCache
 	observer      Observer
+	apart         apartCounts // validations running apart, per source (validcost.go)
 
 	mu         sync.RWMutex
 	placements map[string]*placement
@@ -140,9 +141,10 @@ type entry struct {
 	def         Definition
 	fingerprint [sha256.Size]byte
 	owner       Owner
-	ownerJoined bool  // the executor joins its calls with the owner (Batch.OwnerJoined)
-	overrides   bool  // the batch may take this name over from another source
-	size        int64 // definition bytes counted against SourceLimits.MaxSchemaBytes
+	ownerJoined bool          // the executor joins its calls with the owner (Batch.OwnerJoined)
+	overrides   bool          // the batch may take this name over from another source
+	size        int64         // definition bytes counted against SourceLimits.MaxSchemaBytes
+	apart       *atomic.Int32 // validations running apart against its source's schemas
 	closed      atomic.Bool
 }
 
@@ -481,7 +483,7 @@ func (r *Registry) newEntry(name string, b Batch, t tool.Tool) (*entry, error) {
 		return nil, fmt.Errorf("tool has no input schema")
 	}
 	e := &entry{name: name, location: b.Location, source: b.Source, tool: t, owner: b.Owner, ownerJoined: b.OwnerJoined,
-		overrides: b.Location != Application && slices.Contains(b.Overrides, name)}
+		overrides: b.Location != Application && slices.Contains(b.Overrides, name), apart: r.apart.of(b.Location, b.Source)}
 	var err error
 	if e.input, err = r.schemas.compile("input schema", t.InputSchema); err != nil {
 		return nil, err

@@ -198,7 +198,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	// The input's decoded value is needed only to explain a refusal: an input the
 	// text check accepts is not decoded at all.
 	if !e.input.validText(input) {
-		v, problems, err := e.input.validateWithin(ctx, input)
+		v, problems, err := e.input.validateWithin(ctx, e, input)
 		if err != nil {
 			return nil, err // interruption
 		}
@@ -230,7 +230,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	}
 
 	call.obs.step(ctx, StepValidateOutput)
-	decoded, problems, err := e.output.validateWithin(ctx, out.JSON)
+	decoded, problems, err := e.output.validateWithin(ctx, e, out.JSON)
 	if err != nil {
 		return nil, err // interruption
 	}
@@ -239,7 +239,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 	}
 	structured := out.JSON
 	if out.Structured != nil {
-		_, problems, err := e.structured.validateWithin(ctx, out.Structured)
+		_, problems, err := e.structured.validateWithin(ctx, e, out.Structured)
 		if err != nil {
 			return nil, err // interruption
 		}

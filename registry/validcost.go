@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -24,6 +25,12 @@ const (
 	// the pattern's length times the value's. A larger value is refused without
 	// validating it. ("uniqueItems" is not heavy: the validator hashes.)
 	MaxHeavyValueBytes = 256 << 10
+	// MaxValidationsApart bounds the validations running apart from their
+	// settlements (see validationCost.apart) against the schemas of one source in
+	// one Location, all its generations together. A validation whose settlement
+	// was cancelled counts until it ends: it still uses a processor. A call past
+	// the limit is refused with a *ValidationsBusyError before validating.
+	MaxValidationsApart = 4
 
 	maxCheapPatternBytes = 4 << 10
 )
@@ -158,17 +165,62 @@ func pointerTarget(root any, ref string) (any, bool) {
 // validatingApart counts the validations running apart, for the tests.
 var validatingApart atomic.Int64
 
+// ValidationsBusyError refuses a call because MaxValidationsApart validations
+// against its source's schemas are running already. The call was not validated
+// nor run; it may be made again once they end. It is an operational failure, not a
+// settlement.
+type ValidationsBusyError struct {
+	Tool   string
+	Source string // "plugin text", "mcp fs"
+}
+
+func (e *ValidationsBusyError) Error() string {
+	return fmt.Sprintf("registry: call %q refused: %d validations against the costly schemas of %s are running already (cancelled ones count until they end), the most the host runs at once per source; call again once they end",
+		e.Tool, MaxValidationsApart, e.Source)
+}
+
+// apartKey names the source whose validations a counter of apartCounts counts.
+type apartKey struct{ location, kind, name string }
+
+// apartCounts holds one counter of validations running apart per source and
+// Location; a counter, once made, is kept for the registry's life (one per source
+// name ever registered).
+type apartCounts struct {
+	mu     sync.Mutex
+	counts map[apartKey]*atomic.Int32
+}
+
+func (a *apartCounts) of(location string, src Source) *atomic.Int32 {
+	k := apartKey{location, src.Kind, src.Name}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.counts[k]
+	if c == nil {
+		if a.counts == nil {
+			a.counts = map[apartKey]*atomic.Int32{}
+		}
+		c = new(atomic.Int32)
+		a.counts[k] = c
+	}
+	return c
+}
+
 // validateWithin is validate, bounded by what s's validation costs: a value over
 // MaxHeavyValueBytes is refused unvalidated for a heavy schema, and validation
 // against a schema measured to run apart is left (it finishes by itself) when
-// ctx ends, returning ctx's cause.
-func (s *compiledSchema) validateWithin(ctx context.Context, data []byte) (any, []Problem, error) {
+// ctx ends, returning ctx's cause. Validations apart are counted in e's source's
+// counter; past MaxValidationsApart the call is refused (*ValidationsBusyError).
+func (s *compiledSchema) validateWithin(ctx context.Context, e *entry, data []byte) (any, []Problem, error) {
 	if s == nil || !s.cost.apart {
 		v, problems := s.validate(data)
 		return v, problems, nil
 	}
 	if s.cost.heavy != "" && len(data) > MaxHeavyValueBytes {
 		return nil, []Problem{{Message: fmt.Sprintf("%d bytes, over the %d bytes the host validates against this schema (%s)", len(data), MaxHeavyValueBytes, s.cost.heavy)}}, nil
+	}
+	if e.apart.Add(1) > MaxValidationsApart {
+		e.apart.Add(-1)
+		return nil, nil, &ValidationsBusyError{Tool: e.name, Source: e.source.String()}
 	}
 	type result struct {
 		v        any
@@ -178,6 +230,7 @@ func (s *compiledSchema) validateWithin(ctx context.Context, data []byte) (any, 
 	validatingApart.Add(1)
 	go func() {
 		defer validatingApart.Add(-1)
+		defer e.apart.Add(-1)
 		v, problems := s.validate(data)
 		done <- result{v, problems}
 	}()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,47 @@ func TestHeavyValidationIsBounded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("the validation it stopped waiting for took %s", time.Since(began))
+}
+
+// Validations a source's calls leave running when they are cancelled count against
+// the source's limit until they end: past MaxValidationsApart running, a call is
+// refused before validating, naming the source; once they end, calls run again.
+func TestAbandonedValidationsAreBounded(t *testing.T) {
+	r := hosttest.Registry(t, registry.Options{})
+	hosttest.OpenLocation(t, r, "/ws")
+	register(t, r, registry.Batch{Location: "/ws", Source: pluginSrc, Tools: map[string]sdk.Tool{"heavy": schemaTool(heavyPattern(1000))}})
+	q, err := r.Prepare("/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := json.RawMessage(`"` + strings.Repeat("a", registry.MaxHeavyValueBytes-2) + `"`)
+	ctx, cancel := context.WithCancel(t.Context())
+	settled := make(chan error, registry.MaxValidationsApart)
+	for range registry.MaxValidationsApart {
+		go func() {
+			_, err := q.Settle(ctx, registry.Call{Name: "heavy", Input: slow})
+			settled <- err
+		}()
+	}
+	for registry.ValidatingApart() < registry.MaxValidationsApart {
+		runtime.Gosched()
+	}
+	cancel()
+	for range registry.MaxValidationsApart {
+		if err := <-settled; !errors.Is(err, context.Canceled) {
+			t.Errorf("a cancelled settlement: %v; want it interrupted", err)
+		}
+	}
+	_, err = q.Settle(t.Context(), registry.Call{Name: "heavy", Input: json.RawMessage(`"aaa"`)})
+	var busy *registry.ValidationsBusyError
+	running := registry.ValidatingApart()
+	if !errors.As(err, &busy) || !strings.Contains(err.Error(), pluginSrc.String()) {
+		t.Errorf("a call while %d abandoned validations run: %v; want it refused naming the source", running, err)
+	}
+	for registry.ValidatingApart() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := settle(t, q, "heavy", `"aaa"`); s.Outcome != registry.Completed {
+		t.Errorf("once they ended: %s %q", s.Outcome, s.Text())
+	}
 }
