@@ -17,6 +17,10 @@ import (
 // DefaultMaxMessageBytes is the default cap on one message from a server.
 const DefaultMaxMessageBytes = 64 << 20
 
+// DefaultMaxHeldBytes is what a server may make the host hold besides one message
+// of the largest size (Config.MaxHeldBytes).
+const DefaultMaxHeldBytes = 64 << 20
+
 // Config describes one MCP server of one Location.
 type Config struct {
 	// Name is the server's name in the Location config. It prefixes its tools' names
@@ -53,6 +57,12 @@ type Config struct {
 	// its end and discarded; a call whose response it was fails with a
 	// *MessageTooLargeError. Default DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// MaxHeldBytes bounds the bytes of the server's messages the host holds at
+	// once: responses until their request is answered, requests of the server's
+	// until the host answers them, notifications while they are handled (see
+	// gate). A message past it is refused with a *BudgetError. Default
+	// MaxMessageBytes plus DefaultMaxHeldBytes.
+	MaxHeldBytes int64
 	// Budget limits restarts after crashes.
 	Budget supervise.Budget
 	// Authorize, if set, is called before each call is forwarded to the server, with
@@ -80,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxHeldBytes <= 0 {
+		c.MaxHeldBytes = int64(c.MaxMessageBytes) + DefaultMaxHeldBytes
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -126,6 +139,25 @@ type MessageTooLargeError struct {
 
 func (e *MessageTooLargeError) Error() string {
 	return fmt.Sprintf("mcp: server %q sent a message of %d bytes, over the %d-byte message cap; it was discarded (raise the cap to accept it)", e.Server, e.Size, e.Limit)
+}
+
+// BudgetError reports a message from a server that would have made the host hold
+// more of the server's messages at once than Config.MaxHeldBytes. The message was
+// refused: a response fails its request with this error (an operational error,
+// never a tool result); a request of the server's is answered with it; a
+// notification is dropped. The session goes on.
+type BudgetError struct {
+	Server string
+	// What says what was refused ("the response to a request").
+	What string
+	// Size is the message's size; Held what the host held of the server's messages
+	// already; Limit the budget.
+	Size, Held, Limit int64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("mcp: server %q: %s of %d bytes would make the host hold %d bytes the server sent, over its limit max_held_bytes of %d; the host refused it (raise max_held_bytes if its messages are this large)",
+		e.Server, e.What, e.Size, e.Held+e.Size, e.Limit)
 }
 
 // ConnectionError reports a call that could not complete because the session with

@@ -30,11 +30,12 @@ func (t transport) Connect(context.Context) (gomcp.Connection, error) { return t
 // conn is a newline-delimited JSON-RPC connection over a server's stdin and stdout
 // with a per-message cap: an oversized message is drained and replaced, when it is a
 // response, by an error response carrying a *MessageTooLargeError, so the call fails
-// and the session survives.
+// and the session survives. Every message passes the server's gate both ways.
 type conn struct {
 	server string
 	limit  int
 	log    hclog.Logger
+	gate   *gate
 
 	w   *os.File
 	wmu sync.Mutex
@@ -53,9 +54,9 @@ type readResult struct {
 	err  error
 }
 
-func newConn(server string, limit int, log hclog.Logger, w *os.File, r io.Reader) *conn {
+func newConn(server string, limit int, log hclog.Logger, g *gate, w *os.File, r io.Reader) *conn {
 	c := &conn{
-		server: server, limit: limit, log: log, w: w,
+		server: server, limit: limit, log: log, gate: g, w: w,
 		incoming: make(chan readResult), closed: make(chan struct{}), ended: make(chan struct{}), readDone: make(chan struct{}),
 	}
 	go c.readLoop(r)
@@ -75,6 +76,7 @@ func (c *conn) readLoop(r io.Reader) {
 		case len(bytes.TrimSpace(line)) > 0:
 			res.msgs = c.decode(line)
 		}
+		res.msgs = c.admit(res.msgs)
 		if len(res.msgs) > 0 {
 			select {
 			case c.incoming <- res:
@@ -184,6 +186,24 @@ func (c *conn) oversized(o *oversize) []jsonrpc.Message {
 	return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: tooLarge}}
 }
 
+// admit passes msgs through the gate, writing its replies, and returns what is
+// left for the session.
+func (c *conn) admit(msgs []jsonrpc.Message) []jsonrpc.Message {
+	pass := msgs[:0]
+	for _, msg := range msgs {
+		m, reply := c.gate.admit(msg, sizeOf(msg))
+		if reply != nil {
+			if err := c.write(reply); err != nil {
+				c.log.Debug("could not answer a refused request", "error", err)
+			}
+		}
+		if m != nil {
+			pass = append(pass, m)
+		}
+	}
+	return pass
+}
+
 // Read implements gomcp.Connection.
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if len(c.queue) > 0 {
@@ -210,6 +230,15 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	c.gate.sent(ctx, msg)
+	err := c.write(msg)
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
+		c.log.Debug("sent notifications/cancelled", "params", string(req.Params), "error", err)
+	}
+	return err
+}
+
+func (c *conn) write(msg jsonrpc.Message) error {
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
@@ -223,9 +252,6 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.wmu.Lock()
 	_, err = c.w.Write(data)
 	c.wmu.Unlock()
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
-		c.log.Debug("sent notifications/cancelled", "params", string(req.Params), "error", err)
-	}
 	return err
 }
 

@@ -136,12 +136,9 @@ func partOf(c gomcp.Content) (sdk.Part, error) {
 
 // onLog passes the server's notifications/message to the host's log at their
 // level (where toolhost mcp's sessions, among others, receive them).
-func (inst *Instance) onLog(_ context.Context, req *gomcp.LoggingMessageRequest) {
-	if req.Params == nil {
-		return
-	}
+func (inst *Instance) onLog(p *gomcp.LoggingMessageParams) {
 	level := hclog.Info
-	switch req.Params.Level {
+	switch p.Level {
 	case "debug":
 		level = hclog.Debug
 	case "info", "notice":
@@ -151,6 +148,6 @@ func (inst *Instance) onLog(_ context.Context, req *gomcp.LoggingMessageRequest)
 	default:
 		level = hclog.Error
 	}
-	data, _ := json.Marshal(req.Params.Data)
-	inst.serverLog(level, req.Params.Logger, string(data))
+	data, _ := json.Marshal(p.Data)
+	inst.serverLog(level, p.Logger, string(data))
 }

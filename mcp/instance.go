@@ -58,6 +58,7 @@ type Instance struct {
 	token      atomic.Uint64
 	inFlight   atomic.Int64
 	logs       *loglimit.Logger // the server's notifications/message (log.go)
+	gate       *gate            // every message to and from the server (budget.go)
 
 	progressMu sync.Mutex
 	progress   map[string]*progressSink
@@ -93,6 +94,7 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		progress: map[string]*progressSink{}, tools: map[string]*registered{}, changed: make(chan struct{}),
 		logs: loglimit.New(cfg.Logger, 0, 0),
 	}
+	inst.gate = newGate(cfg.Name, cfg.MaxHeldBytes, inst.onNotification, inst.logs)
 	_ = sc.Defer(ctx, func(context.Context) error { inst.logs.Close(); return nil }) // runs last
 	if err := inst.start(ctx); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
@@ -126,22 +128,34 @@ func (inst *Instance) start(ctx context.Context) error {
 			return err
 		}
 		inst.proc = proc
-		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, proc.Stdin, proc.Stdout)
+		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, inst.gate, proc.Stdin, proc.Stdout)
 	}
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
 
 	client := gomcp.NewClient(&gomcp.Implementation{Name: "toolhost", Version: version()}, &gomcp.ClientOptions{
-		// No roots. Sampling and elicitation requests made during a call, and log
-		// messages, are forwarded to whoever runs the call (forward.go).
-		Capabilities:                &gomcp.ClientCapabilities{},
-		ToolListChangedHandler:      inst.onListChanged,
-		ProgressNotificationHandler: inst.onProgress,
-		CreateMessageHandler:        inst.onCreateMessage,
-		ElicitationHandler:          inst.onElicit,
-		LoggingMessageHandler:       inst.onLog,
-		Logger:                      newSlog(cfg.Logger),
+		// No roots. Sampling and elicitation requests made during a call are
+		// forwarded to whoever runs the call (forward.go). On stdio, the
+		// notifications the host acts on are handled by the gate as they are read
+		// (onNotification) and never reach these handlers.
+		Capabilities: &gomcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
+			inst.onListChanged()
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+			if req.Params != nil {
+				inst.onProgress(req.Params)
+			}
+		},
+		LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
+			if req.Params != nil {
+				inst.onLog(req.Params)
+			}
+		},
+		CreateMessageHandler: inst.onCreateMessage,
+		ElicitationHandler:   inst.onElicit,
+		Logger:               newSlog(cfg.Logger),
 	})
 	var session *gomcp.ClientSession
 	var err error
@@ -357,12 +371,31 @@ func (inst *Instance) stop(ctx context.Context) error {
 	inst.proc.stop(grace)
 	<-closed // the process is gone, so the connection's reader has ended
 	<-inst.conn.readDone
+	inst.gate.ended()
 	return nil
 }
 
+// onNotification handles a notification the gate lets through, as it is read.
+func (inst *Instance) onNotification(method string, params json.RawMessage) {
+	switch method {
+	case notifyToolsListed:
+		inst.onListChanged()
+	case notifyProgress:
+		var p gomcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) == nil {
+			inst.onProgress(&p)
+		}
+	case notifyMessage:
+		var p gomcp.LoggingMessageParams
+		if json.Unmarshal(params, &p) == nil {
+			inst.onLog(&p)
+		}
+	}
+}
+
 // onListChanged notes a tools/list_changed; relistLoop does the listing, so the
-// session's notification handling is never blocked on a request.
-func (inst *Instance) onListChanged(context.Context, *gomcp.ToolListChangedRequest) {
+// session's reading is never blocked on a request.
+func (inst *Instance) onListChanged() {
 	inst.notified.Add(1)
 	select {
 	case inst.relist <- struct{}{}:
@@ -537,9 +570,12 @@ func (inst *Instance) maxTools() int {
 }
 
 // candidates turns listed tools into registrable ones, skipping (with a warning)
-// those without a usable name or whose names clash after normalization, and those
-// past the server's max_schema_bytes in all (one warning), before any of them is
-// compiled.
+// those without a usable name, whose names clash after normalization, or whose
+// schemas registering would refuse, and those past the server's max_schema_bytes
+// in all, or past registry.MaxBatchSchemaNodes subschemas in all, written out or
+// unfolded through "$ref" (one warning), before any of them is compiled: the tools
+// are registered one batch each, and the listing as a whole costs no more to
+// compile than one batch of a plugin.
 func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
 	var warnings []error
 	maxBytes := inst.cfg.Limits.MaxSchemaBytes
@@ -547,6 +583,7 @@ func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
 		maxBytes = registry.DefaultMaxSchemaBytes
 	}
 	var size int64
+	var nodes, unfolded int
 	byName := map[string]string{}
 	seenOriginal := map[string]bool{}
 	var out []candidate
@@ -573,10 +610,29 @@ func (inst *Instance) candidates(listed []*gomcp.Tool) ([]candidate, []error) {
 			warnings = append(warnings, fmt.Errorf("mcp: server %q: its tools from %q on are skipped: the listing's definitions pass max_schema_bytes (%d)", inst.cfg.Name, t.Name, maxBytes))
 			break
 		}
+		cost, err := schemaCost(c.tool)
+		if err != nil {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: tool %q skipped: %w", inst.cfg.Name, t.Name, err))
+			continue
+		}
+		if nodes, unfolded = nodes+cost.Nodes, unfolded+cost.Unfolded; nodes > registry.MaxBatchSchemaNodes || unfolded > registry.MaxBatchSchemaNodes {
+			warnings = append(warnings, fmt.Errorf("mcp: server %q: its tools from %q on are skipped: the listing's schemas pass %d subschemas together (written out or unfolded through \"$ref\"), the most the host compiles for one registration", inst.cfg.Name, t.Name, registry.MaxBatchSchemaNodes))
+			break
+		}
 		byName[name] = t.Name
 		out = append(out, c)
 	}
 	return out, warnings
+}
+
+// schemaCost is what compiling t's schemas costs together.
+func schemaCost(t sdk.Tool) (registry.SchemaCost, error) {
+	in, err := registry.MeasureSchema("input schema", t.InputSchema)
+	if err != nil || len(t.OutputSchema) == 0 {
+		return in, err
+	}
+	out, err := registry.MeasureSchema("output schema", t.OutputSchema)
+	return registry.SchemaCost{Nodes: in.Nodes + out.Nodes, Unfolded: in.Unfolded + out.Unfolded}, err
 }
 
 func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
@@ -652,10 +708,12 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
 
-		callCtx := ctx
+		// The call's context ends when the call returns: the gate holds the
+		// response's bytes until then.
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		if inst.cfg.Timeout > 0 {
-			var cancel context.CancelFunc
-			callCtx, cancel = context.WithTimeout(ctx, inst.cfg.Timeout)
+			callCtx, cancel = context.WithTimeout(callCtx, inst.cfg.Timeout)
 			defer cancel()
 		}
 		params := &gomcp.CallToolParams{Name: original, Arguments: args}
@@ -669,6 +727,7 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		inst.removeSink(token, sink)
 		if err != nil {
 			var tooLarge *MessageTooLargeError
+			var overBudget *BudgetError
 			switch {
 			case ctx.Err() != nil:
 				return sdk.Output{}, context.Cause(ctx)
@@ -679,6 +738,8 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 				}
 			case errors.As(err, &tooLarge):
 				return sdk.Output{}, tooLarge
+			case errors.As(err, &overBudget):
+				return sdk.Output{}, overBudget
 			case errors.Is(err, gomcp.ErrConnectionClosed):
 				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
 			}
@@ -731,11 +792,8 @@ func (inst *Instance) removeSink(token string, s *progressSink) {
 	s.mu.Unlock()
 }
 
-func (inst *Instance) onProgress(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
-	if req.Params == nil {
-		return
-	}
-	token, _ := req.Params.ProgressToken.(string)
+func (inst *Instance) onProgress(p *gomcp.ProgressNotificationParams) {
+	token, _ := p.ProgressToken.(string)
 	inst.progressMu.Lock()
 	s := inst.progress[token]
 	inst.progressMu.Unlock()
@@ -745,6 +803,6 @@ func (inst *Instance) onProgress(_ context.Context, req *gomcp.ProgressNotificat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.done {
-		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
 	}
 }

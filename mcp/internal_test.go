@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolhost/toolhost/internal/loglimit"
 )
 
 func TestToolName(t *testing.T) {
@@ -115,7 +117,12 @@ func TestConnOversizedResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	c := newConn("srv", 1000, hclog.NewNullLogger(), sinkW, r)
+	g := newGate("srv", 1<<20, func(string, json.RawMessage) {}, loglimit.New(hclog.NewNullLogger(), 0, 0))
+	for _, n := range []float64{4, 5} { // the host's calls these answer
+		id, _ := jsonrpc.MakeID(n)
+		g.sent(t.Context(), &jsonrpc.Request{ID: id, Method: "tools/call"})
+	}
+	c := newConn("srv", 1000, hclog.NewNullLogger(), g, sinkW, r)
 	big := `{"result":{"content":[{"type":"text","text":"` + strings.Repeat("y", 5000) + `"}]},"jsonrpc":"2.0","id":4}`
 	go func() {
 		io.WriteString(w, big+"\n")

@@ -116,6 +116,36 @@ func measureBatch(b Batch, authored []string) error {
 	return nil
 }
 
+// SchemaCost is what compiling one schema costs, measured without compiling it.
+type SchemaCost struct {
+	// Nodes is the number of its subschemas as written (see MaxSchemaNodes).
+	Nodes int
+	// Unfolded is the number with every local "$ref" replaced by its target (see
+	// MaxUnfoldedSubschemas).
+	Unfolded int
+}
+
+// MeasureSchema measures raw as registering it would before compiling it, for a
+// source that registers its tools in several batches and bounds them together
+// (package mcp bounds a server's whole listing by MaxBatchSchemaNodes). It
+// returns an error, ErrSchemaTooComplex for one past a limit, for a schema
+// registering would refuse; what names the schema in it ("input schema").
+func MeasureSchema(what string, raw json.RawMessage) (SchemaCost, error) {
+	nodes, err := measureSchema(what, raw)
+	if err != nil {
+		return SchemaCost{}, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return SchemaCost{}, fmt.Errorf("%s: not JSON: %w", what, err)
+	}
+	cost, err := measureValidation(what, doc)
+	if err != nil {
+		return SchemaCost{}, err
+	}
+	return SchemaCost{Nodes: nodes, Unfolded: cost.unfolded}, nil
+}
+
 // refuseLoader refuses every URL that is not already in the compiler, so a schema can
 // never reach the network or the file system through "$ref".
 type refuseLoader struct{}

@@ -44,6 +44,8 @@ type validationCost struct {
 	// it when its context ends (heavy schemas, and recursive ones, whose cost
 	// grows with the value's depth, and ones whose references it cannot follow).
 	apart bool
+	// unfolded is the number of subschemas with every "$ref" unfolded.
+	unfolded int
 }
 
 // measureValidation measures doc (a decoded schema) for validationCost, or returns
@@ -54,7 +56,7 @@ func measureValidation(what string, doc any) (validationCost, error) {
 	if unfolded > MaxUnfoldedSubschemas {
 		return validationCost{}, tooComplex("%s: its subschemas unfold through \"$ref\" to more than %d, the limit (validating against it would cost as much as against that many written out)", what, MaxUnfoldedSubschemas)
 	}
-	var c validationCost
+	c := validationCost{unfolded: unfolded}
 	if w.patterns > maxCheapPatternBytes {
 		c.heavy = fmt.Sprintf("its patterns are %d bytes", w.patterns)
 	}

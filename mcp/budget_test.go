@@ -1,0 +1,196 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/mcp"
+	"github.com/toolhost/toolhost/registry"
+)
+
+func init() {
+	if mode := os.Getenv("MCP_TEST_HOSTILE"); mode != "" {
+		hostileServer(mode)
+		os.Exit(0)
+	}
+}
+
+// hostilePage is the size of what the hostile server pads each message with.
+const hostilePage = 256 << 10
+
+// hostileServer is an MCP server on stdio, raw JSON-RPC, that sends the host large
+// messages. In mode "pages" its tools/list has 100 pages of one tool each, each
+// page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
+// call {"pages": n} is answered with n times hostilePage bytes of text.
+func hostileServer(mode string) {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := bufio.NewWriter(os.Stdout)
+	reply := func(id json.RawMessage, result string) {
+		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+	}
+	pad := strings.Repeat("p", hostilePage)
+	for in.Scan() {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Cursor          string `json:"cursor"`
+				Arguments       struct {
+					Pages int `json:"pages"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &msg) != nil || msg.ID == nil {
+			continue // a notification
+		}
+		switch {
+		case msg.Method == "initialize":
+			reply(msg.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`, msg.Params.ProtocolVersion))
+		case msg.Method == "tools/list" && mode == "pages":
+			page, _ := strconv.Atoi(msg.Params.Cursor)
+			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"%d","_meta":{"pad":%q}}`, page, page+1, pad))
+		case msg.Method == "tools/list" && (mode == "wide" || mode == "unfold"):
+			reply(msg.ID, wideListing(mode))
+		case msg.Method == "tools/list":
+			reply(msg.ID, `{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}`)
+		case msg.Method == "tools/call":
+			reply(msg.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat(pad, msg.Params.Arguments.Pages)))
+		default:
+			reply(msg.ID, `{}`)
+		}
+		out.Flush()
+	}
+}
+
+// wideListing lists listedTools tools, each with a schema within the limits of
+// one: in mode "wide", of 1,000 subschemas written out; in mode "unfold", of 26
+// that unfold through "$ref" to about 1,500.
+func wideListing(mode string) string {
+	var schema strings.Builder
+	if mode == "wide" {
+		schema.WriteString(`{"type":"object","properties":{`)
+		for i := range 999 {
+			if i > 0 {
+				schema.WriteByte(',')
+			}
+			fmt.Fprintf(&schema, `"p%d":{}`, i)
+		}
+		schema.WriteString(`}}`)
+	} else {
+		schema.WriteString(`{"type":"object","properties":{"a":{"$ref":"#/$defs/d0"}},"$defs":{`)
+		for i := range 7 {
+			fmt.Fprintf(&schema, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+		}
+		schema.WriteString(`"d7":{"type":"integer"}}}`)
+	}
+	var b strings.Builder
+	b.WriteString(`{"tools":[`)
+	for i := range listedTools {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"t%d","inputSchema":%s}`, i, schema.String())
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// listedTools is how many tools the hostile server's wide listings have: the
+// most a server may hold by default.
+const listedTools = registry.DefaultMaxTools
+
+func hostileConfig(t *testing.T, mode string, maxHeld int64) mcp.Config {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mcp.Config{
+		Name: "hostile", Command: self, Args: []string{"-test.run=^$"}, Env: map[string]string{"MCP_TEST_HOSTILE": mode},
+		StopGrace: time.Second, MaxMessageBytes: 1 << 20, MaxHeldBytes: maxHeld,
+	}
+}
+
+// A tools/list whose pages are each within the message cap, but together more than
+// the server's max_held_bytes, fails the listing, naming the server and the limit:
+// the host held every page read until the listing was applied.
+func TestListingPagesAreBoundedByTheBudget(t *testing.T) {
+	h := newBareHost(t)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := mcp.Start(t.Context(), h.root, hostileConfig(t, "pages", 2<<20), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	runtime.ReadMemStats(&after)
+	t.Logf("start: %v; the host allocated %d MiB", err, (after.TotalAlloc-before.TotalAlloc)>>20)
+	var budget *mcp.BudgetError
+	if !errors.As(err, &budget) || budget.Server != "hostile" || budget.Limit != 2<<20 ||
+		!strings.Contains(err.Error(), "max_held_bytes of 2097152") {
+		t.Fatalf("start = %v; want the listing refused by max_held_bytes, naming the server", err)
+	}
+}
+
+// A response within the message cap but past the server's budget fails its call,
+// naming the server and the limit, and the session goes on: the next call, within
+// the budget, completes.
+func TestResponsesAreBoundedByTheBudget(t *testing.T) {
+	h := newBareHost(t)
+	cfg := hostileConfig(t, "big", 1<<20)
+	cfg.MaxMessageBytes = 4 << 20
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+
+	_, err = h.settle(t.Context(), "hostile_big", `{"pages":8}`)
+	var budget *mcp.BudgetError
+	if !errors.As(err, &budget) || budget.Server != "hostile" || !strings.Contains(err.Error(), "max_held_bytes of 1048576") {
+		t.Fatalf("a 2 MiB response: %v; want it refused by max_held_bytes, naming the server", err)
+	}
+	if s := mustSettle(t, h, "hostile_big", `{"pages":1}`); s.Outcome != registry.Completed {
+		t.Errorf("a call within the budget afterwards: %s %q", s.Outcome, s.Text())
+	}
+}
+
+// A listing of many tools, each schema within the limits of one, is bounded as a
+// whole before any is compiled: the tools past MaxBatchSchemaNodes subschemas in
+// all, written out or unfolded through "$ref", are skipped with one warning.
+func TestListingCompileCostIsBounded(t *testing.T) {
+	for _, mode := range []string{"wide", "unfold"} {
+		t.Run(mode, func(t *testing.T) {
+			h := newBareHost(t)
+			cfg := hostileConfig(t, mode, 0)
+			cfg.MaxMessageBytes = 0
+			var before, after syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+			inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.track(inst)
+			t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+			cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+			registered := len(inst.Tools())
+			t.Logf("%d of %d tools registered, host CPU %s while starting", registered, listedTools, cpu)
+			var warned bool
+			for _, w := range inst.Warnings() {
+				warned = warned || strings.Contains(w.Error(), fmt.Sprintf("the listing's schemas pass %d subschemas together", registry.MaxBatchSchemaNodes))
+			}
+			if !warned || registered == 0 || registered >= listedTools/2 {
+				t.Errorf("%d of %d tools registered, warnings %.300v; want the listing cut at %d subschemas with a warning", registered, listedTools, inst.Warnings(), registry.MaxBatchSchemaNodes)
+			}
+		})
+	}
+}
