@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 )
@@ -29,7 +32,8 @@ func init() {
 const hostilePage = 256 << 10
 
 // hostileServer is an MCP server on stdio, raw JSON-RPC, that sends the host large
-// messages. In mode "pages" its tools/list has 100 pages of one tool each, each
+// messages. In mode "noise" its tool "big" prints floodLines lines that are not
+// JSON-RPC before it answers. In mode "pages" its tools/list has 100 pages of one tool each, each
 // page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
 // call {"pages": n} is answered with n times hostilePage bytes of text.
 func hostileServer(mode string) {
@@ -65,6 +69,11 @@ func hostileServer(mode string) {
 			reply(msg.ID, wideListing(mode))
 		case msg.Method == "tools/list":
 			reply(msg.ID, `{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}`)
+		case msg.Method == "tools/call" && mode == "noise":
+			for i := range floodLines {
+				fmt.Fprintf(out, "noise line %d %s\n", i, strings.Repeat("x", 200))
+			}
+			reply(msg.ID, `{"content":[{"type":"text","text":"noisy"}]}`)
 		case msg.Method == "tools/call":
 			reply(msg.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat(pad, msg.Params.Arguments.Pages)))
 		default:
@@ -192,5 +201,45 @@ func TestListingCompileCostIsBounded(t *testing.T) {
 				t.Errorf("%d of %d tools registered, warnings %.300v; want the listing cut at %d subschemas with a warning", registered, listedTools, inst.Warnings(), registry.MaxBatchSchemaNodes)
 			}
 		})
+	}
+}
+
+// A server printing lines that are not JSON-RPC without pause is logged within its
+// log budget: what is held back is counted.
+func TestStdoutNoiseIsHeldBackAndCounted(t *testing.T) {
+	h := newBareHost(t)
+	out := &testio.SyncBuffer{}
+	cfg := hostileConfig(t, "noise", 0)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Info, JSONFormat: true})
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	if st := mustSettle(t, h, "hostile_big", `{}`); st.Outcome != registry.Completed {
+		t.Fatalf("noise: %s", st.Text())
+	}
+	if err := inst.Stop(context.Background()); err != nil { // the budget's last report made
+		t.Fatal(err)
+	}
+	logged, heldBack := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e struct {
+			Message string `json:"@message"`
+			Lines   int    `json:"lines"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch {
+		case strings.HasPrefix(e.Message, "log lines held back"):
+			heldBack += e.Lines
+		case strings.HasPrefix(e.Message, "skipping a line on the server's stdout"):
+			logged++
+		}
+	}
+	t.Logf("%d noise lines logged (%d bytes of log), %d held back and counted", logged, len(out.String()), heldBack)
+	if heldBack == 0 || logged+heldBack != floodLines {
+		t.Errorf("%d logged and %d held back of %d lines: want the noise held back and counted", logged, heldBack, floodLines)
 	}
 }

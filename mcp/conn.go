@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolhost/toolhost/internal/loglimit"
 )
 
 var (
@@ -34,7 +36,7 @@ func (t transport) Connect(context.Context) (gomcp.Connection, error) { return t
 type conn struct {
 	server string
 	limit  int
-	log    hclog.Logger
+	log    *loglimit.Logger // the server's log budget: what it prints must not flood the host's log
 	gate   *gate
 
 	w   *os.File
@@ -54,7 +56,7 @@ type readResult struct {
 	err  error
 }
 
-func newConn(server string, limit int, log hclog.Logger, g *gate, w *os.File, r io.Reader) *conn {
+func newConn(server string, limit int, log *loglimit.Logger, g *gate, w *os.File, r io.Reader) *conn {
 	c := &conn{
 		server: server, limit: limit, log: log, gate: g, w: w,
 		incoming: make(chan readResult), closed: make(chan struct{}), ended: make(chan struct{}), readDone: make(chan struct{}),
@@ -160,7 +162,7 @@ func (c *conn) skip(line []byte, err error) {
 	if len(line) > show {
 		line = append(line[:show:show], "..."...)
 	}
-	c.log.Warn("skipping a line on the server's stdout that is not JSON-RPC", "error", err, "line", string(line))
+	c.log.Log(hclog.Warn, "skipping a line on the server's stdout that is not JSON-RPC", "server", c.server, "error", err, "line", string(line))
 }
 
 // oversized turns a drained message into what the session should see: an error
@@ -169,20 +171,20 @@ func (c *conn) oversized(o *oversize) []jsonrpc.Message {
 	tooLarge := &MessageTooLargeError{Server: c.server, Size: o.size, Limit: int64(c.limit)}
 	s := &o.scan
 	if s.method || !s.response || s.id == nil {
-		c.log.Error("discarded an oversized message that is not a response", "error", tooLarge, "method", s.method, "id", string(s.id))
+		c.log.Log(hclog.Error, "discarded an oversized message that is not a response", "error", tooLarge, "method", s.method, "id", string(s.id))
 		return nil
 	}
 	var raw any
 	if err := json.Unmarshal(s.id, &raw); err != nil {
-		c.log.Error("discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
 		return nil
 	}
 	id, err := jsonrpc.MakeID(raw)
 	if err != nil {
-		c.log.Error("discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
 		return nil
 	}
-	c.log.Warn("discarded an oversized response", "error", tooLarge)
+	c.log.Log(hclog.Warn, "discarded an oversized response", "error", tooLarge)
 	return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: tooLarge}}
 }
 
@@ -194,7 +196,7 @@ func (c *conn) admit(msgs []jsonrpc.Message) []jsonrpc.Message {
 		m, reply := c.gate.admit(msg, sizeOf(msg))
 		if reply != nil {
 			if err := c.write(reply); err != nil {
-				c.log.Debug("could not answer a refused request", "error", err)
+				c.log.Log(hclog.Debug, "could not answer a refused request", "server", c.server, "error", err)
 			}
 		}
 		if m != nil {
@@ -233,7 +235,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.gate.sent(ctx, msg)
 	err := c.write(msg)
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
-		c.log.Debug("sent notifications/cancelled", "params", string(req.Params), "error", err)
+		c.log.Log(hclog.Debug, "sent notifications/cancelled", "server", c.server, "params", string(req.Params), "error", err)
 	}
 	return err
 }

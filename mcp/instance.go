@@ -128,7 +128,7 @@ func (inst *Instance) start(ctx context.Context) error {
 			return err
 		}
 		inst.proc = proc
-		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, cfg.Logger, inst.gate, proc.Stdin, proc.Stdout)
+		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, inst.logs, inst.gate, proc.Stdin, proc.Stdout)
 	}
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)

@@ -117,12 +117,14 @@ func TestConnOversizedResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	g := newGate("srv", 1<<20, func(string, json.RawMessage) {}, loglimit.New(hclog.NewNullLogger(), 0, 0))
+	logs := loglimit.New(hclog.NewNullLogger(), 0, 0)
+	defer logs.Close()
+	g := newGate("srv", 1<<20, func(string, json.RawMessage) {}, logs)
 	for _, n := range []float64{4, 5} { // the host's calls these answer
 		id, _ := jsonrpc.MakeID(n)
 		g.sent(t.Context(), &jsonrpc.Request{ID: id, Method: "tools/call"})
 	}
-	c := newConn("srv", 1000, hclog.NewNullLogger(), g, sinkW, r)
+	c := newConn("srv", 1000, logs, g, sinkW, r)
 	big := `{"result":{"content":[{"type":"text","text":"` + strings.Repeat("y", 5000) + `"}]},"jsonrpc":"2.0","id":4}`
 	go func() {
 		io.WriteString(w, big+"\n")
