@@ -37,8 +37,10 @@ import (
 //     answered at once with an error, not handed to the session.
 //
 // What a transport holds before the gate sees a message is bounded by the
-// transport: one line of at most Config.MaxMessageBytes on stdio; on HTTP, the
-// SDK's queues (see the README's "What a server can make the host spend").
+// transport: one line of at most Config.MaxMessageBytes on stdio. Remote servers
+// are not gated: the go-sdk finds its streamable connection's session state through
+// an unexported interface, so a wrapped connection would lose it (docs/design.md,
+// "What a source can make the host spend").
 type gate struct {
 	server string
 	b      *budget

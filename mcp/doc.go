@@ -22,7 +22,10 @@
 // # Tool set
 //
 // Tools are listed with tools/list, page by page up to 100 pages, stopping (with a
-// warning, keeping the pages read) at the cap or at a cursor seen before. Each tool
+// warning, keeping the pages read) at the cap or at a cursor seen before. The
+// listing is cut (with one warning) at max_tools, max_schema_bytes, and
+// registry.MaxBatchSchemaNodes subschemas in all, written out or unfolded through
+// "$ref", before any of it is compiled. Each tool
 // is registered in a batch of its own, with source {Kind: "mcp", Name: the server,
 // Generation}, owned by the generation's scope, so a tool whose schema does not
 // compile, or whose name clashes with an earlier one after normalization, is
@@ -43,8 +46,16 @@
 // go-sdk client on a connection of ours): the cap is Config.MaxMessageBytes (64 MiB
 // by default); a message over it is read to its end and discarded, and when it is the
 // response to a call, that call fails with a *MessageTooLargeError stating the cap
-// while the session carries on. Non-JSON lines on a server's stdout are logged and
-// skipped.
+// while the session carries on. Non-JSON lines on a server's stdout are logged
+// (within the server's log budget) and skipped.
+//
+// Every message of a stdio server passes one counting point, its gate (budget.go),
+// so the bytes of its messages the host holds at once stay within
+// Config.MaxHeldBytes whatever it sends: a response is held until its request's
+// context ends, and past the budget its request fails with a *BudgetError; the
+// notifications the host acts on are handled as they are read, never queued; the
+// server's own requests are held until answered, at most 16 at once. A remote
+// server's messages are not gated (the go-sdk's connection cannot be wrapped).
 //
 // # Results
 //
