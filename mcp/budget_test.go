@@ -110,7 +110,8 @@ func wideListing(mode string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"name":"t%d","inputSchema":%s}`, i, schema.String())
+		// Each schema is its own (the registry compiles one text once).
+		fmt.Fprintf(&b, `{"name":"t%d","inputSchema":{"title":"t%d",%s}`, i, i, schema.String()[1:])
 	}
 	b.WriteString(`]}`)
 	return b.String()
