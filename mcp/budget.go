@@ -18,13 +18,12 @@ import (
 // and the host's messages pass it on their way back; so whatever the server sends,
 // the bytes of its messages the host holds at once stay within its budget
 // (Config.MaxHeldBytes):
-//   - a response to one of the host's requests (a tool call, a tools/list page,
-//     initialize) is counted from when it is read until the request's context ends
-//     (every request the host makes has a context that ends when the request has
-//     been answered and its result used: a call's when the call returns, a
-//     listing's when the listing is applied). A response past the budget fails its
-//     request with a *BudgetError; a response to nothing the host is waiting for is
-//     dropped;
+//   - a response to one of the host's requests is counted from when it is read
+//     until the host is done with it: a tool call's until the call returns, a
+//     listing's pages until the listing is applied (both made under a context of
+//     gate.hold), any other's until its request's context ends. A response past
+//     the budget fails its request with a *BudgetError; a response to nothing the
+//     host is waiting for is dropped;
 //   - a notification the host acts on (progress, notifications/message,
 //     tools/list_changed) is handled as it is read, before the next message is
 //     read: it is never queued. One past the budget is dropped (and counted in a
@@ -51,7 +50,31 @@ type gate struct {
 
 	mu      sync.Mutex
 	calls   map[jsonrpc.ID]context.Context // the host's requests awaiting a response
+	swept   int                            // len(calls) after the last sweep
 	serving map[jsonrpc.ID]*served         // the server's requests being answered
+}
+
+// holder is what the responses to the requests made under one context of
+// gate.hold hold, until its release.
+type holder struct {
+	mu       sync.Mutex
+	n        int64
+	released bool
+}
+
+type holderKey struct{}
+
+// hold returns a context under which the responses to the host's requests are
+// held until release is called (once the host is done with them), and release.
+func (g *gate) hold(ctx context.Context) (context.Context, func()) {
+	h := &holder{}
+	return context.WithValue(ctx, holderKey{}, h), func() {
+		h.mu.Lock()
+		n := h.n
+		h.n, h.released = 0, true
+		h.mu.Unlock()
+		g.b.give(n)
+	}
 }
 
 // served is one request of the server's being answered.
@@ -112,16 +135,19 @@ func (g *gate) sent(ctx context.Context, msg jsonrpc.Message) {
 			return
 		}
 		g.mu.Lock()
+		defer g.mu.Unlock()
 		g.calls[m.ID] = ctx
-		g.mu.Unlock()
-		id := m.ID
-		context.AfterFunc(ctx, func() { // answered or not, it is over
-			g.mu.Lock()
-			if g.calls[id] == ctx {
-				delete(g.calls, id)
+		// A request given up on may never be answered: once the map has doubled,
+		// forget those, so what it holds stays in proportion to the requests
+		// awaiting a response.
+		if len(g.calls) > 2*max(g.swept, 16) {
+			for id, c := range g.calls {
+				if c.Err() != nil {
+					delete(g.calls, id)
+				}
 			}
-			g.mu.Unlock()
-		})
+			g.swept = len(g.calls)
+		}
 	case *jsonrpc.Response:
 		g.mu.Lock()
 		s := g.serving[m.ID]
@@ -154,11 +180,24 @@ func (g *gate) response(m *jsonrpc.Response, n int64) jsonrpc.Message {
 	ctx, ok := g.calls[m.ID]
 	delete(g.calls, m.ID)
 	g.mu.Unlock()
-	if !ok {
+	if !ok || ctx.Err() != nil {
 		return nil // nobody waits for it: the session would drop it too
 	}
 	if err := g.b.take(n, "the response to a request"); err != nil {
 		return &jsonrpc.Response{ID: m.ID, Error: err}
+	}
+	if h, ok := ctx.Value(holderKey{}).(*holder); ok {
+		h.mu.Lock()
+		released := h.released
+		if !released {
+			h.n += n
+		}
+		h.mu.Unlock()
+		if released {
+			g.b.give(n)
+			return nil
+		}
+		return m
 	}
 	context.AfterFunc(ctx, func() { g.b.give(n) })
 	return m

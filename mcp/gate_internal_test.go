@@ -103,6 +103,17 @@ func TestGateHoldsResponsesUntilTheirRequestEnds(t *testing.T) {
 	if g.b.held.Load() != 0 {
 		t.Errorf("held %d after handling, want 0", g.b.held.Load())
 	}
+	// Under a context of hold, a response is held until release, not until the
+	// context ends.
+	hctx, release := g.hold(t.Context())
+	g.sent(hctx, &jsonrpc.Request{ID: id(4), Method: "tools/list"})
+	if m, _ := g.admit(&jsonrpc.Response{ID: id(4), Result: json.RawMessage(`{}`)}, 500); m == nil || g.b.held.Load() != 500 {
+		t.Fatalf("a response under hold: %v, held %d; want it passed and held", m, g.b.held.Load())
+	}
+	release()
+	if g.b.held.Load() != 0 {
+		t.Errorf("released: held %d, want 0", g.b.held.Load())
+	}
 	// Past the budget, a response fails its call with a *BudgetError.
 	g.sent(t.Context(), &jsonrpc.Request{ID: id(3), Method: "tools/call"})
 	m, _ := g.admit(&jsonrpc.Response{ID: id(3), Result: json.RawMessage(`{}`)}, 1001)

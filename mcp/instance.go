@@ -454,6 +454,8 @@ type candidate struct {
 // sources — an override registered later keeps winning — and its name is never
 // briefly missing; a new tool is registered; a vanished tool is released.
 func (inst *Instance) sync(ctx context.Context) error {
+	ctx, release := inst.gate.hold(ctx) // the pages read, until the listing is applied
+	defer release()
 	listed, warnings, err := inst.list(ctx)
 	if err != nil {
 		return err
@@ -708,11 +710,11 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
 
-		// The call's context ends when the call returns: the gate holds the
-		// response's bytes until then.
-		callCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		// The gate holds the response's bytes until the call returns.
+		callCtx, release := inst.gate.hold(ctx)
+		defer release()
 		if inst.cfg.Timeout > 0 {
+			var cancel context.CancelFunc
 			callCtx, cancel = context.WithTimeout(callCtx, inst.cfg.Timeout)
 			defer cancel()
 		}
