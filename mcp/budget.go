@@ -41,8 +41,7 @@ import (
 // an unexported interface, so a wrapped connection would lose it (docs/design.md,
 // "What a source can make the host spend").
 type gate struct {
-	server string
-	b      *budget
+	b *budget
 	// notify handles a notification the host acts on; it returns once handled.
 	notify func(method string, params json.RawMessage)
 	// logs says, within the server's log budget, what the gate dropped.
@@ -89,7 +88,7 @@ const maxServing = 16
 
 func newGate(server string, max int64, notify func(string, json.RawMessage), logs *loglimit.Logger) *gate {
 	return &gate{
-		server: server, b: &budget{server: server, max: max}, notify: notify, logs: logs,
+		b: &budget{server: server, max: max}, notify: notify, logs: logs,
 		calls: map[jsonrpc.ID]context.Context{}, serving: map[jsonrpc.ID]*served{},
 	}
 }
