@@ -122,3 +122,20 @@ func TestGateHoldsResponsesUntilTheirRequestEnds(t *testing.T) {
 		t.Errorf("a response past the budget: %#v; want an error response carrying a *BudgetError", m)
 	}
 }
+
+// The host's requests given up on without an answer are forgotten: what the gate
+// keeps of them stays in proportion to the requests awaiting a response.
+func TestGateForgetsRequestsGivenUpOn(t *testing.T) {
+	g := testGate(t, 1<<20, nil)
+	for i := range 1000 {
+		ctx, cancel := context.WithCancel(t.Context())
+		g.sent(ctx, &jsonrpc.Request{ID: id(i), Method: "tools/call"})
+		cancel() // never answered
+	}
+	g.mu.Lock()
+	n := len(g.calls)
+	g.mu.Unlock()
+	if n > 64 {
+		t.Errorf("%d requests kept after 1,000 were given up on; want a few", n)
+	}
+}
