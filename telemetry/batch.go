@@ -82,23 +82,45 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	b.mu.Lock()
+	ready := b.add(s)
+	b.mu.Unlock()
+	if ready {
+		b.wake()
+	}
+}
+
+// onEndSteps queues the ended step spans of a sampled settlement, as OnEnd queues
+// an SDK span.
+func (b *batcher) onEndSteps(steps []stepSpan) {
+	ready := false
+	b.mu.Lock()
+	for i := range steps {
+		ready = b.add(&steps[i]) || ready
+	}
+	b.mu.Unlock()
+	if ready {
+		b.wake()
+	}
+}
+
+// add queues s, or drops it when the queue is full or the batcher stopped, and
+// reports whether a batch is then ready. It is called with b.mu held.
+func (b *batcher) add(s sdktrace.ReadOnlySpan) (ready bool) {
 	if b.stopped {
-		b.mu.Unlock()
-		return
+		return false
 	}
 	if len(b.queue) >= b.maxQueue {
 		b.dropped++
-		b.mu.Unlock()
-		return
+		return false
 	}
 	b.queue = append(b.queue, s)
-	ready := len(b.queue) == b.maxBatch
-	b.mu.Unlock()
-	if ready {
-		select {
-		case b.full <- struct{}{}:
-		default:
-		}
+	return len(b.queue) == b.maxBatch
+}
+
+func (b *batcher) wake() {
+	select {
+	case b.full <- struct{}{}:
+	default:
 	}
 }
 
