@@ -34,17 +34,18 @@ type settling struct {
 	inputBytes  int
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
-	source   string
-	span     trace.Span            // the settlement's, nil when traces are off
-	endAttrs [3]attribute.KeyValue // what End sets on span, here so as not to be allocated apart
+	source string
+	span   trace.Span            // the settlement's, nil when traces are off
+	attrs  [8]attribute.KeyValue // what End sets on span, here so as not to be allocated apart
 
 	// With the settlement span sampled, ro is that span and the steps are recorded
 	// in steps (see stepSpan); cur is the current one. Otherwise ro is nil.
-	ro     sdktrace.ReadOnlySpan
-	sc     trace.SpanContext // ro's
-	steps  [maxSteps]stepSpan
-	nsteps int
-	cur    *stepSpan
+	ro       sdktrace.ReadOnlySpan
+	sc       trace.SpanContext // ro's
+	steps    [maxSteps]stepSpan
+	provider stepProvider // the steps' TracerProvider
+	nsteps   int
+	cur      *stepSpan
 
 	mu        sync.Mutex // decisions, and what a step's code sets on its span
 	decisions []auditDecision
@@ -68,16 +69,13 @@ func (o observer) StartSettle(ctx context.Context, location string, call *regist
 		inputBytes: len(call.Input),
 	}
 	if t.tracer != nil {
-		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle", trace.WithAttributes(
-			attribute.String("toolhost.location", location),
-			attribute.String("toolhost.tool", call.Name),
-			attribute.String("toolhost.session", call.Invocation.SessionID),
-			attribute.String("toolhost.tool_call_id", call.Invocation.ToolCallID),
-			attribute.Int("toolhost.input.bytes", len(call.Input)),
-		))
+		// Its attributes are set at End, all at once: the span's attribute slice is
+		// then made once, and no sampler that toolhost configures reads them.
+		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle")
 		if t.batch != nil && s.span.IsRecording() && s.span.SpanContext().IsSampled() {
 			s.ro, _ = s.span.(sdktrace.ReadOnlySpan)
 			s.sc = s.span.SpanContext()
+			s.provider.s, s.provider.tracer.s = s, s
 		}
 	}
 	if t.audit != nil {
@@ -128,7 +126,7 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	}
 	st := &s.steps[s.nsteps]
 	s.nsteps++
-	st.s, st.name, st.id, st.start = s, name, newSpanID(), now
+	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, now
 	s.cur = st
 	return trace.ContextWithSpan(ctx, st)
 }
@@ -142,9 +140,14 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		s.cur.end(now)
 	}
 	if s.span != nil {
-		attrs := &s.endAttrs
-		attrs[0] = attribute.String("toolhost.outcome", outcome)
-		n := 1
+		attrs := &s.attrs
+		attrs[0] = attribute.String("toolhost.location", s.key.location)
+		attrs[1] = attribute.String("toolhost.tool", s.tool)
+		attrs[2] = attribute.String("toolhost.session", s.key.session)
+		attrs[3] = attribute.String("toolhost.tool_call_id", s.key.call)
+		attrs[4] = attribute.Int("toolhost.input.bytes", s.inputBytes)
+		attrs[5] = attribute.String("toolhost.outcome", outcome)
+		n := 6
 		if s.source != "" {
 			attrs[n], n = attribute.String("toolhost.source", s.source), n+1
 		}

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
+
+	"github.com/toolhost/toolhost/internal/tracectx"
 )
 
 // maxSteps is how many step spans a settlement records: one for each registry.Step.
@@ -39,10 +42,18 @@ type stepSpan struct {
 
 	s          *settling
 	name       string
-	id         trace.SpanID
+	id, parent trace.SpanID // parent: the settlement's, or a step's for a child
+	kind       trace.SpanKind
+	child      bool // a span started under a step (see stepTracer), ended by End
 	start, fin time.Time
 	ended      atomic.Bool
 	extra      *stepExtra // guarded by s.mu; nil unless the step's code set something
+}
+
+// childSpan is a stepSpan started under a step, with room for what it starts with.
+type childSpan struct {
+	stepSpan
+	x stepExtra
 }
 
 // stepExtra is what a step's code set on its span.
@@ -91,14 +102,34 @@ func (st *stepSpan) change(f func(x *stepExtra)) {
 
 // The trace.Span API, used by the step's code.
 
-// End does nothing: a step ends where the next one begins, or with its settlement.
-func (st *stepSpan) End(...trace.SpanEndOption) {}
+// End ends a child span and queues it for export. It does nothing to a step's
+// span: a step ends where the next one begins, or with its settlement.
+func (st *stepSpan) End(options ...trace.SpanEndOption) {
+	if !st.child {
+		return
+	}
+	fin := time.Now()
+	if len(options) > 0 {
+		if c := trace.NewSpanEndConfig(options...); !c.Timestamp().IsZero() {
+			fin = c.Timestamp()
+		}
+	}
+	st.s.mu.Lock()
+	if st.ended.Load() {
+		st.s.mu.Unlock()
+		return
+	}
+	st.fin = fin
+	st.ended.Store(true)
+	st.s.mu.Unlock()
+	st.s.t.batch.OnEnd(st)
+}
 
 func (st *stepSpan) IsRecording() bool { return !st.ended.Load() }
 
 func (st *stepSpan) SpanContext() trace.SpanContext { return st.s.sc.WithSpanID(st.id) }
 
-func (st *stepSpan) TracerProvider() trace.TracerProvider { return st.s.t.tp }
+func (st *stepSpan) TracerProvider() trace.TracerProvider { return &st.s.provider }
 
 func (st *stepSpan) SetName(name string) { st.change(func(x *stepExtra) { x.name = name }) }
 
@@ -187,8 +218,8 @@ func (st *stepSpan) Name() string {
 	return st.name
 }
 
-func (st *stepSpan) Parent() trace.SpanContext { return st.s.sc }
-func (st *stepSpan) SpanKind() trace.SpanKind  { return trace.SpanKindInternal }
+func (st *stepSpan) Parent() trace.SpanContext { return st.s.sc.WithSpanID(st.parent) }
+func (st *stepSpan) SpanKind() trace.SpanKind  { return st.kind }
 func (st *stepSpan) StartTime() time.Time      { return st.start }
 func (st *stepSpan) EndTime() time.Time        { return st.fin }
 
@@ -234,3 +265,51 @@ func (st *stepSpan) DroppedAttributes() int       { return 0 }
 func (st *stepSpan) DroppedLinks() int            { return 0 }
 func (st *stepSpan) DroppedEvents() int           { return 0 }
 func (st *stepSpan) ChildSpanCount() int          { return 0 }
+
+// stepProvider is the TracerProvider of a settlement's step spans: its tracer of
+// toolhost's scope starts a span under a step as a childSpan, which costs one
+// allocation, rather than as an SDK span; every other tracer is the SDK's.
+type stepProvider struct {
+	embedded.TracerProvider
+	s      *settling
+	tracer stepTracer
+}
+
+func (p *stepProvider) Tracer(name string, options ...trace.TracerOption) trace.Tracer {
+	if name != tracectx.Scope || len(options) > 0 {
+		return p.s.t.tp.Tracer(name, options...)
+	}
+	return &p.tracer
+}
+
+type stepTracer struct {
+	embedded.Tracer
+	s *settling
+}
+
+// Start starts a childSpan under the step span in ctx while that step runs, with
+// the options' attributes, links, kind and start time; anything else (another
+// parent, a new root) is the SDK's span.
+func (tr *stepTracer) Start(ctx context.Context, name string, options ...trace.SpanStartOption) (context.Context, trace.Span) {
+	p, ok := trace.SpanFromContext(ctx).(*stepSpan)
+	c := trace.NewSpanStartConfig(options...)
+	if !ok || p.s != tr.s || !p.IsRecording() || c.NewRoot() {
+		return tr.s.t.tracer.Start(ctx, name, options...)
+	}
+	start := c.Timestamp()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	sp := &childSpan{stepSpan: stepSpan{
+		s: p.s, name: name, id: newSpanID(), parent: p.id, kind: trace.ValidateSpanKind(c.SpanKind()),
+		child: true, start: start,
+	}}
+	sp.x.attrs = c.Attributes()
+	for _, l := range c.Links() {
+		if l.SpanContext.IsValid() || len(l.Attributes) > 0 {
+			sp.x.links = append(sp.x.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes})
+		}
+	}
+	sp.extra = &sp.x
+	return trace.ContextWithSpan(ctx, &sp.stepSpan), &sp.stepSpan
+}
