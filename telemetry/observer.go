@@ -113,12 +113,12 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	if s.cur != nil {
 		s.cur.end(now)
 	}
-	if s.ro == nil || s.nsteps == maxSteps {
+	if s.ro == nil {
+		return ctx // StartSettle's, with the settlement span: no step replaced it
+	}
+	if s.nsteps == maxSteps { // a step more than the registry has: it runs under the settlement
 		s.cur = nil
-		if trace.SpanFromContext(ctx) != s.span {
-			ctx = trace.ContextWithSpan(ctx, s.span)
-		}
-		return ctx
+		return trace.ContextWithSpan(ctx, s.span)
 	}
 	name, ok := stepNames[step]
 	if !ok {
