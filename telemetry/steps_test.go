@@ -4,12 +4,19 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/registry"
@@ -149,4 +156,82 @@ func TestUnsampledSettlementHasNoStepSpans(t *testing.T) {
 	if len(spans) != 0 {
 		t.Errorf("the receiver got spans %v of an unsampled settlement", names(spans))
 	}
+}
+
+// TestSpansReachAnHTTPCollector: with OTLP over HTTP (the protocol's default), a
+// settlement's spans reach a collector's /v1/traces as a protobuf export request.
+func TestSpansReachAnHTTPCollector(t *testing.T) {
+	var mu sync.Mutex
+	var got []*tracepb.Span
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(body, &req)
+		}
+		if r.URL.Path != "/v1/traces" || err != nil {
+			t.Errorf("collector: %s %s: %v", r.Method, r.URL.Path, err)
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				got = append(got, ss.Spans...)
+			}
+		}
+		mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	defer srv.Close()
+	for k, v := range map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_TRACES_EXPORTER":        "otlp",
+		"OTEL_METRICS_EXPORTER":       "none",
+		"OTEL_TRACES_SAMPLER":         "always_on",
+	} {
+		t.Setenv(k, v)
+	}
+	tel, err := telemetry.Start(t.Context(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := sdk.NewTool("Echoes.", func(_ context.Context, _ sdk.Invocation, in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return in.Text, nil
+	})
+	reg := newRegistry(t, tel.Observer())
+	release, err := reg.Register(registry.Batch{Location: registry.Application, Source: registry.Source{Kind: "plugin", Name: "test"},
+		Tools: map[string]sdk.Tool{"echo": echo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	q, err := reg.Prepare(registry.Application)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: []byte(`{"text":"x"}`)}); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("settle: %v %v", s, err)
+	}
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"toolhost.settle", "toolhost.validate_input", "toolhost.execute", "toolhost.validate_output", "toolhost.project", "toolhost.bound"}
+	if n := names(got); !sameSet(n, want) {
+		t.Errorf("the collector got spans %v, want %v", n, want)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
