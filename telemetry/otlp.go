@@ -41,10 +41,10 @@ func otlpClient(exp sdktrace.SpanExporter) otlptrace.Client {
 
 // otlpUpload converts batches of spans to OTLP messages and uploads them with its
 // client. It converts as the OTLP exporter does (its tracetransform package), but
-// into messages it keeps from one batch to the next: the exporter allocated about
-// six objects for each span and two for each attribute, more than the settlement
-// that made the spans. Only the exporting goroutine uses it; a client's
-// UploadTraces keeps nothing of the messages once it returns.
+// into messages it keeps from one batch to the next, where the exporter makes each
+// span's message, IDs, status, key-values and values anew. Only the exporting
+// goroutine uses it; a client's UploadTraces keeps nothing of the messages once it
+// returns.
 type otlpUpload struct {
 	client otlptrace.Client
 

@@ -24,18 +24,18 @@ import (
 const maxSteps = 7
 
 // stepSpan is the span of one step of a sampled settlement, kept in its settling
-// rather than made by the SDK: the SDK's span costs a settlement about four
-// allocations and a kilobyte for each of its seven spans, and most steps last a few
-// microseconds. Starting one takes a clock reading and a random span ID; the span
-// is a child of the settlement span, sampled with it, of kind internal, with the
-// settlement span's trace state, resource and instrumentation scope, so an exporter
-// and a collector see what an SDK span would have been.
+// rather than made by the SDK, whose span is a recording span, its context and a
+// snapshot at End for a step that mostly lasts microseconds. Starting one takes a
+// clock reading and a random span ID; the span is a child of the settlement span,
+// sampled with it, of kind internal, with the settlement span's trace state,
+// resource and instrumentation scope, so an exporter and a collector see what an
+// SDK span would have been (but ChildSpanCount, which OTLP does not carry: 0).
 //
 // It is a trace.Span while its step runs (the step's code starts child spans under
 // it, and may set attributes, events, links and a status as on an SDK span, within
-// no limits but memory), and the sdktrace.ReadOnlySpan the batcher exports once the
-// settlement has ended: the settling goroutine hands it over then and touches it no
-// more.
+// no limits but memory), and the sdktrace.ReadOnlySpan the batcher exports once it
+// has ended: the settling goroutine hands a step's span over when the settlement
+// ends, a child's End hands it over, and neither is written after that.
 type stepSpan struct {
 	embedded.Span         // the trace.Span API's marker
 	sdktrace.ReadOnlySpan // always nil: the SDK's marker, as tracetest's snapshots carry it
