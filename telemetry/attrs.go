@@ -14,35 +14,43 @@ type callAttrKey struct{ location, source, tool, outcome string }
 // number is not ours to bound.
 const maxCachedAttrSets = 4096
 
-// attrCache keeps the measurement option (an attribute set, sorted and hashed
+// callOpts are the measurement options of one breakdown of the call metrics, as
+// the slices Add and Record take, so that recording allocates no slice for them.
+type callOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// attrCache keeps the measurement options (an attribute set, sorted and hashed
 // once) of each breakdown of the call metrics, so that a settlement records them
 // without building a set. Past maxCachedAttrSets entries it builds a set per call.
 // It is safe for concurrent use.
 type attrCache struct {
 	mu   sync.RWMutex
-	sets map[callAttrKey]metric.MeasurementOption
+	sets map[callAttrKey]*callOpts
 }
 
-func (c *attrCache) get(k callAttrKey) metric.MeasurementOption {
+func (c *attrCache) get(k callAttrKey) *callOpts {
 	c.mu.RLock()
-	opt, ok := c.sets[k]
+	opts, ok := c.sets[k]
 	c.mu.RUnlock()
 	if ok {
-		return opt
+		return opts
 	}
-	opt = metric.WithAttributeSet(attribute.NewSet(
+	opt := metric.WithAttributeSet(attribute.NewSet(
 		attribute.String("toolhost.location", k.location),
 		attribute.String("toolhost.source", k.source),
 		attribute.String("toolhost.tool", k.tool),
 		attribute.String("toolhost.outcome", k.outcome),
 	))
+	opts = &callOpts{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
 	c.mu.Lock()
 	if c.sets == nil {
-		c.sets = map[callAttrKey]metric.MeasurementOption{}
+		c.sets = map[callAttrKey]*callOpts{}
 	}
 	if len(c.sets) < maxCachedAttrSets {
-		c.sets[k] = opt
+		c.sets[k] = opts
 	}
 	c.mu.Unlock()
-	return opt
+	return opts
 }

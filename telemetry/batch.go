@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -23,6 +24,7 @@ import (
 // Shutdown reports how many were to the OpenTelemetry error handler.
 type batcher struct {
 	exp      sdktrace.SpanExporter
+	up       *otlpUpload   // exports in exp's stead when traces go over OTLP
 	delay    time.Duration // OTEL_BSP_SCHEDULE_DELAY
 	timeout  time.Duration // OTEL_BSP_EXPORT_TIMEOUT
 	maxQueue int           // OTEL_BSP_MAX_QUEUE_SIZE
@@ -59,6 +61,13 @@ func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher 
 		done:     make(chan struct{}),
 	}
 	b.maxBatch = min(b.maxBatch, b.maxQueue) // as the SDK does
+	if c := otlpClient(exp); c != nil {
+		if err := c.Start(context.Background()); err != nil {
+			otel.Handle(fmt.Errorf("telemetry: OTLP trace client: %w; exporting through the SDK's exporter", err))
+		} else {
+			b.up = &otlpUpload{client: c}
+		}
+	}
 	go b.run()
 	return b
 }
@@ -82,23 +91,45 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	b.mu.Lock()
+	ready := b.add(s)
+	b.mu.Unlock()
+	if ready {
+		b.wake()
+	}
+}
+
+// onEndSteps queues the ended step spans of a sampled settlement, as OnEnd queues
+// an SDK span.
+func (b *batcher) onEndSteps(steps []stepSpan) {
+	ready := false
+	b.mu.Lock()
+	for i := range steps {
+		ready = b.add(&steps[i]) || ready
+	}
+	b.mu.Unlock()
+	if ready {
+		b.wake()
+	}
+}
+
+// add queues s, or drops it when the queue is full or the batcher stopped, and
+// reports whether a batch is then ready. It is called with b.mu held.
+func (b *batcher) add(s sdktrace.ReadOnlySpan) (ready bool) {
 	if b.stopped {
-		b.mu.Unlock()
-		return
+		return false
 	}
 	if len(b.queue) >= b.maxQueue {
 		b.dropped++
-		b.mu.Unlock()
-		return
+		return false
 	}
 	b.queue = append(b.queue, s)
-	ready := len(b.queue) == b.maxBatch
-	b.mu.Unlock()
-	if ready {
-		select {
-		case b.full <- struct{}{}:
-		default:
-		}
+	return len(b.queue) == b.maxBatch
+}
+
+func (b *batcher) wake() {
+	select {
+	case b.full <- struct{}{}:
+	default:
 	}
 }
 
@@ -142,7 +173,12 @@ func (b *batcher) export() error {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		err := b.exp.ExportSpans(ctx, batch)
+		var err error
+		if b.up != nil {
+			err = b.up.export(ctx, batch)
+		} else {
+			err = b.exp.ExportSpans(ctx, batch)
+		}
 		cancel()
 		clear(batch) // the queue's array may live on; the spans need not
 		if err != nil {
@@ -191,7 +227,11 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 		if dropped > 0 {
 			otel.Handle(fmt.Errorf("telemetry: %d spans were not exported: the span queue was full (OTEL_BSP_MAX_QUEUE_SIZE %d)", dropped, b.maxQueue))
 		}
-		b.shutErr = b.exp.Shutdown(ctx)
+		var stopErr error
+		if b.up != nil {
+			stopErr = b.up.client.Stop(ctx)
+		}
+		b.shutErr = errors.Join(stopErr, b.exp.Shutdown(ctx))
 	})
 	return b.shutErr
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolhost/toolhost/permission"
@@ -34,10 +35,19 @@ type settling struct {
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
 	source string
-	span   trace.Span // the settlement's, nil when traces are off
-	step   trace.Span // the current step's
+	span   trace.Span            // the settlement's, nil when traces are off
+	attrs  [8]attribute.KeyValue // what End sets on span, here so as not to be allocated apart
 
-	mu        sync.Mutex
+	// With the settlement span sampled, ro is that span and the steps are recorded
+	// in steps (see stepSpan); cur is the current one. Otherwise ro is nil.
+	ro       sdktrace.ReadOnlySpan
+	sc       trace.SpanContext // ro's
+	steps    [maxSteps]stepSpan
+	provider stepProvider // the steps' TracerProvider
+	nsteps   int
+	cur      *stepSpan
+
+	mu        sync.Mutex // decisions, and what a step's code sets on its span
 	decisions []auditDecision
 }
 
@@ -59,13 +69,14 @@ func (o observer) StartSettle(ctx context.Context, location string, call *regist
 		inputBytes: len(call.Input),
 	}
 	if t.tracer != nil {
-		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle", trace.WithAttributes(
-			attribute.String("toolhost.location", location),
-			attribute.String("toolhost.tool", call.Name),
-			attribute.String("toolhost.session", call.Invocation.SessionID),
-			attribute.String("toolhost.tool_call_id", call.Invocation.ToolCallID),
-			attribute.Int("toolhost.input.bytes", len(call.Input)),
-		))
+		// Its attributes are set at End, all at once: the span's attribute slice is
+		// then made once, and no sampler that toolhost configures reads them.
+		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle")
+		if t.batch != nil && s.span.IsRecording() && s.span.SpanContext().IsSampled() {
+			s.ro, _ = s.span.(sdktrace.ReadOnlySpan)
+			s.sc = s.span.SpanContext()
+			s.provider.s, s.provider.tracer.s = s, s
+		}
 	}
 	if t.audit != nil {
 		s.inputSHA256 = sha256.Sum256(call.Input)
@@ -90,35 +101,53 @@ func init() {
 	}
 }
 
+// Step ends the current step's span and begins step's, a child of the settlement
+// span, in the returned context. A sampled settlement records its steps in place
+// (stepSpan) and hands them to the batcher when it ends; an unsampled one has no
+// step spans, and its steps run under the settlement span.
 func (s *settling) Step(ctx context.Context, step registry.Step) context.Context {
 	if s.span == nil {
 		return ctx
 	}
-	if s.step != nil {
-		s.step.End()
+	now := time.Now()
+	if s.cur != nil {
+		s.cur.end(now)
 	}
-	if trace.SpanFromContext(ctx) != s.span {
-		ctx = trace.ContextWithSpan(ctx, s.span) // a step's span is the settlement's child, not the last step's
+	if s.ro == nil {
+		return ctx // StartSettle's, with the settlement span: no step replaced it
+	}
+	if s.nsteps == maxSteps { // a step more than the registry has: it runs under the settlement
+		s.cur = nil
+		return trace.ContextWithSpan(ctx, s.span)
 	}
 	name, ok := stepNames[step]
 	if !ok {
 		name = "toolhost." + string(step)
 	}
-	ctx, s.step = s.t.tracer.Start(ctx, name)
-	return ctx
+	st := &s.steps[s.nsteps]
+	s.nsteps++
+	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, now
+	s.cur = st
+	return trace.ContextWithSpan(ctx, st)
 }
 
 func (s *settling) End(st *registry.Settlement, err error) {
 	t := s.t
-	elapsed := time.Since(s.start)
+	now := time.Now()
+	elapsed := now.Sub(s.start)
 	outcome := outcomeOf(st, err)
-	if s.step != nil {
-		s.step.End()
+	if s.cur != nil {
+		s.cur.end(now)
 	}
 	if s.span != nil {
-		var attrs [3]attribute.KeyValue
-		attrs[0] = attribute.String("toolhost.outcome", outcome)
-		n := 1
+		attrs := &s.attrs
+		attrs[0] = attribute.String("toolhost.location", s.key.location)
+		attrs[1] = attribute.String("toolhost.tool", s.tool)
+		attrs[2] = attribute.String("toolhost.session", s.key.session)
+		attrs[3] = attribute.String("toolhost.tool_call_id", s.key.call)
+		attrs[4] = attribute.Int("toolhost.input.bytes", s.inputBytes)
+		attrs[5] = attribute.String("toolhost.outcome", outcome)
+		n := 6
 		if s.source != "" {
 			attrs[n], n = attribute.String("toolhost.source", s.source), n+1
 		}
@@ -130,12 +159,15 @@ func (s *settling) End(st *registry.Settlement, err error) {
 			s.span.SetStatus(codes.Error, outcome)
 		}
 		s.span.End()
+		if s.nsteps > 0 {
+			t.batch.onEndSteps(s.steps[:s.nsteps])
+		}
 	}
 	if t.inst != nil {
-		attrs := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source, s.tool, outcome})
+		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source, s.tool, outcome})
 		ctx := context.Background()
-		t.inst.calls.Add(ctx, 1, attrs)
-		t.inst.duration.Record(ctx, elapsed.Seconds(), attrs)
+		t.inst.calls.Add(ctx, 1, opts.add...)
+		t.inst.duration.Record(ctx, elapsed.Seconds(), opts.record...)
 	}
 	if t.audit != nil {
 		t.mu.Lock()
@@ -171,16 +203,22 @@ func (s *settling) End(st *registry.Settlement, err error) {
 
 // outcomeOf is the Settlement's outcome, or the kind of error that ended the call.
 func outcomeOf(st *registry.Settlement, err error) string {
-	var defect *registry.DefectError
 	switch {
 	case err == nil:
 		return string(st.Outcome)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return outcomeInterrupted
-	case errors.As(err, &defect):
+	case isDefect(err):
 		return outcomeDefect
 	}
 	return outcomeOperational
+}
+
+// isDefect is apart from outcomeOf so that a settlement without an error does not
+// allocate the target errors.As needs.
+func isDefect(err error) bool {
+	var defect *registry.DefectError
+	return errors.As(err, &defect)
 }
 
 // outputBytes is the size of what a settlement publishes: its parts' text and data
@@ -224,8 +262,12 @@ func (t *Telemetry) decided(ctx context.Context, loc string, d permission.Decisi
 	}
 	if t.tracer != nil {
 		parent := trace.SpanFromContext(ctx)
-		if !parent.IsRecording() && s != nil && s.step != nil {
-			parent = s.step // a trusted plugin's request arrives on a context of its own
+		if !parent.IsRecording() && s != nil {
+			if cur := s.cur; cur != nil {
+				parent = cur // a trusted plugin's request arrives on a context of its own
+			} else if s.span != nil {
+				parent = s.span
+			}
 		}
 		if parent.IsRecording() {
 			pctx := trace.ContextWithSpan(context.Background(), parent)

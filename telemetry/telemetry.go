@@ -54,6 +54,7 @@ type Options struct {
 type Telemetry struct {
 	tp     *sdktrace.TracerProvider // nil: traces off
 	tracer trace.Tracer             // nil: traces off
+	batch  *batcher                 // tp's span processor; nil: traces off
 	mp     *sdkmetric.MeterProvider // nil: metrics off
 	inst   *instruments             // nil: metrics off
 	prom   *prometheus.Registry     // nil: no Prometheus endpoint
@@ -95,7 +96,8 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exp, getenv)), sdktrace.WithResource(res))
+		t.batch = newBatcher(exp, getenv)
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(res))
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option

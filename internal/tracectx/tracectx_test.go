@@ -87,3 +87,15 @@ func TestOutgoingWritesWhatTheW3CPropagatorWrites(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFromIncoming is what a plugin's sdk pays on each traced call to take the
+// host's trace context from the call's metadata (allocs/op).
+func BenchmarkFromIncoming(b *testing.B) {
+	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(tracectx.Traceparent, parent))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !trace.SpanContextFromContext(tracectx.FromIncoming(in)).IsValid() {
+			b.Fatal("no span context")
+		}
+	}
+}

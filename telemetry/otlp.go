@@ -1,0 +1,359 @@
+package telemetry
+
+import (
+	"context"
+	"os"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+)
+
+// otlpClient is a client of the same kind and configuration as exp's when exp is
+// an OTLP trace exporter (as autoexport makes one: the protocol from
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, default
+// http/protobuf, the rest from the process environment), or else nil.
+func otlpClient(exp sdktrace.SpanExporter) otlptrace.Client {
+	if _, ok := exp.(*otlptrace.Exporter); !ok {
+		return nil
+	}
+	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "grpc":
+		return otlptracegrpc.NewClient()
+	case "", "http/protobuf":
+		return otlptracehttp.NewClient()
+	}
+	return nil
+}
+
+// otlpUpload converts batches of spans to OTLP messages and uploads them with its
+// client. It converts as the OTLP exporter does (its tracetransform package), but
+// into messages it keeps from one batch to the next, where the exporter makes each
+// span's message, IDs, status, key-values and values anew. Only the exporting
+// goroutine uses it; a client's UploadTraces keeps nothing of the messages once it
+// returns.
+type otlpUpload struct {
+	client otlptrace.Client
+
+	// Reused from one batch to the next; grown, never shrunk.
+	spans  []tracepb.Span
+	ptrs   []*tracepb.Span
+	ids    []spanIDs
+	status []tracepb.Status
+	kvs    []commonpb.KeyValue
+	kvptrs []*commonpb.KeyValue
+	values []commonpb.AnyValue
+	strs   []commonpb.AnyValue_StringValue
+	ints   []commonpb.AnyValue_IntValue
+
+	// The resources and scopes met so far, converted once.
+	resources map[*resource.Resource]*resourcepb.Resource
+	scopes    map[instrumentation.Scope]*commonpb.InstrumentationScope
+}
+
+type spanIDs struct {
+	trace        trace.TraceID
+	span, parent trace.SpanID
+}
+
+// export converts batch and uploads it within ctx.
+func (u *otlpUpload) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) error {
+	nattrs := 0
+	for _, s := range batch {
+		nattrs += len(s.Attributes())
+	}
+	u.spans = grow(u.spans, len(batch))
+	u.ptrs = grow(u.ptrs, len(batch))
+	u.ids = grow(u.ids, len(batch))
+	u.status = grow(u.status, len(batch))
+	u.kvs = grow(u.kvs, nattrs)
+	u.kvptrs = grow(u.kvptrs, nattrs)
+	u.values = grow(u.values, nattrs)
+	u.strs = grow(u.strs, nattrs)
+	u.ints = grow(u.ints, nattrs)
+
+	type group struct {
+		res   *resource.Resource
+		scope instrumentation.Scope
+		ss    *tracepb.ScopeSpans
+	}
+	var groups []group
+	var out []*tracepb.ResourceSpans
+	kv := 0
+	for i, s := range batch {
+		sp := u.span(i, s, &kv)
+		res, scope := s.Resource(), s.InstrumentationScope()
+		g := -1
+		for j := range groups {
+			if groups[j].res == res && groups[j].scope == scope {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			ss := &tracepb.ScopeSpans{Scope: u.scope(scope), SchemaUrl: scope.SchemaURL}
+			var rs *tracepb.ResourceSpans
+			for j := range groups {
+				if groups[j].res == res {
+					rs = out[j]
+				}
+			}
+			if rs == nil {
+				rs = &tracepb.ResourceSpans{Resource: u.resource(res), SchemaUrl: res.SchemaURL()}
+			}
+			rs.ScopeSpans = append(rs.ScopeSpans, ss)
+			groups = append(groups, group{res, scope, ss})
+			out = append(out, rs)
+			g = len(groups) - 1
+		}
+		groups[g].ss.Spans = append(groups[g].ss.Spans, sp)
+	}
+	// A resource with several scopes appears once in out per scope: keep the first.
+	rss := out[:0]
+	for j, rs := range out {
+		first := true
+		for k := range j {
+			if out[k] == rs {
+				first = false
+				break
+			}
+		}
+		if first {
+			rss = append(rss, rs)
+		}
+	}
+	err := u.client.UploadTraces(ctx, rss)
+	clear(u.ptrs) // the spans may be collected; the messages stay for the next batch
+	clear(u.kvptrs)
+	return err
+}
+
+// grow returns s with room for n, its contents zero.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, max(n, 2*cap(s)))
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// span converts s into the i-th reused message, its attributes into the reused
+// key-values from *kv on.
+func (u *otlpUpload) span(i int, s sdktrace.ReadOnlySpan, kv *int) *tracepb.Span {
+	sc, parent := s.SpanContext(), s.Parent()
+	ids := &u.ids[i]
+	ids.trace, ids.span, ids.parent = sc.TraceID(), sc.SpanID(), parent.SpanID()
+	st := s.Status()
+	status := &u.status[i]
+	switch st.Code {
+	case codes.Ok:
+		status.Code = tracepb.Status_STATUS_CODE_OK
+	case codes.Error:
+		status.Code = tracepb.Status_STATUS_CODE_ERROR
+	}
+	status.Message = st.Description
+	sp := &u.spans[i]
+	sp.TraceId, sp.SpanId = ids.trace[:], ids.span[:]
+	if ids.parent.IsValid() {
+		sp.ParentSpanId = ids.parent[:]
+	}
+	sp.TraceState = sc.TraceState().String()
+	sp.Flags = spanFlags(sc.TraceFlags(), parent)
+	sp.Name = s.Name()
+	sp.Kind = spanKind(s.SpanKind())
+	sp.StartTimeUnixNano = uint64(max(0, s.StartTime().UnixNano()))
+	sp.EndTimeUnixNano = uint64(max(0, s.EndTime().UnixNano()))
+	sp.Status = status
+	if attrs := s.Attributes(); len(attrs) > 0 {
+		start := *kv
+		for _, a := range attrs {
+			u.kvptrs[*kv] = u.keyValue(*kv, a)
+			*kv++
+		}
+		sp.Attributes = u.kvptrs[start:*kv:*kv]
+	}
+	sp.DroppedAttributesCount = clampUint32(s.DroppedAttributes())
+	sp.Events = events(s.Events())
+	sp.DroppedEventsCount = clampUint32(s.DroppedEvents())
+	sp.Links = links(s.Links())
+	sp.DroppedLinksCount = clampUint32(s.DroppedLinks())
+	u.ptrs[i] = sp
+	return sp
+}
+
+// keyValue converts a into the k-th reused key-value; a string or an integer value
+// into a reused value too.
+func (u *otlpUpload) keyValue(k int, a attribute.KeyValue) *commonpb.KeyValue {
+	out := &u.kvs[k]
+	out.Key = string(a.Key)
+	switch a.Value.Type() {
+	case attribute.STRING:
+		v := &u.strs[k]
+		v.StringValue = a.Value.AsString()
+		u.values[k].Value = v
+		out.Value = &u.values[k]
+	case attribute.INT64:
+		v := &u.ints[k]
+		v.IntValue = a.Value.AsInt64()
+		u.values[k].Value = v
+		out.Value = &u.values[k]
+	default:
+		out.Value = anyValue(a.Value)
+	}
+	return out
+}
+
+// The rest converts what spans rarely have, allocating as the exporter does.
+
+func (u *otlpUpload) resource(r *resource.Resource) *resourcepb.Resource {
+	if pb, ok := u.resources[r]; ok {
+		return pb
+	}
+	pb := &resourcepb.Resource{}
+	if r != nil {
+		pb.Attributes = keyValues(r.Attributes())
+	}
+	if u.resources == nil || len(u.resources) >= 64 {
+		u.resources = map[*resource.Resource]*resourcepb.Resource{}
+	}
+	u.resources[r] = pb
+	return pb
+}
+
+func (u *otlpUpload) scope(s instrumentation.Scope) *commonpb.InstrumentationScope {
+	if pb, ok := u.scopes[s]; ok {
+		return pb
+	}
+	pb := &commonpb.InstrumentationScope{Name: s.Name, Version: s.Version, Attributes: keyValues(s.Attributes.ToSlice())}
+	if u.scopes == nil || len(u.scopes) >= 64 {
+		u.scopes = map[instrumentation.Scope]*commonpb.InstrumentationScope{}
+	}
+	u.scopes[s] = pb
+	return pb
+}
+
+func keyValues(attrs []attribute.KeyValue) []*commonpb.KeyValue {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make([]*commonpb.KeyValue, len(attrs))
+	for i, a := range attrs {
+		out[i] = &commonpb.KeyValue{Key: string(a.Key), Value: anyValue(a.Value)}
+	}
+	return out
+}
+
+func anyValue(v attribute.Value) *commonpb.AnyValue {
+	av := &commonpb.AnyValue{}
+	switch v.Type() {
+	case attribute.BOOL:
+		av.Value = &commonpb.AnyValue_BoolValue{BoolValue: v.AsBool()}
+	case attribute.INT64:
+		av.Value = &commonpb.AnyValue_IntValue{IntValue: v.AsInt64()}
+	case attribute.FLOAT64:
+		av.Value = &commonpb.AnyValue_DoubleValue{DoubleValue: v.AsFloat64()}
+	case attribute.STRING:
+		av.Value = &commonpb.AnyValue_StringValue{StringValue: v.AsString()}
+	case attribute.BYTESLICE:
+		av.Value = &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}
+	case attribute.BOOLSLICE:
+		av.Value = array(v.AsBoolSlice(), attribute.BoolValue)
+	case attribute.INT64SLICE:
+		av.Value = array(v.AsInt64Slice(), attribute.Int64Value)
+	case attribute.FLOAT64SLICE:
+		av.Value = array(v.AsFloat64Slice(), attribute.Float64Value)
+	case attribute.STRINGSLICE:
+		av.Value = array(v.AsStringSlice(), attribute.StringValue)
+	case attribute.SLICE:
+		av.Value = array(v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
+	case attribute.MAP:
+		av.Value = &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: keyValues(v.AsMap())}}
+	case attribute.EMPTY:
+	default:
+		av.Value = &commonpb.AnyValue_StringValue{StringValue: "INVALID"}
+	}
+	return av
+}
+
+func array[T any](vals []T, value func(T) attribute.Value) *commonpb.AnyValue_ArrayValue {
+	out := make([]*commonpb.AnyValue, len(vals))
+	for i, v := range vals {
+		out[i] = anyValue(value(v))
+	}
+	return &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: out}}
+}
+
+func events(es []sdktrace.Event) []*tracepb.Span_Event {
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]*tracepb.Span_Event, len(es))
+	for i, e := range es {
+		out[i] = &tracepb.Span_Event{
+			Name:                   e.Name,
+			TimeUnixNano:           uint64(max(0, e.Time.UnixNano())),
+			Attributes:             keyValues(e.Attributes),
+			DroppedAttributesCount: clampUint32(e.DroppedAttributeCount),
+		}
+	}
+	return out
+}
+
+func links(ls []sdktrace.Link) []*tracepb.Span_Link {
+	if len(ls) == 0 {
+		return nil
+	}
+	out := make([]*tracepb.Span_Link, len(ls))
+	for i, l := range ls {
+		tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
+		out[i] = &tracepb.Span_Link{
+			TraceId:                tid[:],
+			SpanId:                 sid[:],
+			Attributes:             keyValues(l.Attributes),
+			DroppedAttributesCount: clampUint32(l.DroppedAttributeCount),
+			Flags:                  spanFlags(l.SpanContext.TraceFlags(), l.SpanContext),
+		}
+	}
+	return out
+}
+
+// spanFlags are the W3C trace flags and whether the parent is remote, known.
+func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
+	flags := uint32(tf) | uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
+	if parent.IsRemote() {
+		flags |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
+	}
+	return flags
+}
+
+func spanKind(k trace.SpanKind) tracepb.Span_SpanKind {
+	switch k {
+	case trace.SpanKindInternal:
+		return tracepb.Span_SPAN_KIND_INTERNAL
+	case trace.SpanKindClient:
+		return tracepb.Span_SPAN_KIND_CLIENT
+	case trace.SpanKindServer:
+		return tracepb.Span_SPAN_KIND_SERVER
+	case trace.SpanKindProducer:
+		return tracepb.Span_SPAN_KIND_PRODUCER
+	case trace.SpanKindConsumer:
+		return tracepb.Span_SPAN_KIND_CONSUMER
+	}
+	return tracepb.Span_SPAN_KIND_UNSPECIFIED
+}
+
+func clampUint32(v int) uint32 { return uint32(min(max(v, 0), 1<<32-1)) }
