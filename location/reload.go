@@ -37,6 +37,11 @@ const KindConfig = "config"
 // read: an editor's save (write, rename) or a git checkout is one reload.
 const reloadDebounce = 50 * time.Millisecond
 
+// reloadMaxDelay bounds how long changes that never go quiet (a program rewriting
+// a file without pause) hold a reload back: while they go on, the files are read
+// at least this often.
+const reloadMaxDelay = time.Second
+
 // reloadState is a Location's config as reloaded.
 type reloadState struct {
 	mu  sync.Mutex // serializes Reload
@@ -433,7 +438,9 @@ func (l *Location) stopSource(ctx context.Context, s *source) {
 }
 
 // watchConfig reloads the Location whenever one of its config files changes, once
-// the files have been quiet for reloadDebounce, until the Location closes.
+// the files have been quiet for reloadDebounce (or reloadMaxDelay after the first
+// change, if they never are), until the Location closes. A change made during a
+// reload is read by the next one.
 func (l *Location) watchConfig() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -448,7 +455,7 @@ func (l *Location) watchConfig() error {
 	}
 	return l.scope.Go(func(ctx context.Context) {
 		defer w.Close()
-		var quiet <-chan time.Time
+		var timer reloadTimer
 		for {
 			select {
 			case <-ctx.Done():
@@ -461,19 +468,38 @@ func (l *Location) watchConfig() error {
 					_ = w.Add(ev.Name)
 				}
 				if l.isConfigFile(ev.Name) {
-					quiet = time.After(reloadDebounce)
+					timer.changed()
 				}
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
 				}
 				l.logger.Warn("watching the config files", "location", l.id, "error", err)
-			case <-quiet:
-				quiet = nil
+			case <-timer.quiet:
+				timer = reloadTimer{}
 				_ = l.Reload(ctx) // an error is logged and shown by Sources
+			case <-timer.due:
+				timer = reloadTimer{}
+				_ = l.Reload(ctx)
 			}
 		}
 	})
+}
+
+// reloadTimer says when changes to the config files are read: quiet fires once
+// they have been quiet for reloadDebounce, due reloadMaxDelay after the first
+// change, whichever comes first. The zero value waits for a change; reset it to
+// the zero value once it fired.
+type reloadTimer struct {
+	quiet, due <-chan time.Time
+}
+
+// changed records a change to a config file.
+func (t *reloadTimer) changed() {
+	t.quiet = time.After(reloadDebounce)
+	if t.due == nil {
+		t.due = time.After(reloadMaxDelay)
+	}
 }
 
 // isConfigFile reports whether path is one of the files Reload reads.

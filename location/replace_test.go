@@ -2,12 +2,15 @@ package location_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/registry"
@@ -18,21 +21,25 @@ import (
 // a temporary file renamed into place.
 func writeManifest(t *testing.T, dir, name string, tool obj) {
 	t.Helper()
+	if err := saveManifest(dir, name, tool); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func saveManifest(dir, name string, tool obj) error {
 	data, err := json.Marshal(tool)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	tools := filepath.Join(dir, filepath.FromSlash(manifest.Dir))
 	if err := os.MkdirAll(tools, 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	tmp := filepath.Join(tools, "."+name+".tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(tools, name+".json")); err != nil {
-		t.Fatal(err)
-	}
+	return os.Rename(tmp, filepath.Join(tools, name+".json"))
 }
 
 // TestReloadReplacesManifestToolDraining: a manifest tool's file is edited while a
@@ -216,5 +223,51 @@ func TestReloadWorkspaceIDReachesPlugins(t *testing.T) {
 	}
 	if st, _ := sourceState(l, "plugin:echo"); st.Generation != 2 {
 		t.Errorf("plugin:echo is in generation %d, want 2 (replaced once)", st.Generation)
+	}
+}
+
+// TestWatchConfigRenameStorm: while a manifest tool file is saved again and again
+// without a pause as long as the debounce, a permission edit to the config is still
+// applied (the storm holds a reload back only so long).
+func TestWatchConfigRenameStorm(t *testing.T) {
+	e := newEnv(t)
+	e.opts.WatchConfig = true
+	dir := workspace(t, pluginsConfig(echoPlugin("echo")))
+	l := e.activate(t, dir)
+	defer l.Close(t.Context())
+	callEcho(t, l, "allowed")
+
+	stop := make(chan struct{})
+	var storm sync.WaitGroup
+	defer storm.Wait()
+	defer close(stop)
+	storm.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := saveManifest(dir, "noise", obj{"name": "noise", "description": fmt.Sprintf("Save %d.", i), "command": []string{"/bin/true"}}); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond) // a pace, far below the debounce
+		}
+	})
+
+	changed := l.SourcesChanged()
+	setConfig(t, dir, obj{"plugins": []obj{echoPlugin("echo")},
+		"permission": append(slices.Clone(allowAll), obj{"action": "echo", "resource": "*", "effect": "deny"})})
+	for {
+		if s, _ := settle(t, l, "echo", obj{"text": "x"}); s != nil && s.Outcome == registry.Unknown { // denied: not offered
+			break
+		}
+		select {
+		case <-changed:
+			changed = l.SourcesChanged()
+		case <-t.Context().Done():
+			t.Fatal("the config edit was not applied during the storm")
+		}
 	}
 }
