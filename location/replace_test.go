@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/supervise"
@@ -268,6 +269,65 @@ func TestWatchConfigRenameStorm(t *testing.T) {
 			changed = l.SourcesChanged()
 		case <-t.Context().Done():
 			t.Fatal("the config edit was not applied during the storm")
+		}
+	}
+}
+
+// TestWatchConfigEditDuringReload: an edit saved while a reload is still replacing
+// a plugin (its next generation blocked in its start) is applied after that reload;
+// the old generation serves meanwhile.
+func TestWatchConfigEditDuringReload(t *testing.T) {
+	e := newEnv(t)
+	e.opts.WatchConfig = true
+	dir := workspace(t, pluginsConfig(obj{"name": "echo", "path": echoBin, "options": obj{"names": []string{"first"}}}))
+	gate := filepath.Join(dir, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The next generation's binary waits for the test to open the gate, then runs echo.
+	slow := filepath.Join(dir, "slow-echo")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nread line < "+gate+"\nexec "+echoBin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := e.activate(t, dir)
+	defer l.Close(t.Context())
+	save := func(cfg obj) {
+		t.Helper()
+		data, _ := json.Marshal(cfg)
+		tmp := filepath.Join(dir, ".toolhost", ".config.json.tmp")
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, location.ConfigPath)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	second := obj{"name": "echo", "path": slow, "trusted": true, "options": obj{"names": []string{"second"}}}
+	save(pluginsConfig(second))
+	w, err := os.OpenFile(gate, os.O_WRONLY, 0) // returns once the next generation waits at the gate
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if s, err := settle(t, l, "first", obj{}); err != nil || s.Outcome != registry.Completed {
+		t.Errorf("first during the reload: %v %s, want the old generation serving", err, settlementText(s))
+	}
+	save(obj{"plugins": []obj{second}, "permission": append(slices.Clone(allowAll), obj{"action": "wait", "resource": "*", "effect": "deny"})})
+	if _, err := w.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	for changed := l.SourcesChanged(); ; changed = l.SourcesChanged() {
+		got := toolNames(t, l)
+		if slices.Contains(got, "second") && !slices.Contains(got, "wait") {
+			break
+		}
+		select {
+		case <-changed:
+		case <-t.Context().Done():
+			t.Fatalf("tools %v: want the reloaded plugin's second and the edit's deny of wait", got)
 		}
 	}
 }
