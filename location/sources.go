@@ -57,7 +57,8 @@ type SourceStatus struct {
 	// Restarts counts the generations started again after a crash or failed start.
 	Restarts int
 	// Err is the last error: why the source is not running, or the last failed
-	// reload or restart by hand while it kept running. nil when none.
+	// reload or restart by hand while it kept running (a config edit that could not
+	// replace it says that the edit is not applied). nil when none.
 	Err error
 	// Stderr is the tail of what the current (or last failed) generation wrote to
 	// stderr, or a failed build's compiler output.
@@ -169,6 +170,7 @@ func (s *source) status() SourceStatus {
 	s.mu.Lock()
 	sup := s.sup
 	st := SourceStatus{Kind: s.kind, Name: s.name, ID: s.id(), State: s.state, Err: s.err, Stderr: s.stderr}
+	tried := s.tried
 	s.mu.Unlock()
 	if sup != nil {
 		sst := sup.Status()
@@ -185,6 +187,9 @@ func (s *source) status() SourceStatus {
 				st.Layers = l.Layers()
 			}
 		}
+	}
+	if tried && st.State == supervise.Running && st.Err != nil {
+		st.Err = fmt.Errorf("location: %s: the edited config is not applied, the running one serves on (save it again to retry): %w", st.ID, st.Err)
 	}
 	// A start that failed says why on its stderr; prefer that to a live tail.
 	var pse *plugins.StartError
