@@ -291,7 +291,8 @@ func (l *Location) lookup(name string) (*source, error) {
 
 // RestartSource restarts one source by name ("kind:name", or the bare name when it
 // is unambiguous) without touching the rest of the Location, and with a fresh
-// restart budget: a plugin given as Go source is built again first, a plugin or MCP
+// restart budget, with the config it serves with (not an edit a reload could not
+// apply: Reload retries that): a plugin given as Go source is built again first, a plugin or MCP
 // server starts a new generation (a running one is replaced once the new one has
 // registered, so calls in flight on it finish, within its stop grace), and a manifest
 // tool's command is checked again and, if it can run now, its tool registered. The
