@@ -331,3 +331,36 @@ func TestWatchConfigEditDuringReload(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRemovesManifestToolRestartedByHand: a manifest tool that could not run
+// at activation and was restarted by hand once its command existed goes away when
+// it is removed from the config.
+func TestReloadRemovesManifestToolRestartedByHand(t *testing.T) {
+	e := newEnv(t)
+	dir := workspace(t, obj{"permission": allowAll})
+	script := filepath.Join(dir, "late.sh")
+	writeManifest(t, dir, "late", obj{"name": "late", "description": "Comes late.", "command": []string{script}})
+	l := e.activate(t, dir)
+	defer l.Close(t.Context())
+	if st, _ := sourceState(l, "manifest:late"); st.State != supervise.Failed {
+		t.Fatalf("manifest:late without its command: %s, want failed", st.State)
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho late\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RestartSource(t.Context(), "manifest:late"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := settle(t, l, "late", obj{}); err != nil || strings.TrimSpace(s.Text()) != "late" {
+		t.Fatalf("late after its restart: %v %s", err, settlementText(s))
+	}
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(manifest.Dir), "late.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(t, l); slices.Contains(got, "late") {
+		t.Errorf("tools after removing late: %v, want it gone", got)
+	}
+}
