@@ -364,3 +364,55 @@ func TestReloadRemovesManifestToolRestartedByHand(t *testing.T) {
 		t.Errorf("tools after removing late: %v, want it gone", got)
 	}
 }
+
+// TestWatchConfigTwoHostsOneLocation: two hosts (each its own registry, as two
+// toolhost processes) serve one Location; one edit, saved once, replaces the
+// changed plugin and manifest tool in both, and each keeps its own generation.
+func TestWatchConfigTwoHostsOneLocation(t *testing.T) {
+	plugin := func(tool string) obj {
+		return obj{"name": "echo", "path": echoBin, "options": obj{"names": []string{tool}}}
+	}
+	dir := workspace(t, pluginsConfig(plugin("first")))
+	writeManifest(t, dir, "say", obj{"name": "say", "description": "Says which.", "command": []string{"/bin/echo", "first"}})
+	var hosts []*location.Location
+	for range 2 {
+		e := newEnv(t)
+		e.opts.WatchConfig = true
+		l := e.activate(t, dir)
+		defer l.Close(t.Context())
+		hosts = append(hosts, l)
+	}
+	pids := []int{callEcho(t, hosts[0], "x").PID, callEcho(t, hosts[1], "x").PID}
+	if pids[0] == pids[1] {
+		t.Fatalf("both hosts call plugin process %d", pids[0])
+	}
+
+	writeManifest(t, dir, "say", obj{"name": "say", "description": "Says which.", "command": []string{"/bin/echo", "second"}})
+	data, _ := json.Marshal(pluginsConfig(plugin("second")))
+	tmp := filepath.Join(dir, ".toolhost", ".config.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, location.ConfigPath)); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range hosts {
+		for changed := l.SourcesChanged(); ; changed = l.SourcesChanged() {
+			s, err := settle(t, l, "say", obj{})
+			if got := toolNames(t, l); slices.Contains(got, "second") && err == nil && strings.TrimSpace(s.Text()) == "second" {
+				break
+			}
+			select {
+			case <-changed:
+			case <-t.Context().Done():
+				t.Fatalf("host %d did not apply the edit", i)
+			}
+		}
+		if pid := callEcho(t, l, "x").PID; pid == pids[0] || pid == pids[1] {
+			t.Errorf("host %d: echo served by process %d after the edit, want a new generation", i, pid)
+		}
+		if st, _ := sourceState(l, "plugin:echo"); st.Generation != 2 || st.Err != nil {
+			t.Errorf("host %d: plugin:echo generation %d, error %v; want generation 2", i, st.Generation, st.Err)
+		}
+	}
+}
