@@ -313,54 +313,94 @@ func leave(ctx context.Context, l *location.Location, marker string) error {
 	return nil
 }
 
+// editShout edits the manifest tool shout's description in dir's config and
+// reloads l, once the processes marked marker that leave makes are all running:
+// the call of shout that leave started is then in flight on the old definition,
+// which drains while the new one serves.
+func editShout(ctx context.Context, l *location.Location, dir, marker string) error {
+	for len(proctest.Marked(marker)) < leftovers {
+		time.Sleep(10 * time.Millisecond) // a helper process has no test to poll with
+	}
+	file := filepath.Join(dir, location.ConfigPath)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	edited := strings.Replace(string(data), "Upper-cases stdin.", "Upper-cases stdin, as edited.", 1)
+	if edited == string(data) {
+		return errors.New("no shout description to edit in " + file)
+	}
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		return err
+	}
+	return l.Reload(ctx)
+}
+
+// TestSourceTreesEnd: every process a source leaves behind ends when its Location
+// is deactivated or its host is SIGKILLed, also while a changed manifest tool's call
+// is still draining on its old definition after a reload.
 func TestSourceTreesEnd(t *testing.T) {
 	for _, mode := range []sandbox.Mode{sandbox.ModeNamespace, sandbox.ModeCgroup, sandbox.ModeSubreaper} {
 		t.Run(string(mode), func(t *testing.T) {
 			if err := sandbox.Supported(mode); err != nil {
 				t.Skip(err)
 			}
-			t.Run("OnDeactivation", func(t *testing.T) {
-				marker := proctest.NewMarker()
-				dir := leftoverConfig(t, marker)
-				e := newEnv(t)
-				e.opts.SandboxMode = sandboxcfg.Mode(mode)
-				l := e.activate(t, dir)
-				if err := leave(t.Context(), l, marker); err != nil {
-					t.Fatal(err)
+			for _, drain := range []bool{false, true} {
+				name := ""
+				if drain {
+					name = "DuringDrain"
 				}
-				proctest.WaitMarked(t, marker, leftovers)
-				for _, m := range l.MCPServers() {
-					if got, _ := m.Current().Containment(); got != sandboxcfg.Mode(mode) {
-						t.Errorf("MCP server containment %s, want %s", got, mode)
+				t.Run(name+"OnDeactivation", func(t *testing.T) {
+					marker := proctest.NewMarker()
+					dir := leftoverConfig(t, marker)
+					e := newEnv(t)
+					e.opts.SandboxMode = sandboxcfg.Mode(mode)
+					l := e.activate(t, dir)
+					if err := leave(t.Context(), l, marker); err != nil {
+						t.Fatal(err)
 					}
-				}
-				if err := l.Close(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				proctest.AssertMarkedGone(t, marker)
-			})
-			t.Run("AfterHostSIGKILL", func(t *testing.T) {
-				marker := proctest.NewMarker()
-				dir := leftoverConfig(t, marker)
-				self, _ := os.Executable()
-				host := exec.Command(self, "-test.run=^$")
-				host.Env = append(os.Environ(), "LOCATION_HELPER=host", "LOCATION_DIR="+dir, "LOCATION_MARKER="+marker,
-					"LOCATION_MODE="+string(mode), "LOCATION_BUILD_CACHE="+buildCache)
-				out, _ := host.StdoutPipe()
-				host.Stderr = os.Stderr
-				if err := host.Start(); err != nil {
-					t.Fatal(err)
-				}
-				if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+					proctest.WaitMarked(t, marker, leftovers)
+					if drain {
+						if err := editShout(t.Context(), l, dir, marker); err != nil {
+							t.Fatal(err)
+						}
+						if n := len(proctest.Marked(marker)); n < leftovers {
+							t.Errorf("%d of the %d processes left after the edit of shout: its call in flight was interrupted", n, leftovers)
+						}
+					}
+					for _, m := range l.MCPServers() {
+						if got, _ := m.Current().Containment(); got != sandboxcfg.Mode(mode) {
+							t.Errorf("MCP server containment %s, want %s", got, mode)
+						}
+					}
+					if err := l.Close(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					proctest.AssertMarkedGone(t, marker)
+				})
+				t.Run(name+"AfterHostSIGKILL", func(t *testing.T) {
+					marker := proctest.NewMarker()
+					dir := leftoverConfig(t, marker)
+					self, _ := os.Executable()
+					host := exec.Command(self, "-test.run=^$")
+					host.Env = append(os.Environ(), "LOCATION_HELPER=host", "LOCATION_DIR="+dir, "LOCATION_MARKER="+marker,
+						"LOCATION_MODE="+string(mode), "LOCATION_BUILD_CACHE="+buildCache, fmt.Sprintf("LOCATION_DRAIN=%t", drain))
+					out, _ := host.StdoutPipe()
+					host.Stderr = os.Stderr
+					if err := host.Start(); err != nil {
+						t.Fatal(err)
+					}
+					if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+						host.Process.Kill()
+						host.Wait()
+						t.Fatalf("host said %q", line)
+					}
+					proctest.WaitMarked(t, marker, leftovers)
 					host.Process.Kill()
 					host.Wait()
-					t.Fatalf("host said %q", line)
-				}
-				proctest.WaitMarked(t, marker, leftovers)
-				host.Process.Kill()
-				host.Wait()
-				proctest.AssertMarkedGone(t, marker)
-			})
+					proctest.AssertMarkedGone(t, marker)
+				})
+			}
 		})
 	}
 }
@@ -390,6 +430,11 @@ func helperHost() {
 	}
 	if err := leave(context.Background(), l, os.Getenv("LOCATION_MARKER")); err != nil {
 		fail(err)
+	}
+	if os.Getenv("LOCATION_DRAIN") == "true" {
+		if err := editShout(context.Background(), l, os.Getenv("LOCATION_DIR"), os.Getenv("LOCATION_MARKER")); err != nil {
+			fail(err)
+		}
 	}
 	fmt.Println("ready")
 	time.Sleep(time.Hour) // until the test kills it

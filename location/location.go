@@ -265,7 +265,7 @@ func (l *Location) startSources(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(plugs)+len(servers)) // what refuses the whole Location
 	for i, pc := range cfg.Plugins {
-		wg.Go(func() { errs[i] = l.startPluginSource(ctx, plugs[i], pc) })
+		wg.Go(func() { errs[i] = l.startPluginSource(ctx, plugs[i], pc, cfg.WorkspaceID) })
 	}
 	for i, mc := range cfg.MCPServers {
 		wg.Go(func() { errs[len(plugs)+i] = l.startServerSource(ctx, servers[i], mc) })
@@ -283,13 +283,13 @@ func (l *Location) startSources(ctx context.Context) error {
 // startPluginSource builds (when given as Go source) and starts the plugin of src
 // in a child scope of the Location scope, kept in src. A plugin that cannot build
 // or start is src's error; only a Location closing is returned.
-func (l *Location) startPluginSource(ctx context.Context, src *source, pc PluginConfig) error {
+func (l *Location) startPluginSource(ctx context.Context, src *source, pc PluginConfig, workspaceID string) error {
 	psc, err := l.scope.Child()
 	if err != nil {
 		src.fail(err)
 		return fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
-	sup, err := l.startPlugin(ctx, psc, pc)
+	sup, err := l.startPlugin(ctx, psc, pc, workspaceID)
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	src.sc = psc
@@ -465,15 +465,16 @@ func defaultStateDir(env []string) string {
 	return ""
 }
 
-// pluginConfig is the plugins.Config of pc in this Location (Path unset for a
-// plugin given as source).
-func (l *Location) pluginConfig(pc PluginConfig) plugins.Config {
+// pluginConfig is the plugins.Config of pc in this Location, given the config's
+// workspace id (Path unset for a plugin given as source).
+func (l *Location) pluginConfig(pc PluginConfig, workspaceID string) plugins.Config {
 	cfg := plugins.Config{
 		Name:         pc.Name,
 		Path:         pc.Path,
 		SHA256:       pc.SHA256,
 		Env:          pc.Env,
 		Options:      pc.Options,
+		WorkspaceID:  workspaceID,
 		StartTimeout: pc.StartTimeout,
 		StopGrace:    pc.StopGrace,
 		CallTimeout:  pc.CallTimeout,

@@ -146,6 +146,7 @@ type echoResult struct {
 	PID       int    `json:"pid"`
 	PIDNS     string `json:"pid_ns"`
 	Directory string `json:"directory"`
+	Workspace string `json:"workspace_id"`
 }
 
 func callEcho(t *testing.T, l *location.Location, text string) echoResult {

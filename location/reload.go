@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
@@ -36,6 +37,11 @@ const KindConfig = "config"
 // read: an editor's save (write, rename) or a git checkout is one reload.
 const reloadDebounce = 50 * time.Millisecond
 
+// reloadMaxDelay bounds how long changes that never go quiet (a program rewriting
+// a file without pause) hold a reload back: while they go on, the files are read
+// at least this often.
+const reloadMaxDelay = time.Second
+
 // reloadState is a Location's config as reloaded.
 type reloadState struct {
 	mu  sync.Mutex // serializes Reload
@@ -50,18 +56,27 @@ type reloadState struct {
 //   - permission rules are in force for every check that starts after Reload has
 //     read them (a new deny holds at once, also for Requests prepared before);
 //   - a source whose entry is unchanged keeps running untouched; an added one
-//     starts; a removed one stops (its calls in flight end as interruptions); a
-//     changed plugin is rebuilt when given as source and replaced by its next
-//     generation once that has registered (calls in flight on the old one finish),
-//     and so is a changed MCP server once its next generation has listed its
-//     tools; another changed source (a manifest tool, one that never started) is
-//     stopped and started anew;
+//     starts; a removed one stops (its calls in flight end as interruptions);
+//   - a changed plugin (rebuilt first when given as source or module) or MCP
+//     server is replaced by its next generation once that has registered its
+//     tools: new calls go to it, and the calls in flight on the old one finish
+//     within its stop grace. A changed manifest tool is replaced once its new
+//     definition has registered: new calls run the new command, and the calls in
+//     flight run to their end on the old one (Reload does not wait for them). A
+//     changed source that does not serve (its build failed, its command cannot
+//     run, it is still starting) is stopped and started anew;
+//   - a changed source's new entry becomes its config only once it serves. If it
+//     cannot (the build fails, the new generation does not start, the new command
+//     cannot run), the old generation keeps serving with its config, the error is
+//     the source's last error (Sources, State Running), and every later Reload
+//     tries the entry again, also when the same file is saved again; an edit back
+//     to the serving entry clears the error;
 //   - tool_output (the placement's limits) holds for every Request prepared after
 //     Reload has read it; a Request prepared before keeps the limits it was
 //     prepared with;
-//   - workspace_id shows at once (Config), but reaches the running plugins only
-//     at the next activation: a plugin is given it when it is activated. A change
-//     to it is logged.
+//   - workspace_id shows at once (Config); a plugin learns it only when it is
+//     activated, so a change to it replaces every running plugin, as a change of
+//     its entry does.
 //
 // An invalid config changes nothing and is returned (a *ConfigError naming the file
 // and JSON pointer); it shows as the KindConfig entry of Sources and in the log
@@ -107,9 +122,6 @@ func (l *Location) Reload(ctx context.Context) error {
 	}
 	for _, n := range cfg.Notes {
 		l.logger.Info(n)
-	}
-	if cfg.WorkspaceID != old.WorkspaceID {
-		l.logger.Warn("workspace_id reaches the running plugins at the next activation (a plugin is given it when it is activated)", "location", l.id)
 	}
 	changes := l.reconcile(ctx, cfg, oldModules)
 	l.reload.cfg.Lock()
@@ -184,15 +196,22 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		pc := &cfg.Plugins[i]
 		s, ok := running[KindPlugin+":"+pc.Name]
 		delete(running, KindPlugin+":"+pc.Name)
+		var sup *plugins.Supervisor
+		if ok {
+			sup, _ = s.supervisor().(*plugins.Supervisor)
+		}
+		same := ok && reflect.DeepEqual(*s.pc, *pc) && (pc.Module == "" || reflect.DeepEqual(oldModules[pc.Name], newModules[pc.Name]))
 		switch {
-		case ok && reflect.DeepEqual(*s.pc, *pc) && (pc.Module == "" || reflect.DeepEqual(oldModules[pc.Name], newModules[pc.Name])):
+		case same && (sup == nil || sup.Config().WorkspaceID == cfg.WorkspaceID):
 			next = append(next, s)
+			s.forgetTried()
 			continue
-		case ok && s.supervisor() != nil:
-			// Replaced by its next generation, as a restart by hand is.
+		case sup != nil:
+			// Replaced by its next generation, as a restart by hand is; a plugin
+			// learns a new workspace_id only by activating again.
 			next = append(next, s)
 			changes = append(changes, "changed "+s.id())
-			reloaded = append(reloaded, func() { l.replacePlugin(ctx, s, pc) })
+			reloaded = append(reloaded, func() { l.replacePlugin(ctx, s, sup, pc, cfg.WorkspaceID) })
 			continue
 		case ok:
 			stop = append(stop, s)
@@ -202,22 +221,27 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		}
 		n := &source{kind: KindPlugin, name: pc.Name, pc: pc, state: supervise.Starting}
 		next, fresh = append(next, n), append(fresh, n)
-		start = append(start, func() { _ = l.startPluginSource(ctx, n, *pc) })
+		start = append(start, func() { _ = l.startPluginSource(ctx, n, *pc, cfg.WorkspaceID) })
 	}
 	// MCP servers.
 	for i := range cfg.MCPServers {
 		mc := &cfg.MCPServers[i]
 		s, ok := running[KindMCP+":"+mc.Name]
 		delete(running, KindMCP+":"+mc.Name)
+		var sup *mcp.Supervisor
+		if ok {
+			sup, _ = s.supervisor().(*mcp.Supervisor)
+		}
 		switch {
 		case ok && reflect.DeepEqual(*s.mc, *mc):
 			next = append(next, s)
+			s.forgetTried()
 			continue
-		case ok && s.supervisor() != nil:
+		case sup != nil:
 			// Replaced by its next generation, as a plugin is.
 			next = append(next, s)
 			changes = append(changes, "changed "+s.id())
-			reloaded = append(reloaded, func() { l.replaceServer(ctx, s, mc) })
+			reloaded = append(reloaded, func() { l.replaceServer(ctx, s, sup, mc) })
 			continue
 		case ok:
 			stop = append(stop, s)
@@ -229,8 +253,12 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		next, fresh = append(next, n), append(fresh, n)
 		start = append(start, func() { _ = l.startServerSource(ctx, n, *mc) })
 	}
-	// Manifest tools, registered after the others as at activation.
-	var manifests []*source
+	// Manifest tools, registered after the others as at activation. A changed one
+	// that serves is replaced once its successor has registered.
+	var (
+		manifests []*source
+		replaced  = map[*source]*source{} // successor: the serving source it replaces
+	)
 	for _, t := range l.manifestTools(cfg) {
 		n := l.newManifestSource(t)
 		if slices.ContainsFunc(manifests, func(o *source) bool { return o.id() == n.id() }) {
@@ -241,7 +269,11 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		switch {
 		case ok && reflect.DeepEqual(*s.tool, *n.tool):
 			manifests = append(manifests, s)
+			s.forgetTried()
 			continue
+		case ok && s.serving():
+			replaced[n] = s
+			changes = append(changes, "changed "+s.id())
 		case ok:
 			stop = append(stop, s)
 			changes = append(changes, "changed "+s.id())
@@ -261,18 +293,34 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 		wg.Go(func() { l.stopSource(ctx, s) })
 	}
 	wg.Wait()
+	shown := slices.Clone(manifests) // a replaced manifest tool serves until its successor does
+	for i, s := range shown {
+		if old := replaced[s]; old != nil {
+			shown[i] = old
+		}
+	}
 	l.srcMu.Lock()
-	l.sources = append(next, manifests...)
+	l.sources = append(slices.Clip(next), shown...)
 	l.srcMu.Unlock()
 	l.bump()
 	for _, f := range append(start, reloaded...) {
 		wg.Go(f)
 	}
 	wg.Wait()
-	for _, s := range manifests {
-		if s.sc == nil {
-			_ = l.startManifestSource(ctx, s) // fails only when the Location closes
+	for i, s := range manifests {
+		if s.sc != nil {
+			continue
 		}
+		_ = l.startManifestSource(ctx, s) // fails only when the Location closes
+		if old := replaced[s]; old != nil {
+			manifests[i] = l.replaceManifest(ctx, old, s)
+		}
+	}
+	if len(replaced) > 0 {
+		l.srcMu.Lock()
+		l.sources = append(slices.Clip(next), manifests...)
+		l.srcMu.Unlock()
+		l.bump()
 	}
 	for _, s := range fresh {
 		l.follow(s)
@@ -280,57 +328,97 @@ func (l *Location) reconcile(ctx context.Context, cfg *Config, oldModules map[st
 	return changes
 }
 
-// replacePlugin rebuilds a changed plugin when it is given as source or module and
-// reloads its supervisor with the new config: the next generation starts, registers,
-// and then the old one is released, its calls in flight finishing.
-func (l *Location) replacePlugin(ctx context.Context, s *source, pc *PluginConfig) {
+// replacePlugin replaces the serving generation of a changed plugin (sup, s's
+// supervisor) by one of pc activated with workspaceID, rebuilt first when given as
+// source or module (supervise.Supervisor.Replace): the next generation starts and
+// registers, then the old one is released, its calls in flight finishing. pc
+// becomes s's config only then; if the build or the start fails, the running
+// generation keeps serving with its config, the error is the source's last error,
+// and the next reload tries pc again.
+func (l *Location) replacePlugin(ctx context.Context, s *source, sup *plugins.Supervisor, pc *PluginConfig, workspaceID string) {
 	s.op.Lock()
 	defer s.op.Unlock()
-	s.mu.Lock()
-	sup, _ := s.sup.(*plugins.Supervisor)
-	s.pc = pc
-	s.mu.Unlock()
-	if sup == nil { // reconcile replaces only a plugin that got as far as starting
-		return
-	}
-	cfg := l.pluginConfig(*pc)
-	if old := sup.Config(); old.Reattach != nil {
-		cfg.Reattach = old.Reattach
-	} else if pc.Source != "" || pc.Module != "" {
-		path, err := l.build(ctx, *pc)
-		if err != nil {
-			l.logger.Error("changed plugin not rebuilt: the running generation keeps serving", "plugin", pc.Name, "error", err)
-			return
+	_, err := sup.Replace(ctx, func(ctx context.Context, cur plugins.Config) (plugins.Config, error) {
+		cfg := l.pluginConfig(*pc, workspaceID)
+		if cur.Reattach != nil {
+			cfg.Reattach = cur.Reattach
+		} else if pc.Source != "" || pc.Module != "" {
+			path, err := l.build(ctx, *pc)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Path = path
 		}
-		cfg.Path = path
-	}
-	if _, err := sup.Reload(ctx, cfg); err != nil {
-		l.logger.Error("changed plugin not replaced: the running generation keeps serving", "plugin", pc.Name, "error", err)
+		return cfg, nil
+	}, func() { s.commit(func() { s.pc = pc }) })
+	if err != nil {
+		s.setTried()
+		l.logger.Error("changed plugin not replaced: the running generation keeps serving its config", "plugin", pc.Name, "error", err)
 	}
 }
 
-// replaceServer reloads a changed MCP server's supervisor with the new config: the
-// next generation starts and lists its tools, then the old one is released, its
-// calls in flight finishing within its stop grace. If the new config cannot be
-// made (a variable, the headers helper) or its server does not start, the running
-// generation keeps serving and the error is logged.
-func (l *Location) replaceServer(ctx context.Context, s *source, mc *MCPServerConfig) {
+// replaceServer replaces the serving generation of a changed MCP server (sup, s's
+// supervisor) by one of mc (supervise.Supervisor.Replace): the next generation
+// starts and lists its tools, then the old one is released, its calls in flight
+// finishing within its stop grace. mc becomes s's config only then; if mc cannot
+// be made (a variable, the headers helper) or its server does not start, the
+// running generation keeps serving with its config, the error is the source's last
+// error, and the next reload tries mc again.
+func (l *Location) replaceServer(ctx context.Context, s *source, sup *mcp.Supervisor, mc *MCPServerConfig) {
 	s.op.Lock()
 	defer s.op.Unlock()
-	s.mu.Lock()
-	sup, _ := s.sup.(*mcp.Supervisor)
-	s.mc = mc
-	s.mu.Unlock()
-	if sup == nil { // reconcile replaces only a server that got as far as starting
-		return
-	}
-	cfg, err := l.serverConfig(ctx, *mc)
-	if err == nil {
-		_, err = sup.Reload(ctx, cfg)
-	}
+	_, err := sup.Replace(ctx, func(ctx context.Context, _ mcp.Config) (mcp.Config, error) {
+		return l.serverConfig(ctx, *mc)
+	}, func() { s.commit(func() { s.mc = mc }) })
 	if err != nil {
-		l.logger.Error("changed MCP server not replaced: the running generation keeps serving", "server", mc.Name, "error", err)
+		s.setTried()
+		l.logger.Error("changed MCP server not replaced: the running generation keeps serving its config", "server", mc.Name, "error", err)
 	}
+}
+
+// replaceManifest replaces the serving manifest tool old by its changed successor
+// n, just registered (startManifestSource), and returns the source that serves
+// from now on. When n registered, old's registration is released, so new calls run
+// n's command, and old's calls in flight finish on old's command (old's scope
+// drains, within its tool's timeout and kill grace) before old's scope closes; the
+// drain goes on in the background, so the reload does not wait for it. When n did
+// not register (its command cannot run, its schema does not compile), old keeps
+// serving with its definition and n's error as its last error, and the next reload
+// tries the edit again.
+func (l *Location) replaceManifest(ctx context.Context, old, n *source) *source {
+	n.mu.Lock()
+	err := n.err
+	n.mu.Unlock()
+	if err != nil {
+		_ = n.sc.Close(context.WithoutCancel(ctx))
+		old.mu.Lock()
+		old.err, old.tried = err, true
+		old.mu.Unlock()
+		l.logger.Error("changed manifest tool not replaced: the running definition keeps serving", "tool", old.name, "error", err)
+		return old
+	}
+	old.op.Lock()
+	old.mu.Lock()
+	sc, release, timeout := old.sc, old.release, old.tool.Timeout
+	old.mu.Unlock()
+	old.op.Unlock()
+	release()
+	if timeout <= 0 {
+		timeout = manifest.DefaultTimeout
+	}
+	// A call runs at most its timeout, then its command is killed within the kill grace.
+	grace := timeout + manifest.KillGrace
+	if err := l.scope.Go(func(ctx context.Context) {
+		dctx, cancel := context.WithTimeout(ctx, grace)
+		_ = sc.Drain(dctx)
+		cancel()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), manifest.KillGrace)
+		defer cancel()
+		_ = sc.Close(cctx)
+	}); err != nil { // the Location is closing, and closes sc
+		_ = sc.Close(context.WithoutCancel(ctx))
+	}
+	return n
 }
 
 // stopSource stops a removed or replaced source: its scope closes, so its calls in
@@ -350,7 +438,9 @@ func (l *Location) stopSource(ctx context.Context, s *source) {
 }
 
 // watchConfig reloads the Location whenever one of its config files changes, once
-// the files have been quiet for reloadDebounce, until the Location closes.
+// the files have been quiet for reloadDebounce (or reloadMaxDelay after the first
+// change, if they never are), until the Location closes. A change made during a
+// reload is read by the next one.
 func (l *Location) watchConfig() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -365,7 +455,7 @@ func (l *Location) watchConfig() error {
 	}
 	return l.scope.Go(func(ctx context.Context) {
 		defer w.Close()
-		var quiet <-chan time.Time
+		var timer reloadTimer
 		for {
 			select {
 			case <-ctx.Done():
@@ -378,19 +468,38 @@ func (l *Location) watchConfig() error {
 					_ = w.Add(ev.Name)
 				}
 				if l.isConfigFile(ev.Name) {
-					quiet = time.After(reloadDebounce)
+					timer.changed()
 				}
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
 				}
 				l.logger.Warn("watching the config files", "location", l.id, "error", err)
-			case <-quiet:
-				quiet = nil
+			case <-timer.quiet:
+				timer = reloadTimer{}
 				_ = l.Reload(ctx) // an error is logged and shown by Sources
+			case <-timer.due:
+				timer = reloadTimer{}
+				_ = l.Reload(ctx)
 			}
 		}
 	})
+}
+
+// reloadTimer says when changes to the config files are read: quiet fires once
+// they have been quiet for reloadDebounce, due reloadMaxDelay after the first
+// change, whichever comes first. The zero value waits for a change; reset it to
+// the zero value once it fired.
+type reloadTimer struct {
+	quiet, due <-chan time.Time
+}
+
+// changed records a change to a config file.
+func (t *reloadTimer) changed() {
+	t.quiet = time.After(reloadDebounce)
+	if t.due == nil {
+		t.due = time.After(reloadMaxDelay)
+	}
 }
 
 // isConfigFile reports whether path is one of the files Reload reads.

@@ -57,7 +57,8 @@ type SourceStatus struct {
 	// Restarts counts the generations started again after a crash or failed start.
 	Restarts int
 	// Err is the last error: why the source is not running, or the last failed
-	// reload or restart by hand while it kept running. nil when none.
+	// reload or restart by hand while it kept running (a config edit that could not
+	// replace it says that the edit is not applied). nil when none.
 	Err error
 	// Stderr is the tail of what the current (or last failed) generation wrote to
 	// stderr, or a failed build's compiler output.
@@ -88,7 +89,51 @@ type source struct {
 	mc   *MCPServerConfig
 	tool *manifest.Tool
 	sc   *scope.Scope // the child scope a plugin, MCP server or manifest tool runs in
-	op   sync.Mutex   // serializes RestartSource
+	op   sync.Mutex   // serializes RestartSource and replacing the source
+
+	// The config above is the one that serves (committed once its generation
+	// serves). tried is set when a reload's changed config for the source failed to
+	// replace it: its error is the source's last error (its supervisor's, or err).
+	tried bool
+	// release unregisters a manifest tool's registration (nil while it has none).
+	release func()
+}
+
+// commit records, under s.mu, that the config set has just started serving.
+func (s *source) commit(set func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set()
+	s.tried = false
+}
+
+// setTried records that a reload's changed config for s failed to replace it.
+func (s *source) setTried() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tried = true
+}
+
+// forgetTried clears the error of a failed replace once the config is edited back
+// to the serving one: no change is pending any more.
+func (s *source) forgetTried() {
+	s.mu.Lock()
+	tried, sup := s.tried, s.sup
+	s.tried = false
+	if tried && sup == nil {
+		s.err = nil
+	}
+	s.mu.Unlock()
+	if tried && sup != nil {
+		sup.ClearError()
+	}
+}
+
+// serving reports whether a manifest tool's source has its tool registered.
+func (s *source) serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == supervise.Running && s.release != nil
 }
 
 // fail marks the source Failed with err.
@@ -104,6 +149,7 @@ type supervised interface {
 	Status() supervise.Status
 	Changed() <-chan struct{}
 	Restart(context.Context) error
+	ClearError()
 }
 
 func (s *source) id() string {
@@ -124,6 +170,7 @@ func (s *source) status() SourceStatus {
 	s.mu.Lock()
 	sup := s.sup
 	st := SourceStatus{Kind: s.kind, Name: s.name, ID: s.id(), State: s.state, Err: s.err, Stderr: s.stderr}
+	tried := s.tried
 	s.mu.Unlock()
 	if sup != nil {
 		sst := sup.Status()
@@ -140,6 +187,9 @@ func (s *source) status() SourceStatus {
 				st.Layers = l.Layers()
 			}
 		}
+	}
+	if tried && st.State == supervise.Running && st.Err != nil {
+		st.Err = fmt.Errorf("location: %s: the edited config is not applied, the running one serves on (save it again to retry): %w", st.ID, st.Err)
 	}
 	// A start that failed says why on its stderr; prefer that to a live tail.
 	var pse *plugins.StartError
@@ -241,7 +291,8 @@ func (l *Location) lookup(name string) (*source, error) {
 
 // RestartSource restarts one source by name ("kind:name", or the bare name when it
 // is unambiguous) without touching the rest of the Location, and with a fresh
-// restart budget: a plugin given as Go source is built again first, a plugin or MCP
+// restart budget, with the config it serves with (not an edit a reload could not
+// apply: Reload retries that): a plugin given as Go source is built again first, a plugin or MCP
 // server starts a new generation (a running one is replaced once the new one has
 // registered, so calls in flight on it finish, within its stop grace), and a manifest
 // tool's command is checked again and, if it can run now, its tool registered. The
@@ -297,7 +348,7 @@ func (l *Location) restartPlugin(ctx context.Context, s *source) error {
 		s.mu.Lock()
 		s.state, s.err = supervise.Starting, nil
 		s.mu.Unlock()
-		sup, err := l.startPlugin(ctx, psc, *s.pc)
+		sup, err := l.startPlugin(ctx, psc, *s.pc, l.Config().WorkspaceID)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil {
@@ -339,7 +390,10 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 		s.mu.Unlock()
 		return err
 	}
-	release, warnings := manifest.Register(l.reg, l.id, l.scope, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
+	s.mu.Lock()
+	sc := s.sc
+	s.mu.Unlock()
+	release, warnings := manifest.Register(l.reg, l.id, sc, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
 	if len(warnings) > 0 {
 		err := errors.Join(warnings...)
 		release()
@@ -348,11 +402,11 @@ func (l *Location) restartManifest(ctx context.Context, s *source) error {
 		s.mu.Unlock()
 		return err
 	}
-	if err := l.scope.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
+	if err := sc.Defer(ctx, func(context.Context) error { release(); return nil }); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.state, s.err, s.stderr = supervise.Running, nil, ""
+	s.state, s.err, s.stderr, s.release = supervise.Running, nil, "", release
 	s.mu.Unlock()
 	return nil
 }
@@ -421,6 +475,8 @@ func (l *Location) startManifestSource(ctx context.Context, s *source) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.sc = tsc
 	if err := manifest.Check(*s.tool); err != nil {
 		s.state, s.err = supervise.Failed, err
@@ -430,15 +486,17 @@ func (l *Location) startManifestSource(ctx context.Context, s *source) error {
 	release, warnings := manifest.Register(l.reg, l.id, tsc, []manifest.Tool{*s.tool}, l.manifestAuthorizer(), l.logger)
 	if len(warnings) > 0 {
 		s.state, s.err = supervise.Failed, errors.Join(warnings...)
+	} else {
+		s.release = release
 	}
 	return tsc.Defer(ctx, func(context.Context) error { release(); return nil })
 }
 
-// startPlugin builds (when given as Go source) and supervises one plugin in sc.
-// A plugin that does not start is kept and retried (plugins.Keep); a failed build is
-// returned (a *BuildError).
-func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig) (*plugins.Supervisor, error) {
-	cfg := l.pluginConfig(pc)
+// startPlugin builds (when given as Go source) and supervises one plugin in sc,
+// activated with workspaceID. A plugin that does not start is kept and retried
+// (plugins.Keep); a failed build is returned (a *BuildError).
+func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginConfig, workspaceID string) (*plugins.Supervisor, error) {
+	cfg := l.pluginConfig(pc, workspaceID)
 	if r, ok := l.reattach[pc.Name]; ok {
 		cfg.Reattach = &plugins.Reattach{Pid: r.Pid, Network: r.Network, Address: r.Address}
 		l.logger.Info("attaching to a plugin started by hand: not contained or confined by the host", "plugin", pc.Name, "pid", r.Pid, "address", r.Address)
@@ -449,7 +507,7 @@ func (l *Location) startPlugin(ctx context.Context, sc *scope.Scope, pc PluginCo
 		}
 		cfg.Path = path
 	}
-	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id, WorkspaceID: l.Config().WorkspaceID}
+	target := plugins.Target{Registry: l.reg, Location: l.id, Directory: l.id}
 	sup, err := plugins.Keep(ctx, sc, cfg, target, supervise.Budget{})
 	if err != nil {
 		err = fmt.Errorf("location: plugin %q: %w", pc.Name, err)

@@ -59,6 +59,10 @@ type Config struct {
 	Env map[string]string
 	// Options is passed to the plugin's activation (a JSON object, or nil).
 	Options json.RawMessage
+	// WorkspaceID is passed to the plugin's activation: the workspace id of the
+	// Location config. A plugin learns a new one only by activating again, so a
+	// Location reloads the plugin with it (Supervisor.Reload) when it changes.
+	WorkspaceID string
 	// StartTimeout bounds launching, the handshake and activation. Default 10s.
 	StartTimeout time.Duration
 	// StopGrace is how long a stopping plugin gets to exit after being asked before
@@ -229,9 +233,8 @@ type Target struct {
 	Registry *registry.Registry
 	// Location is the registry placement (the Location id).
 	Location string
-	// Directory and WorkspaceID are passed to the plugin's activation.
-	Directory   string
-	WorkspaceID string
+	// Directory is passed to the plugin's activation.
+	Directory string
 }
 
 // StartError reports a plugin that could not be started or activated. Stderr holds
@@ -351,7 +354,7 @@ func (inst *Instance) start(ctx context.Context) error {
 func (inst *Instance) activateRequest() *pluginpb.ActivateRequest {
 	req := &pluginpb.ActivateRequest{
 		Directory:               inst.target.Directory,
-		WorkspaceId:             inst.target.WorkspaceID,
+		WorkspaceId:             inst.cfg.WorkspaceID,
 		Options:                 inst.cfg.Options,
 		ToolsBrokerId:           toolsBrokerID,
 		RegistrationsInResponse: true,

@@ -21,5 +21,8 @@
 //     tools are released, N's calls in flight are drained within N's stop grace,
 //     then N's scope closes (interrupting what is left) and its process stops. A
 //     failed reload leaves N serving; its error is the last error.
+//   - [Supervisor.Replace] is a reload whose config is made first; the caller's
+//     record of the serving config is committed only once N+1 has registered, and
+//     never after a failure.
 //   - Crash restarts and reloads are serialized; a reload resets the crash budget.
 package supervise

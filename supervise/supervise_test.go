@@ -42,7 +42,21 @@ type kind struct {
 	tool func(string) string
 	// reloadBroken reloads s with a config whose start fails.
 	reloadBroken func(ctx context.Context, s supervisor) error
+	// replace replaces s's generation (Supervisor.Replace) with its current config
+	// edited by edit: a config whose start fails, or errNext to make next fail.
+	replace func(ctx context.Context, s supervisor, edit replaceEdit, commit func()) error
 }
+
+// replaceEdit is what a test's next does to the current config in Replace.
+type replaceEdit int
+
+const (
+	keepConfig replaceEdit = iota
+	brokenConfig
+	failNext
+)
+
+var errNext = errors.New("the next config cannot be made")
 
 var kinds = []kind{
 	{
@@ -61,6 +75,18 @@ var kinds = []kind{
 			cfg := p.Config()
 			cfg.Path = filepath.Join(filepath.Dir(fixture), "missing")
 			_, err := p.Reload(ctx, cfg)
+			return err
+		},
+		replace: func(ctx context.Context, s supervisor, edit replaceEdit, commit func()) error {
+			_, err := s.(*plugins.Supervisor).Replace(ctx, func(_ context.Context, cfg plugins.Config) (plugins.Config, error) {
+				switch edit {
+				case brokenConfig:
+					cfg.Path = filepath.Join(filepath.Dir(fixture), "missing")
+				case failNext:
+					return cfg, errNext
+				}
+				return cfg, nil
+			}, commit)
 			return err
 		},
 	},
@@ -88,6 +114,18 @@ var kinds = []kind{
 			_, err := m.Reload(ctx, cfg)
 			return err
 		},
+		replace: func(ctx context.Context, s supervisor, edit replaceEdit, commit func()) error {
+			_, err := s.(*mcp.Supervisor).Replace(ctx, func(_ context.Context, cfg mcp.Config) (mcp.Config, error) {
+				switch edit {
+				case brokenConfig:
+					cfg.Command = filepath.Join(filepath.Dir(fixture), "missing")
+				case failNext:
+					return cfg, errNext
+				}
+				return cfg, nil
+			}, commit)
+			return err
+		},
 	},
 }
 
@@ -101,6 +139,7 @@ func TestSupervisor(t *testing.T) {
 		{"SpentBudgetFailsUntilRestarted", spentBudgetFailsUntilRestarted},
 		{"RestartDrainsCallsInFlight", restartDrainsCallsInFlight},
 		{"FailedReloadKeepsTheServingGeneration", failedReloadKeepsTheServingGeneration},
+		{"ReplaceCommitsOnlyWhatServes", replaceCommitsOnlyWhatServes},
 		{"CloseStops", closeStops},
 	}
 	for _, k := range kinds {
@@ -246,6 +285,45 @@ func failedReloadKeepsTheServingGeneration(t *testing.T, h *host, k kind) {
 	}
 	if g := s.Status().Current.Generation(); g != old.Generation()+1 {
 		t.Errorf("the good restart is generation %d, want %d: a failed start used up a number", g, old.Generation()+1)
+	}
+}
+
+// replaceCommitsOnlyWhatServes: Replace calls commit once the new generation has
+// registered and before it becomes current, and never when next or the start
+// fails; those errors are the last error, which ClearError forgets.
+func replaceCommitsOnlyWhatServes(t *testing.T, h *host, k kind) {
+	s := h.start(k, supervise.Budget{}, time.Second)
+	old := s.Status().Current
+	commits := 0
+	commit := func() {
+		commits++
+		if cur := s.Status().Current; cur != old {
+			t.Errorf("commit ran with generation %d current, want the old %d still current", cur.Generation(), old.Generation())
+		}
+	}
+	for _, tt := range []struct {
+		edit    replaceEdit
+		wantErr string
+	}{{failNext, errNext.Error()}, {brokenConfig, "missing"}} {
+		err := k.replace(t.Context(), s, tt.edit, commit)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Fatalf("a replace that cannot serve: %v, want an error naming %q", err, tt.wantErr)
+		}
+		st := s.Status()
+		if commits != 0 || st.State != supervise.Running || !errors.Is(st.Err, err) || st.Current != old {
+			t.Errorf("after a failed replace: %d commits, %s, %v, generation %d; want no commit and generation %d running with the error",
+				commits, st.State, st.Err, st.Current.Generation(), old.Generation())
+		}
+	}
+	s.(interface{ ClearError() }).ClearError()
+	if st := s.Status(); st.State != supervise.Running || st.Err != nil {
+		t.Errorf("after ClearError: %s, %v; want running without an error", st.State, st.Err)
+	}
+	if err := k.replace(t.Context(), s, keepConfig, commit); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); commits != 1 || st.Current.Generation() != old.Generation()+1 || st.Err != nil {
+		t.Errorf("after a replace that serves: %d commits, generation %d, %v; want 1 commit and generation %d", commits, st.Current.Generation(), st.Err, old.Generation()+1)
 	}
 }
 

@@ -395,9 +395,31 @@ func (s *Supervisor[C, G]) setState(gen uint64, st State, err error) {
 // restarts are serialized. Reload fails with ErrStopped once the supervisor is
 // closing.
 func (s *Supervisor[C, G]) Reload(ctx context.Context, cfg C) (Reload, error) {
+	return s.Replace(ctx, func(context.Context, C) (C, error) { return cfg, nil }, nil)
+}
+
+// Replace is Reload for a changed config that has to be made first, and that the
+// caller shows as serving only once it serves. next makes the new config from the
+// current one (Config); it may take long (build a binary, run a helper) and runs
+// without blocking crash restarts. If next fails, or the new generation fails to
+// start, the current generation keeps serving untouched, commit is not called, and
+// the error is returned and is the last error (State), as a failed Reload's, until
+// a generation starts or ClearError. Otherwise commit (if not nil) is called once the
+// new generation has registered its tools, before it becomes current and before the
+// old one is retired, so that what the caller records as the serving config changes
+// with the generation and never ahead of it. Replace then returns as Reload does.
+func (s *Supervisor[C, G]) Replace(ctx context.Context, next func(ctx context.Context, cur C) (C, error), commit func()) (Reload, error) {
+	var r Reload
+	if s.scope.Context().Err() != nil {
+		return r, ErrStopped
+	}
+	cfg, err := next(ctx, s.Config())
+	if err != nil {
+		s.failReload(err)
+		return r, err
+	}
 	s.op.Lock()
 	defer s.op.Unlock()
-	var r Reload
 	if s.scope.Context().Err() != nil {
 		return r, ErrStopped
 	}
@@ -419,18 +441,16 @@ func (s *Supervisor[C, G]) Reload(ctx context.Context, cfg C) (Reload, error) {
 		if s.scope.Context().Err() != nil {
 			return r, errors.Join(ErrStopped, err)
 		}
-		// Visible as the last error; the old generation (if any) keeps serving, and
-		// the state stays what it was.
-		s.mu.Lock()
-		s.err = err
-		s.changedLocked()
-		s.mu.Unlock()
+		s.failReload(err)
 		return r, err
 	}
 	r.To, r.NewPID = g.Generation(), g.PID()
 	s.mu.Lock()
 	s.crashes.reset()
 	s.mu.Unlock()
+	if commit != nil {
+		commit()
+	}
 	s.setRunning(g, cfg, set)
 	set.Logger.Info(set.Noun+" reloaded", "source", set.id(), "generation", r.To)
 
@@ -440,6 +460,29 @@ func (s *Supervisor[C, G]) Reload(ctx context.Context, cfg C) (Reload, error) {
 	}
 	r.Swap = time.Since(begin)
 	return r, nil
+}
+
+// failReload makes err, why a reload did not start its generation, the last error;
+// the old generation (if any) keeps serving, and the state stays what it was.
+func (s *Supervisor[C, G]) failReload(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+	s.changedLocked()
+}
+
+// ClearError forgets the last error of a Running program: the error of a failed
+// Reload, Replace or Restart, once the caller no longer wants what failed (the
+// config it tried was edited back to the serving one). In another state the last
+// error says why the program does not serve, and ClearError changes nothing.
+func (s *Supervisor[C, G]) ClearError() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Running || s.err == nil {
+		return
+	}
+	s.err = nil
+	s.changedLocked()
 }
 
 // retire releases old's registrations, drains its calls in flight (within grace, or

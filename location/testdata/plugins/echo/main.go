@@ -26,6 +26,7 @@ type echoOutput struct {
 	PID       int    `json:"pid"`
 	PIDNS     string `json:"pid_ns"` // its PID namespace, where PID is its own view
 	Directory string `json:"directory"`
+	Workspace string `json:"workspace_id"` // the workspace id it was activated with
 }
 
 type waitInput struct{}
@@ -48,7 +49,7 @@ func main() {
 			"echo": sdk.NewTool("Echo the text back.\nAlso reports the serving process.",
 				func(_ context.Context, _ sdk.Invocation, in echoInput) (echoOutput, error) {
 					ns, _ := os.Readlink("/proc/self/ns/pid")
-					return echoOutput{Text: in.Text, PID: hostPID(), PIDNS: ns, Directory: loc.Directory}, nil
+					return echoOutput{Text: in.Text, PID: hostPID(), PIDNS: ns, Directory: loc.Directory, Workspace: loc.WorkspaceID}, nil
 				}),
 			"wait": sdk.NewTool("Report progress, then wait until cancelled.",
 				func(ctx context.Context, _ sdk.Invocation, _ waitInput) (string, error) {
