@@ -43,10 +43,21 @@ const reloadDebounce = 50 * time.Millisecond
 const reloadMaxDelay = time.Second
 
 // reloadState is a Location's config as reloaded.
+//
+// A reload has two steps (Reload takes both): reading the files and putting their
+// permission rules and tool_output limits in force (readConfig, quick), then
+// reconciling the sources with the config read last (reconcilePending, which can
+// take a build and a start). A reconciliation in progress never holds back the
+// next read, so a deny saved while a plugin rebuilds holds at once.
 type reloadState struct {
-	mu  sync.Mutex // serializes Reload
-	cfg sync.Mutex // guards Location.cfg and err
-	err error      // the last reload's error, nil once a config applied
+	read sync.Mutex // serializes readConfig
+	mu   sync.Mutex // serializes reconcilePending
+	kick chan struct{}
+
+	cfg     sync.Mutex // guards Location.cfg, err, ruled and pending
+	err     error      // the last reload's error, nil once a config applied
+	ruled   *Config    // the config whose rules and limits are in force; nil: Location.cfg's
+	pending *Config    // read and in force, its sources not reconciled yet
 }
 
 // Reload reads the Location's config files again (config.json, the imported MCP
@@ -54,7 +65,8 @@ type reloadState struct {
 // done:
 //
 //   - permission rules are in force for every check that starts after Reload has
-//     read them (a new deny holds at once, also for Requests prepared before);
+//     read them (a new deny holds at once, also for Requests prepared before),
+//     also while an earlier reload is still building or starting a source;
 //   - a source whose entry is unchanged keeps running untouched; an added one
 //     starts; a removed one stops (its calls in flight end as interruptions);
 //   - a changed plugin (rebuilt first when given as source or module) or MCP
@@ -80,11 +92,24 @@ type reloadState struct {
 //
 // An invalid config changes nothing and is returned (a *ConfigError naming the file
 // and JSON pointer); it shows as the KindConfig entry of Sources and in the log
-// until a Reload applies. Reload fails with ErrClosing once the Location closes.
+// until a Reload applies. A valid config whose modules cannot be locked (or whose
+// build cache cannot be made) has its rules and tool_output in force but leaves
+// the sources as they run, with the error shown the same way. Reload fails with ErrClosing once the Location closes.
 // Safe for concurrent use; reloads are serialized.
 func (l *Location) Reload(ctx context.Context) error {
-	l.reload.mu.Lock()
-	defer l.reload.mu.Unlock()
+	if err := l.readConfig(ctx); err != nil {
+		return err
+	}
+	return l.reconcilePending(ctx)
+}
+
+// readConfig reads the config files and, when they are valid, puts their
+// permission rules and tool_output limits in force and leaves the config for
+// reconcilePending. An invalid config changes nothing and is returned (and shown,
+// see Reload).
+func (l *Location) readConfig(ctx context.Context) error {
+	l.reload.read.Lock()
+	defer l.reload.read.Unlock()
 	if l.scope.Context().Err() != nil {
 		return fmt.Errorf("%w: %s", ErrClosing, l.id)
 	}
@@ -93,9 +118,58 @@ func (l *Location) Reload(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	oldModules := l.lockedModules()
 	cfg, err := LoadConfig(l.id)
-	if err == nil && hasModules(cfg) {
+	if err != nil {
+		return l.notApplied(err)
+	}
+	l.reload.cfg.Lock()
+	old := l.reload.ruled
+	if old == nil {
+		old = l.cfg
+	}
+	l.reload.cfg.Unlock()
+	if cfg.ToolOutput != old.ToolOutput {
+		if err = l.reg.SetLocationLimits(l.id, cfg.ToolOutput.limits()); err != nil {
+			if errors.Is(err, registry.ErrInvalidLimits) {
+				err = fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(l.id, filepath.FromSlash(ConfigPath)), err)
+			}
+			return l.notApplied(err)
+		}
+	}
+	if err = l.perm.SetRules(permissionRules(cfg)); err != nil {
+		if cfg.ToolOutput != old.ToolOutput {
+			_ = l.reg.SetLocationLimits(l.id, old.ToolOutput.limits()) // valid: they applied
+		}
+		return l.notApplied(err)
+	}
+	for _, n := range cfg.Notes {
+		l.logger.Info(n)
+	}
+	l.reload.cfg.Lock()
+	l.reload.ruled, l.reload.pending = cfg, cfg
+	l.reload.cfg.Unlock()
+	return nil
+}
+
+// reconcilePending makes the running sources those of the config readConfig read
+// last (locking its modules and building first), if no other call has. It
+// returns the error that kept it from doing so.
+func (l *Location) reconcilePending(ctx context.Context) error {
+	l.reload.mu.Lock()
+	defer l.reload.mu.Unlock()
+	l.reload.cfg.Lock()
+	cfg := l.reload.pending
+	l.reload.pending = nil
+	l.reload.cfg.Unlock()
+	if cfg == nil {
+		return nil
+	}
+	if l.scope.Context().Err() != nil {
+		return fmt.Errorf("%w: %s", ErrClosing, l.id)
+	}
+	oldModules := l.lockedModules()
+	var err error
+	if hasModules(cfg) {
 		var lock *Lock
 		if lock, _, err = LockModules(ctx, l.id, cfg, LockOptions{Env: l.env, TmpDir: l.cacheDir, Logger: l.logger}); err == nil {
 			l.setModules(lock.Plugins)
@@ -104,24 +178,8 @@ func (l *Location) Reload(ctx context.Context) error {
 	if err == nil && needsBuild(cfg, l.reattach) && l.cacheDir == "" {
 		l.cacheDir, err = BuildCacheDir(l.opts.BuildCache, l.env)
 	}
-	old := l.Config()
-	if err == nil && cfg.ToolOutput != old.ToolOutput {
-		if err = l.reg.SetLocationLimits(l.id, cfg.ToolOutput.limits()); errors.Is(err, registry.ErrInvalidLimits) {
-			err = fmt.Errorf("location: %s: /tool_output: %w", filepath.Join(l.id, filepath.FromSlash(ConfigPath)), err)
-		}
-	}
-	if err == nil {
-		if err = l.perm.SetRules(permissionRules(cfg)); err != nil && cfg.ToolOutput != old.ToolOutput {
-			_ = l.reg.SetLocationLimits(l.id, old.ToolOutput.limits()) // valid: they applied
-		}
-	}
 	if err != nil {
-		l.setConfigErr(err)
-		l.logger.Error("config not applied: the running config keeps serving until the error is fixed", "location", l.id, "error", err)
-		return err
-	}
-	for _, n := range cfg.Notes {
-		l.logger.Info(n)
+		return l.notApplied(err)
 	}
 	changes := l.reconcile(ctx, cfg, oldModules)
 	l.reload.cfg.Lock()
@@ -132,6 +190,14 @@ func (l *Location) Reload(ctx context.Context) error {
 		l.logger.Info("config applied: "+strings.Join(changes, ", "), "location", l.id)
 	}
 	return nil
+}
+
+// notApplied records and logs err as the reason the config on disk is not
+// applied, and returns it.
+func (l *Location) notApplied(err error) error {
+	l.setConfigErr(err)
+	l.logger.Error("config not applied: the running config keeps serving until the error is fixed", "location", l.id, "error", err)
+	return err
 }
 
 // ConfigErr returns why the config on disk is not applied (the last Reload's
@@ -453,6 +519,20 @@ func (l *Location) watchConfig() error {
 	for dir := range dirs {
 		_ = w.Add(dir) // one that does not exist yet is added when it is created
 	}
+	l.reload.kick = make(chan struct{}, 1)
+	if err := l.scope.Go(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.reload.kick:
+				_ = l.reconcilePending(ctx) // an error is logged and shown by Sources
+			}
+		}
+	}); err != nil {
+		w.Close()
+		return err
+	}
 	return l.scope.Go(func(ctx context.Context) {
 		defer w.Close()
 		var timer reloadTimer
@@ -477,13 +557,26 @@ func (l *Location) watchConfig() error {
 				l.logger.Warn("watching the config files", "location", l.id, "error", err)
 			case <-timer.quiet:
 				timer = reloadTimer{}
-				_ = l.Reload(ctx) // an error is logged and shown by Sources
+				l.readAndKick(ctx)
 			case <-timer.due:
 				timer = reloadTimer{}
-				_ = l.Reload(ctx)
+				l.readAndKick(ctx)
 			}
 		}
 	})
+}
+
+// readAndKick reads the config files and, when they are valid, has the
+// reconciling goroutine of watchConfig apply their sources: the watcher goes on
+// reading edits while a reconciliation builds and starts.
+func (l *Location) readAndKick(ctx context.Context) {
+	if l.readConfig(ctx) != nil {
+		return // logged and shown by Sources
+	}
+	select {
+	case l.reload.kick <- struct{}{}:
+	default: // a kick is pending: it reconciles the config read last
+	}
 }
 
 // reloadTimer says when changes to the config files are read: quiet fires once

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/manifest"
 	"github.com/toolhost/toolhost/registry"
@@ -274,8 +275,8 @@ func TestWatchConfigRenameStorm(t *testing.T) {
 }
 
 // TestWatchConfigEditDuringReload: an edit saved while a reload is still replacing
-// a plugin (its next generation blocked in its start) is applied after that reload;
-// the old generation serves meanwhile.
+// a plugin (its next generation blocked in its start) has its deny in force at
+// once, while the old generation serves, and its sources applied after that reload.
 func TestWatchConfigEditDuringReload(t *testing.T) {
 	e := newEnv(t)
 	e.opts.WatchConfig = true
@@ -313,7 +314,15 @@ func TestWatchConfigEditDuringReload(t *testing.T) {
 	if s, err := settle(t, l, "first", obj{}); err != nil || s.Outcome != registry.Completed {
 		t.Errorf("first during the reload: %v %s, want the old generation serving", err, settlementText(s))
 	}
-	save(obj{"plugins": []obj{second}, "permission": append(slices.Clone(allowAll), obj{"action": "wait", "resource": "*", "effect": "deny"})})
+	save(obj{"plugins": []obj{second}, "permission": append(slices.Clone(allowAll), obj{"action": "first", "resource": "*", "effect": "deny"})})
+	// The deny holds while the next generation is still held at the gate.
+	proctest.Until(t, func() bool {
+		s, err := settle(t, l, "first", obj{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Outcome == registry.Unknown // denied: not offered
+	})
 	if _, err := w.WriteString("go\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -321,13 +330,13 @@ func TestWatchConfigEditDuringReload(t *testing.T) {
 
 	for changed := l.SourcesChanged(); ; changed = l.SourcesChanged() {
 		got := toolNames(t, l)
-		if slices.Contains(got, "second") && !slices.Contains(got, "wait") {
+		if slices.Contains(got, "second") && !slices.Contains(got, "first") {
 			break
 		}
 		select {
 		case <-changed:
 		case <-t.Context().Done():
-			t.Fatalf("tools %v: want the reloaded plugin's second and the edit's deny of wait", got)
+			t.Fatalf("tools %v: want the reloaded plugin's second and the edit's deny of first", got)
 		}
 	}
 }
