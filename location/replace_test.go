@@ -304,7 +304,9 @@ func TestWatchConfigEditDuringReload(t *testing.T) {
 		}
 	}
 
-	second := obj{"name": "echo", "path": slow, "trusted": true, "options": obj{"names": []string{"second"}}}
+	// Its start waits at the gate for as long as the test needs (no start timeout
+	// ends the reload before the deny is checked).
+	second := obj{"name": "echo", "path": slow, "trusted": true, "start_timeout": "1h", "options": obj{"names": []string{"second"}}}
 	save(pluginsConfig(second))
 	w, err := os.OpenFile(gate, os.O_WRONLY, 0) // returns once the next generation waits at the gate
 	if err != nil {
