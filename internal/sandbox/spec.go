@@ -132,7 +132,7 @@ type Limits struct {
 	// CPUs caps the CPU time of the program's tree at this many CPUs (cgroup v2
 	// cpu.max: a quota per period of CPUPeriod) where the cgroup v2 cpu controller
 	// is delegated to this process (its cgroup then has a cpu.weight of its own
-	// too, see CPUShare); elsewhere it has no effect, and Box.Layers names no "cpu
+	// too, see Box.cpuLayers); elsewhere it has no effect, and Box.Layers names no "cpu
 	// max". 0 (the default) or negative: no cap.
 	CPUs float64 `json:"cpus,omitempty"`
 }
@@ -146,7 +146,16 @@ func (l Limits) cpuMax() string {
 	if l.CPUs <= 0 {
 		return fmt.Sprintf("max %d", CPUPeriod)
 	}
-	return fmt.Sprintf("%d %d", max(int64(l.CPUs*CPUPeriod), 1000), CPUPeriod)
+	return fmt.Sprintf("%d %d", l.cfsQuota(), CPUPeriod)
+}
+
+// cfsQuota is l's quota per CPUPeriod in microseconds, -1 without a cap (cgroup
+// v1's cpu.cfs_quota_us). The kernel takes no quota below 1000 µs.
+func (l Limits) cfsQuota() int64 {
+	if l.CPUs <= 0 {
+		return -1
+	}
+	return max(int64(l.CPUs*CPUPeriod), 1000)
 }
 
 // The default limits.

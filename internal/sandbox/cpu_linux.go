@@ -1,0 +1,150 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// cpuV1 finds, once, where this process may give confined programs a CPU share of
+// their own through a cgroup v1 cpu controller (the machines without a delegated
+// cgroup v2 cpu controller: cgroup v1 hosts, many containers and older
+// distributions; as a rule it needs root): parent is the directory their cgroups
+// are made in, home the tasks file a starting thread returns to. Both are "" when
+// there is none, or when the v2 controller serves instead (cpuShared).
+//
+// The cgroups sit under the host's own cpu cgroup, in toolhost/host.<pid>.<n>,
+// which the host joins itself (all its threads): the host and its sources are
+// then one group against the rest of the machine, as the host's session was, and
+// inside it each source's cgroup is one entity beside the host's own threads,
+// with the default cpu.shares (1024) each, so a source with many busy threads
+// weighs as much as a source with one. The host being one group with its sources
+// is what keeps a call's wakeups cheap: while the host waits on a call, its group
+// stays the one running, as it did when its programs were plain tasks of its
+// session (BENCHMARKS.md). The host's group stays while the host runs (the host is
+// in it); a later host removes it, with what a SIGKILLed host left in it, as it
+// removes the other cgroups named for dead hosts.
+func cpuV1() (parent, home string) {
+	cpuOnce.Do(func() {
+		if cpuShared() {
+			return
+		}
+		mount := cpuMount()
+		if mount == "" {
+			return
+		}
+		root := filepath.Join(mount, ownCgroup("cpu"), "toolhost")
+		if err := os.Mkdir(root, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return
+		}
+		removeDeadHosts(root)
+		host := filepath.Join(root, cgroupName("host"))
+		if err := os.Mkdir(host, 0o755); err != nil {
+			return
+		}
+		if err := os.WriteFile(filepath.Join(host, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			_ = os.Remove(host)
+			return
+		}
+		cpuParent, cpuHome = host, filepath.Join(host, "tasks")
+	})
+	return cpuParent, cpuHome
+}
+
+// cpuMount is where the cgroup v1 cpu controller is mounted, "" when nowhere.
+func cpuMount() string {
+	return cgroupMount(func(fstype, options string) bool {
+		return fstype == "cgroup" && slices.Contains(strings.Split(options, ","), "cpu")
+	})
+}
+
+var (
+	cpuOnce            sync.Once
+	cpuParent, cpuHome string
+)
+
+// ownCgroup is this process's cgroup v1 path in the hierarchy of controller ("/"
+// when unknown).
+func ownCgroup(controller string) string {
+	own := "/"
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(data), "\n") {
+		// ID:controllers:path
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), controller) {
+			own = f[2]
+		}
+	}
+	return own
+}
+
+// cpuCgroup is a cgroup v1 cpu directory in the reserve, with its quota.
+type cpuCgroup struct {
+	dir   string
+	quota int64 // cpu.cfs_quota_us, -1 for none
+}
+
+var cpuCgroups = reserve[cpuCgroup]{
+	make: func() (cpuCgroup, bool) {
+		parent, _ := cpuV1()
+		dir := makeCPUCgroup(parent, -1)
+		return cpuCgroup{dir, -1}, dir != ""
+	},
+	drop: func(c cpuCgroup) { removeCgroup(c.dir) },
+}
+
+// newCPUCgroup returns a cgroup v1 cpu directory for a confined program, with the
+// default share and l.CPUs as its quota, "" when there is none (no v1 cpu
+// controller this process may use, or OffEnv's "cpu"): one from the reserve, else
+// a new one. It holds no process until a start joins it.
+func newCPUCgroup(l Limits) string {
+	parent, _ := cpuV1()
+	if parent == "" || Off("cpu") {
+		return ""
+	}
+	quota := l.cfsQuota()
+	if c, ok := cpuCgroups.take(); ok {
+		if c.quota == quota || writeCFSQuota(c.dir, quota) == nil {
+			return c.dir
+		}
+		removeCgroup(c.dir)
+	}
+	return makeCPUCgroup(parent, quota)
+}
+
+// makeCPUCgroup makes a cpu cgroup under parent with quota, "" when it cannot.
+func makeCPUCgroup(parent string, quota int64) string {
+	if parent == "" {
+		return ""
+	}
+	dir := filepath.Join(parent, cgroupName("box"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return ""
+	}
+	if quota != -1 && writeCFSQuota(dir, quota) != nil {
+		_ = os.Remove(dir)
+		return ""
+	}
+	return dir
+}
+
+// writeCFSQuota sets dir's cpu.cfs_quota_us (the period is the default, CPUPeriod).
+func writeCFSQuota(dir string, quota int64) error {
+	return os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0)
+}
+
+// recycleCPUCgroup gives a program's cpu cgroup back to the reserve if no process
+// is left in it, else removes it as removeCgroup does.
+func recycleCPUCgroup(dir string, l Limits) {
+	if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(procs) > 0 {
+		removeCgroup(dir)
+		return
+	}
+	cpuCgroups.put(cpuCgroup{dir, l.cfsQuota()})
+}
