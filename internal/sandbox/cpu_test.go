@@ -79,35 +79,37 @@ func TestBusySourceDoesNotStarveAnother(t *testing.T) {
 
 // TestCPUQuota: Limits.CPUs is the cpu.cfs_quota_us of the program's cgroup v1 cpu
 // cgroup, the layers name it, and the kernel holds a spinning program to it: over
-// the periods it ran, it used at most the quota of each (the kernel's own counts
-// in cpu.stat, not wall time), and it was throttled. A program without the limit
-// has no quota.
+// the periods it ran, it used at most the quota of each (the kernel's own counts:
+// cpu.stat's periods and the threads' schedstat, not wall time), and it was
+// throttled. The quota is a tenth of a CPU, so that two spinning threads exceed it
+// even on a loaded machine. A program without the limit has no quota.
 func TestCPUQuota(t *testing.T) {
-	capped := startSpinner(t, sandbox.Spec{Name: "cpu", Confine: &sandbox.Confinement{}, Limits: sandbox.Limits{CPUs: 0.5}}, 2)
+	capped := startSpinner(t, sandbox.Spec{Name: "cpu", Confine: &sandbox.Confinement{}, Limits: sandbox.Limits{CPUs: 0.1}}, 2)
 	if !slices.Contains(capped.Layers(), "cpu shares") {
 		t.Skipf("no cgroup v1 cpu cgroup for a source here (layers %q)", capped.Layers())
 	}
-	if !slices.Contains(capped.Layers(), "cpu quota 0.5") {
-		t.Errorf("layers %q name no cpu quota 0.5", capped.Layers())
+	if !slices.Contains(capped.Layers(), "cpu quota 0.1") {
+		t.Errorf("layers %q name no cpu quota 0.1", capped.Layers())
 	}
 	dir := cpuCgroupOf(t, capped.ProgramPID())
-	if got := readCgroupFile(t, dir, "cpu.cfs_quota_us"); got != "50000" {
-		t.Errorf("cpu.cfs_quota_us of %s: %q, want 50000", dir, got)
+	if got := readCgroupFile(t, dir, "cpu.cfs_quota_us"); got != "10000" {
+		t.Errorf("cpu.cfs_quota_us of %s: %q, want 10000", dir, got)
 	}
+	const quota = 10 * time.Millisecond
 	periods0, throttled0 := cpuStat(t, dir)
-	cpu0 := proctest.CPUTime(capped.ProgramPID())
+	cpu0 := onCPU(t, capped.ProgramPID())
 	var used time.Duration
 	proctest.Until(t, func() bool {
-		used = proctest.CPUTime(capped.ProgramPID()) - cpu0
-		return used >= time.Second
+		used = onCPU(t, capped.ProgramPID()) - cpu0
+		return used >= 30*quota
 	})
 	periods, throttled := cpuStat(t, dir)
-	// One period more for each end of the measure (the CPU time is read in ticks).
-	if limit := time.Duration(periods-periods0+2) * 50 * time.Millisecond; used > limit {
-		t.Errorf("the program used %v of CPU in %d periods of its quota of 50ms, more than %v", used, periods-periods0, limit)
+	// A period more at each end of the measure.
+	if limit := time.Duration(periods-periods0+2) * quota; used > limit {
+		t.Errorf("the program used %v of CPU in %d periods of its quota of %v, more than %v", used, periods-periods0, quota, limit)
 	}
 	if throttled == throttled0 {
-		t.Errorf("two spinning threads under a quota of half a CPU were never throttled (%d periods)", periods-periods0)
+		t.Errorf("two spinning threads under a quota of a tenth of a CPU were never throttled (%d periods, %v used)", periods-periods0, used)
 	}
 
 	free := startSpinner(t, sandbox.Spec{Name: "cpu", Confine: &sandbox.Confinement{}}, 1)
@@ -117,6 +119,25 @@ func TestCPUQuota(t *testing.T) {
 	if slices.ContainsFunc(free.Layers(), func(l string) bool { return strings.HasPrefix(l, "cpu quota") }) {
 		t.Errorf("layers %q name a quota without a limit", free.Layers())
 	}
+}
+
+// onCPU is the time pid's live threads have run, from their schedstat (in
+// nanoseconds, where /proc/PID/stat counts clock ticks).
+func onCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("no threads of %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, p := range tasks {
+		data, _ := os.ReadFile(p)
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			sum += time.Duration(n)
+		}
+	}
+	return sum
 }
 
 // cpuCgroupOf is the directory of pid's cgroup v1 cpu cgroup.
