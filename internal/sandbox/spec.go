@@ -9,7 +9,8 @@ import (
 
 // OffEnv, in the host's environment, names layers of confinement the host leaves
 // off, comma-separated: "world" (a confined program starts without a world of its
-// own, as where the kernel refuses the namespaces), "landlock", "seccomp". It is
+// own, as where the kernel refuses the namespaces), "landlock", "seccomp", "cpu"
+// (no cgroup v1 cpu cgroup of its own for a program). It is
 // for tests and diagnosis: each layer can be shown to hold alone. Whoever sets
 // the host's environment controls the host anyway.
 const OffEnv = "TOOLHOST_SANDBOX_OFF"
@@ -129,11 +130,12 @@ type Limits struct {
 	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
 	// and hard). Default DefaultOpenFiles.
 	OpenFiles int64 `json:"open_files,omitempty"`
-	// CPUs caps the CPU time of the program's tree at this many CPUs (cgroup v2
-	// cpu.max: a quota per period of CPUPeriod) where the cgroup v2 cpu controller
-	// is delegated to this process (its cgroup then has a cpu.weight of its own
-	// too, see Box.cpuLayers); elsewhere it has no effect, and Box.Layers names no "cpu
-	// max". 0 (the default) or negative: no cap.
+	// CPUs caps the CPU time of the program's tree at this many CPUs, a quota per
+	// period of CPUPeriod: cgroup v2 cpu.max where the cgroup v2 cpu controller is
+	// delegated to this process, else cgroup v1 cpu.cfs_quota_us where its
+	// program has a v1 cpu cgroup (its cgroup then has a share of its own too, see
+	// Box.cpuLayers); elsewhere it has no effect, and Box.Layers names no "cpu max"
+	// or "cpu quota". 0 (the default) or negative: no cap.
 	CPUs float64 `json:"cpus,omitempty"`
 }
 
@@ -193,7 +195,7 @@ func (l Limits) String() string {
 	add("processes", l.Processes, fmt.Sprint(l.Processes))
 	add("open files", l.OpenFiles, fmt.Sprint(l.OpenFiles))
 	if l.CPUs > 0 {
-		parts = append(parts, fmt.Sprintf("cpus %g (cpu.max, where delegated)", l.CPUs))
+		parts = append(parts, fmt.Sprintf("cpus %g (cpu.max or cpu.cfs_quota_us, where a cgroup allows)", l.CPUs))
 	}
 	return strings.Join(parts, ", ")
 }
