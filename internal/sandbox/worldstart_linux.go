@@ -34,7 +34,7 @@ func newWorldPlan(program string, c *Confinement, extraWrite []string, dir strin
 	return &worldPlan{
 		entries: worldEntries(program, c, extraWrite, dir),
 		dir:     dir,
-		tmp:     c.Tmp.withDefaults(),
+		tmp:     TmpLimits(c.Tmp).withDefaults(),
 		network: c.Network,
 	}
 }
