@@ -69,6 +69,10 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	if env == nil {
 		env = []string{}
 	}
+	// Where the host gives programs cgroup v1 cpu cgroups, it joins its own group
+	// first (see cpuV1), so that every program it starts, uncontained ones too, is
+	// in the host's group from then on.
+	cpuV1()
 	b := &Box{spec: spec, exited: make(chan struct{})}
 	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
 		if spec.Confine != nil {
