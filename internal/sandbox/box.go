@@ -455,6 +455,9 @@ func (b *Box) startDirect() error {
 	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.programPID = pid
 	track(b)
+	if b.cpu != "" && b.plan.Limits.cfsQuota() == -1 {
+		watchCPU(b)
+	}
 	return nil
 }
 
@@ -583,6 +586,7 @@ func (b *Box) Release() {
 	}
 	b.released = true
 	untrack(b)
+	unwatchCPU(b)
 	if b.status != nil {
 		b.status.Close()
 	}

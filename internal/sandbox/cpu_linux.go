@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // cpuV1 finds, once, where this process may give confined programs a CPU share of
@@ -147,4 +148,140 @@ func recycleCPUCgroup(dir string, l Limits) {
 		return
 	}
 	cpuCgroups.put(cpuCgroup{dir, l.cfsQuota()})
+}
+
+// A program without a CPU cap starts in its host's cpu group, as one task beside
+// the host's own, and joins its own cpu cgroup (its CPU share) once it is busy:
+// it used cpuBusy of CPU time within one cpuWatchEvery. A call's wakeups cross no
+// group while it is not (a program in a cgroup of its own paid for each call;
+// BENCHMARKS.md), and a busy program weighs as one source once it is. A program
+// with a cap joins at its birth, since the cap must hold from the start.
+const (
+	cpuWatchEvery = 250 * time.Millisecond
+	cpuBusy       = cpuWatchEvery / 2 // half a CPU
+)
+
+// cpuWatch holds the started programs not yet in their cpu cgroup, with the CPU
+// time their tree had used at the last look; one goroutine looks while any is
+// held.
+var cpuWatch struct {
+	sync.Mutex
+	boxes   map[*Box]time.Duration
+	running bool
+	wake    chan struct{} // a box left: the watcher ends if it was the last
+}
+
+// watchCPU makes b join its cpu cgroup once it is busy (see cpuBusy).
+func watchCPU(b *Box) {
+	used := b.treeCPU()
+	cpuWatch.Lock()
+	defer cpuWatch.Unlock()
+	if cpuWatch.boxes == nil {
+		cpuWatch.boxes, cpuWatch.wake = map[*Box]time.Duration{}, make(chan struct{}, 1)
+	}
+	cpuWatch.boxes[b] = used
+	if !cpuWatch.running {
+		cpuWatch.running = true
+		go cpuWatcher()
+	}
+}
+
+// unwatchCPU forgets b (its release).
+func unwatchCPU(b *Box) {
+	cpuWatch.Lock()
+	defer cpuWatch.Unlock()
+	if _, ok := cpuWatch.boxes[b]; !ok {
+		return
+	}
+	delete(cpuWatch.boxes, b)
+	select {
+	case cpuWatch.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cpuWatcher looks at the watched programs every cpuWatchEvery and moves the busy
+// ones into their cpu cgroups; it ends when none is left.
+func cpuWatcher() {
+	tick := time.NewTicker(cpuWatchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-cpuWatch.wake:
+		}
+		cpuWatch.Lock()
+		if len(cpuWatch.boxes) == 0 {
+			cpuWatch.running = false
+			cpuWatch.Unlock()
+			return
+		}
+		var busy []*Box
+		for b, last := range cpuWatch.boxes {
+			now := b.treeCPU()
+			if now-last >= cpuBusy {
+				busy = append(busy, b)
+				delete(cpuWatch.boxes, b)
+			} else {
+				cpuWatch.boxes[b] = now
+			}
+		}
+		cpuWatch.Unlock()
+		for _, b := range busy {
+			b.joinCPU()
+		}
+	}
+}
+
+// treePIDs lists the processes of b's tree as the host sees them: its processes
+// cgroup's where it has one, else its program.
+func (b *Box) treePIDs() []int {
+	if b.pids != "" {
+		if data, err := os.ReadFile(filepath.Join(b.pids, "cgroup.procs")); err == nil {
+			var pids []int
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+			return pids
+		}
+	}
+	return []int{b.ProgramPID()}
+}
+
+// treeCPU is the CPU time b's live processes have used (clock ticks).
+func (b *Box) treeCPU() time.Duration {
+	var sum time.Duration
+	for _, pid := range b.treePIDs() {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command's closing parenthesis: state is field 3; utime and stime
+		// are fields 14 and 15.
+		i := strings.LastIndexByte(string(data), ')')
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	}
+	return sum
+}
+
+// joinCPU moves b's processes into its cpu cgroup, unless b was released (its
+// cgroup may then serve another program).
+func (b *Box) joinCPU() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return
+	}
+	procs := filepath.Join(b.cpu, "cgroup.procs")
+	for _, pid := range b.treePIDs() {
+		_ = os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0) // one that exited meanwhile fails
+	}
 }

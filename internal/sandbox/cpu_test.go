@@ -62,6 +62,10 @@ func TestBusySourceDoesNotStarveAnother(t *testing.T) {
 		t.Skipf("no CPU share of its own for a source here (layers %q)", busy.Layers())
 	}
 	other := startSpinner(t, sandbox.Spec{Name: "other", Confine: &sandbox.Confinement{}}, 1)
+	if slices.Contains(busy.Layers(), "cpu shares") { // cgroup v1: each joins its cgroup once busy
+		waitInOwnCPUCgroup(t, busy)
+		waitInOwnCPUCgroup(t, other)
+	}
 	busy0, other0 := proctest.CPUTime(busy.ProgramPID()), proctest.CPUTime(other.ProgramPID())
 	var busyCPU, otherCPU time.Duration
 	proctest.Until(t, func() bool {
@@ -113,7 +117,7 @@ func TestCPUQuota(t *testing.T) {
 	}
 
 	free := startSpinner(t, sandbox.Spec{Name: "cpu", Confine: &sandbox.Confinement{}}, 1)
-	if got := readCgroupFile(t, cpuCgroupOf(t, free.ProgramPID()), "cpu.cfs_quota_us"); got != "-1" {
+	if got := readCgroupFile(t, waitInOwnCPUCgroup(t, free), "cpu.cfs_quota_us"); got != "-1" {
 		t.Errorf("cpu.cfs_quota_us without a limit: %q, want -1", got)
 	}
 	if slices.ContainsFunc(free.Layers(), func(l string) bool { return strings.HasPrefix(l, "cpu quota") }) {
@@ -138,6 +142,39 @@ func onCPU(t *testing.T, pid int) time.Duration {
 		}
 	}
 	return sum
+}
+
+// TestCPUCgroupJoinedOnceBusy: on cgroup v1, a program without a CPU cap runs in
+// its host's cpu group while it is idle (its calls' wakeups cross no group), and
+// joins its own cpu cgroup once it keeps a CPU busy; a capped program is in its
+// cgroup from its start (TestCPUQuota).
+func TestCPUCgroupJoinedOnceBusy(t *testing.T) {
+	idle := startSpinner(t, sandbox.Spec{Name: "idle", Confine: &sandbox.Confinement{}}, 0)
+	if !slices.Contains(idle.Layers(), "cpu shares") {
+		t.Skipf("no cgroup v1 cpu cgroup for a source here (layers %q)", idle.Layers())
+	}
+	host := cpuCgroupOf(t, os.Getpid())
+	if got := cpuCgroupOf(t, idle.ProgramPID()); got != host {
+		t.Errorf("an idle program's cpu cgroup is %s; want its host's, %s", got, host)
+	}
+	busy := startSpinner(t, sandbox.Spec{Name: "busy", Confine: &sandbox.Confinement{}}, 1)
+	waitInOwnCPUCgroup(t, busy)
+	if got := cpuCgroupOf(t, idle.ProgramPID()); got != host {
+		t.Errorf("the idle program moved to %s once the other was busy; want its host's, %s", got, host)
+	}
+}
+
+// waitInOwnCPUCgroup waits until b's program is in a cpu cgroup under its host's
+// and returns that cgroup's directory.
+func waitInOwnCPUCgroup(t *testing.T, b *sandbox.Box) string {
+	t.Helper()
+	host := cpuCgroupOf(t, os.Getpid())
+	var dir string
+	proctest.Until(t, func() bool {
+		dir = cpuCgroupOf(t, b.ProgramPID())
+		return strings.HasPrefix(dir, host+"/")
+	})
+	return dir
 }
 
 // cpuCgroupOf is the directory of pid's cgroup v1 cpu cgroup.

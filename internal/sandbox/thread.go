@@ -137,7 +137,7 @@ func (b *Box) openCgroups() (*cgroupJoin, error) {
 			err = fmt.Errorf("processes cgroup: %w", err)
 		}
 	}
-	if b.cpu != "" && err == nil {
+	if b.cpu != "" && b.plan.Limits.cfsQuota() != -1 && err == nil { // else it joins once busy (watchCPU)
 		_, home := cpuV1()
 		if err = j.add(filepath.Join(b.cpu, "tasks"), home); err != nil {
 			err = fmt.Errorf("cpu cgroup: %w", err)
