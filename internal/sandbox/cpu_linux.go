@@ -22,14 +22,14 @@ import (
 // there is none, or when the v2 controller serves instead (cpuShared).
 //
 // The cgroups sit under the host's own cpu cgroup, in toolhost/host.<pid>.<n>,
-// which the host joins itself (all its threads): the host and its sources are
-// then one group against the rest of the machine, as the host's session was, and
-// inside it each source's cgroup is one entity beside the host's own threads,
-// with the default cpu.shares (1024) each, so a source with many busy threads
-// weighs as much as a source with one. The host being one group with its sources
-// is what keeps a call's wakeups cheap: while the host waits on a call, its group
-// stays the one running, as it did when its programs were plain tasks of its
-// session (BENCHMARKS.md). The host's group stays while the host runs (the host is
+// which the host joins itself (all its threads, at its first Command): the host
+// and its sources are then one group against the rest of the machine, as the
+// host's session was, and inside it each busy source's cgroup is one entity
+// beside the host's own threads, with the default cpu.shares (1024) each, so a
+// source with many busy threads weighs as much as a source with one. A source
+// that is not busy runs as a plain task of the host's group (see watchCPU): a
+// call's wakeups are cheapest within one group, and a cgroup of its own, beside
+// the host's or inside it, cost each call (BENCHMARKS.md). The host's group stays while the host runs (the host is
 // in it); a later host removes it, with what a SIGKILLed host left in it, as it
 // removes the other cgroups named for dead hosts.
 func cpuV1() (parent, home string) {

@@ -41,7 +41,8 @@
 //
 // A contained program's CPU share is its cgroup's cpu weight where the cgroup v2
 // cpu controller is delegated, else its cgroup v1 cpu cgroup's shares where one
-// can be made (inside the host's own, see cpuV1), else its host's: it runs at the
+// can be made (inside the host's own, joined once the program is busy, see cpuV1
+// and watchCPU), else its host's: it runs at the
 // host's priority in a process group of its own in the host's session (see
 // Box.cpuLayers). Box.Layers names what holds a program; OffEnv turns layers off
 // for tests.
