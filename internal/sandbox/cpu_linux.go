@@ -34,11 +34,8 @@ import (
 // removes the other cgroups named for dead hosts.
 func cpuV1() (parent, home string) {
 	cpuOnce.Do(func() {
-		if cpuShared() {
-			return
-		}
 		mount := cpuMount()
-		if mount == "" {
+		if mount == "" || cpuShared() {
 			return
 		}
 		root := filepath.Join(mount, ownCgroup("cpu"), "toolhost")
