@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/echopb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	isandbox "github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
@@ -446,7 +447,9 @@ func BenchmarkConcurrentAlternating(b *testing.B) {
 // is 100 pairs, after 200 warming calls each. It reports the median of the pairs'
 // ratios (on/off: the figure the target names), each side's p50 and the ratios of
 // the p50s and p99s, and each plugin's CPU time per call (read from /proc: what
-// the sandbox costs the plugin, whatever the scheduler does).
+// the sandbox costs the plugin, whatever the scheduler does). cpu-cgroup compares
+// the same calls to a confined plugin without and with the cgroup of its CPU share
+// (where this machine gives it one): what that membership costs a call.
 func BenchmarkSandboxAlternating(b *testing.B) {
 	off := sandbox.Spec{Mode: sandbox.ModeNone}
 	b.Run("launch", func(b *testing.B) {
@@ -476,63 +479,83 @@ func BenchmarkSandboxAlternating(b *testing.B) {
 		b.ReportMetric(float64((n50 - o50).Microseconds()), "on-off-us")
 		b.ReportMetric(float64(n50)/float64(o50), "on/off")
 	})
-	b.Run("call", func(b *testing.B) {
-		type side struct {
-			call func() time.Duration
-			pid  int // the plugin's process, for its CPU time
+	b.Run("call", func(b *testing.B) { benchCallPairs(b, off, sandbox.Spec{}, "") })
+	// What the CPU share's cgroup costs a call: the plugin confined as shipped,
+	// without its cgroup (OffEnv "cpu") and with it (where it has one here).
+	b.Run("cpu-cgroup", func(b *testing.B) { benchCallPairs(b, sandbox.Spec{}, sandbox.Spec{}, "cpu") })
+}
+
+// benchCallPairs compares 64-byte calls to a plugin of spec offSpec, started with
+// OffEnv set to offLayers, and to one of onSpec, in pairs (see
+// BenchmarkSandboxAlternating). Beside the median of every pair's ratio it reports
+// the quartiles of the per-iteration medians (pair-ratio-q1, -q3): how far the
+// figure moves from one block of 100 pairs to the next.
+func benchCallPairs(b *testing.B, offSpec, onSpec sandbox.Spec, offLayers string) {
+	type side struct {
+		call func() time.Duration
+		pid  int // the plugin's process, for its CPU time
+	}
+	settle := func(spec sandbox.Spec) side {
+		h := newBenchHost(b)
+		sup, err := h.superviseIn(spec)
+		if err != nil {
+			b.Fatal(err)
 		}
-		settle := func(spec sandbox.Spec) side {
-			h := newBenchHost(b)
-			sup, err := h.superviseIn(spec)
-			if err != nil {
-				b.Fatal(err)
+		q, _ := h.reg.Prepare(h.loc)
+		input, _ := json.Marshal(map[string]string{"text": payload(64)})
+		call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
+		return side{pid: sup.Current().PID(), call: func() time.Duration {
+			start := time.Now()
+			if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
+				b.Fatal(s, err)
 			}
-			q, _ := h.reg.Prepare(h.loc)
-			input, _ := json.Marshal(map[string]string{"text": payload(64)})
-			call := registry.Call{Name: "echo", Input: input, Invocation: sdk.Invocation{ToolCallID: "c"}}
-			return side{pid: sup.Current().PID(), call: func() time.Duration {
-				start := time.Now()
-				if s, err := q.Settle(context.Background(), call); err != nil || s.Outcome != registry.Completed {
-					b.Fatal(s, err)
-				}
-				return time.Since(start)
-			}}
-		}
-		offS, onS := settle(off), settle(sandbox.Spec{})
-		for range 200 { // both connections and runtimes warm
-			offS.call()
-			onS.call()
-		}
-		const pairs = 100
-		var offL, onL latencies
-		var ratios []float64
-		offCPU, onCPU := proctest.CPUTime(offS.pid), proctest.CPUTime(onS.pid)
-		for i := 0; b.Loop(); i++ {
-			for k := range pairs {
-				var o, n time.Duration
-				if (i*pairs+k)%2 == 0 {
-					o = offS.call()
-					n = onS.call()
-				} else {
-					n = onS.call()
-					o = offS.call()
-				}
-				offL, onL = append(offL, o), append(onL, n)
-				ratios = append(ratios, float64(n)/float64(o))
+			return time.Since(start)
+		}}
+	}
+	b.Setenv(isandbox.OffEnv, offLayers)
+	offS := settle(offSpec)
+	b.Setenv(isandbox.OffEnv, "")
+	onS := settle(onSpec)
+	for range 200 { // both connections and runtimes warm
+		offS.call()
+		onS.call()
+	}
+	const pairs = 100
+	var offL, onL latencies
+	var ratios, blocks []float64
+	offCPU, onCPU := proctest.CPUTime(offS.pid), proctest.CPUTime(onS.pid)
+	for i := 0; b.Loop(); i++ {
+		block := make([]float64, pairs)
+		for k := range pairs {
+			var o, n time.Duration
+			if (i*pairs+k)%2 == 0 {
+				o = offS.call()
+				n = onS.call()
+			} else {
+				n = onS.call()
+				o = offS.call()
 			}
+			offL, onL = append(offL, o), append(onL, n)
+			block[k] = float64(n) / float64(o)
 		}
-		calls := float64(len(offL))
-		b.ReportMetric(float64((proctest.CPUTime(offS.pid)-offCPU).Nanoseconds())/calls, "off-plugin-cpu-ns/call")
-		b.ReportMetric(float64((proctest.CPUTime(onS.pid)-onCPU).Nanoseconds())/calls, "on-plugin-cpu-ns/call")
-		slices.Sort(ratios)
-		o50, o99 := offL.quantiles()
-		n50, n99 := onL.quantiles()
-		b.ReportMetric(float64(o50.Nanoseconds()), "off-p50-ns")
-		b.ReportMetric(float64(n50.Nanoseconds()), "on-p50-ns")
-		b.ReportMetric(ratios[len(ratios)/2], "pair-ratio")
-		b.ReportMetric(float64(n50)/float64(o50), "p50-ratio")
-		b.ReportMetric(float64(n99)/float64(o99), "p99-ratio")
-	})
+		ratios = append(ratios, block...)
+		slices.Sort(block)
+		blocks = append(blocks, block[pairs/2])
+	}
+	calls := float64(len(offL))
+	b.ReportMetric(float64((proctest.CPUTime(offS.pid)-offCPU).Nanoseconds())/calls, "off-plugin-cpu-ns/call")
+	b.ReportMetric(float64((proctest.CPUTime(onS.pid)-onCPU).Nanoseconds())/calls, "on-plugin-cpu-ns/call")
+	slices.Sort(ratios)
+	slices.Sort(blocks)
+	o50, o99 := offL.quantiles()
+	n50, n99 := onL.quantiles()
+	b.ReportMetric(float64(o50.Nanoseconds()), "off-p50-ns")
+	b.ReportMetric(float64(n50.Nanoseconds()), "on-p50-ns")
+	b.ReportMetric(ratios[len(ratios)/2], "pair-ratio")
+	b.ReportMetric(blocks[len(blocks)/4], "pair-ratio-q1")
+	b.ReportMetric(blocks[len(blocks)*3/4], "pair-ratio-q3")
+	b.ReportMetric(float64(n50)/float64(o50), "p50-ratio")
+	b.ReportMetric(float64(n99)/float64(o99), "p99-ratio")
 }
 
 // BenchmarkLaunchAlternating is BenchmarkLaunch with every kind in one benchmark:

@@ -66,8 +66,9 @@ type Limits struct {
 	// OpenFiles caps the open file descriptors of each process. Default 1024.
 	OpenFiles int64 `json:"open_files,omitempty"`
 	// CPUs caps the CPU time of the program's tree at this many CPUs (cgroup v2
-	// cpu.max) where the cgroup v2 cpu controller is delegated; elsewhere it has no
-	// effect. 0 (the default): no cap.
+	// cpu.max) where the cgroup v2 cpu controller is delegated, or (cgroup v1
+	// cpu.cfs_quota_us) where a cgroup v1 cpu hierarchy is writable; elsewhere it
+	// has no effect. 0 (the default): no cap.
 	CPUs float64 `json:"cpus,omitempty"`
 }
 

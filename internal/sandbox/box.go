@@ -38,6 +38,7 @@ type Box struct {
 	tmpDir  string
 	cgroup  string
 	pids    string // a cgroup capping a confined program's processes (startConfined), or ""
+	cpu     string // a cgroup v1 cpu directory giving it a CPU share (startConfined), or ""
 
 	world      *worldPlan   // started in a world of its own (startWorld), or nil
 	layers     []string     // what holds a program of a world, known once started
@@ -68,6 +69,10 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 	if env == nil {
 		env = []string{}
 	}
+	// Where the host gives programs cgroup v1 cpu cgroups, it joins its own group
+	// first (see cpuV1), so that every program it starts, uncontained ones too, is
+	// in the host's group from then on.
+	cpuV1()
 	b := &Box{spec: spec, exited: make(chan struct{})}
 	if spec.Mode == ModeNone || !spec.Contain && spec.Confine == nil {
 		if spec.Confine != nil {
@@ -213,7 +218,7 @@ func confinedNamespaceAttr() *syscall.SysProcAttr {
 
 // namespaceAttr starts a process as the init of a new PID namespace (through a user
 // namespace when the host is not root), in a process group of its own in the
-// host's session (see CPUShare), killed when the host dies.
+// host's session (see cpuLayers), killed when the host dies.
 func namespaceAttr() *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if os.Geteuid() != 0 {
@@ -417,6 +422,7 @@ func (b *Box) closeCallerEnds() {
 func (b *Box) startDirect() error {
 	if b.world != nil || b.confined || threadStart() { // a start that can join it
 		b.pids = newPidsCgroup(b.plan.Limits)
+		b.cpu = newCPUCgroup(b.plan.Limits)
 	}
 	if b.world != nil {
 		if err := b.startWorld(); err != nil {
@@ -449,6 +455,9 @@ func (b *Box) startDirect() error {
 	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.programPID = pid
 	track(b)
+	if b.cpu != "" && b.plan.Limits.cfsQuota() == -1 {
+		watchCPU(b)
+	}
 	return nil
 }
 
@@ -565,7 +574,7 @@ func (b *Box) isExited() bool {
 	}
 }
 
-// Release gives the box's temporary directory and processes cgroup back to the
+// Release gives the box's temporary directory, processes and cpu cgroups back to the
 // host's reserves, emptied, when nothing of its tree can be left (see treeGone and
 // reserve), else removes them; it removes its cgroup and forgets its tree. Wait
 // calls it; call it only after a failed Start or instead of starting. Idempotent.
@@ -577,6 +586,7 @@ func (b *Box) Release() {
 	}
 	b.released = true
 	untrack(b)
+	unwatchCPU(b)
 	if b.status != nil {
 		b.status.Close()
 	}
@@ -592,6 +602,9 @@ func (b *Box) Release() {
 	}
 	if b.pids != "" {
 		recyclePidsCgroup(b.pids, b.plan.Limits.Processes)
+	}
+	if b.cpu != "" {
+		recycleCPUCgroup(b.cpu, b.plan.Limits)
 	}
 }
 
@@ -697,16 +710,45 @@ func (b *Box) Layers() []string {
 
 // limitLayers names how the program's processes are capped and its CPU shared.
 func (b *Box) limitLayers() []string {
-	inCgroup := b.pids != "" || b.cgroup != ""
-	l := []string{CPUShare(inCgroup)}
-	if inCgroup && cpuDelegated && b.plan.Limits.CPUs > 0 {
-		l = append(l, fmt.Sprintf("cpu max %g", b.plan.Limits.CPUs))
-	}
+	l := b.cpuLayers()
 	switch {
 	case b.pids != "" || b.cgroup != "" && fileExists(filepath.Join(b.cgroup, "pids.max")):
 		l = append(l, "pids cgroup")
 	case b.ProcessesCapped():
 		l = append(l, "nproc")
+	}
+	return l
+}
+
+// cpuLayers names how the program's CPU is shared and capped: "cpu weight" (and
+// "cpu max N" with Limits.CPUs) where its cgroup has the cgroup v2 cpu controller,
+// "cpu shares" (and "cpu quota N") where it has a cgroup v1 cpu cgroup of its own
+// (see cpuV1), else "host's share".
+//
+// Without a cgroup of its own, a contained program runs at the host's priority, in
+// a process group of its own in the host's session: where the kernel schedules
+// each session as an autogroup, the host and its sources share one CPU share
+// against the rest of the machine, and within the host each of its processes is
+// one task among the host's own, Limits.Processes bounding how many. While the
+// host waits on a call, the program does the host's work, with the host's share
+// and priority. A session of its own (an autogroup per source) or a lower priority
+// would each give a source less than its host when the host waits on it, and cost
+// each call's latency on a loaded machine (BENCHMARKS.md).
+func (b *Box) cpuLayers() []string {
+	var l []string
+	switch {
+	case b.cpu != "":
+		l = append(l, "cpu shares")
+		if b.plan.Limits.CPUs > 0 {
+			l = append(l, fmt.Sprintf("cpu quota %g", b.plan.Limits.CPUs))
+		}
+	case (b.pids != "" || b.cgroup != "") && cpuShared():
+		l = append(l, "cpu weight")
+		if b.plan.Limits.CPUs > 0 {
+			l = append(l, fmt.Sprintf("cpu max %g", b.plan.Limits.CPUs))
+		}
+	default:
+		l = append(l, "host's share")
 	}
 	return l
 }

@@ -41,7 +41,8 @@ func cgroupRoot() string {
 }
 
 // removeDeadHosts removes the directories under root that hosts no longer running
-// left: <name>.<host pid>.<n> (a live cgroup's rmdir fails anyway).
+// left: <name>.<host pid>.<n>, with the cgroups in them (a live cgroup's rmdir
+// fails anyway).
 func removeDeadHosts(root string) {
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
@@ -50,9 +51,20 @@ func removeDeadHosts(root string) {
 			continue
 		}
 		if pid, err := strconv.Atoi(parts[len(parts)-2]); err == nil && syscall.Kill(pid, 0) != nil {
-			_ = os.Remove(filepath.Join(root, e.Name()))
+			removeCgroupDirs(filepath.Join(root, e.Name()))
 		}
 	}
+}
+
+// removeCgroupDirs removes the cgroup dir after the cgroups under it.
+func removeCgroupDirs(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			removeCgroupDirs(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = os.Remove(dir)
 }
 
 // pidsRoot is a toolhost directory in a cgroup hierarchy with the pids controller
@@ -75,20 +87,12 @@ func pidsRoot() (root, home string) {
 		if mount == "" {
 			return
 		}
-		own := ""
-		data, _ := os.ReadFile("/proc/self/cgroup")
-		for _, line := range strings.Split(string(data), "\n") {
-			// ID:controllers:path
-			if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "pids") {
-				own = f[2]
-			}
-		}
 		root := filepath.Join(mount, "toolhost")
 		if err := os.Mkdir(root, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return
 		}
 		removeDeadHosts(root)
-		pidsDir, pidsHome = root, filepath.Join(mount, own, "tasks")
+		pidsDir, pidsHome = root, filepath.Join(mount, ownCgroup("pids"), "tasks")
 	})
 	return pidsDir, pidsHome
 }
@@ -111,27 +115,6 @@ var (
 func cpuShared() bool {
 	pidsRoot()
 	return cpuDelegated
-}
-
-// CPUShare says how a contained program's CPU is shared, for the layers: "cpu
-// weight" where its cgroup has the cpu controller (a share of its own, see
-// newPidsCgroup), else "host's share".
-//
-// Every contained program runs at the host's priority, in a process group of its
-// own in the host's session: where the kernel schedules each session as an
-// autogroup, the host and its sources share one CPU share against the rest of the
-// machine, so a busy source cannot starve what runs outside its host (another
-// host's Locations); within the host, each of its processes is one task among the
-// host's own, and Limits.Processes bounds how many. While the host waits on a
-// call, the program does the host's work, with the host's share and priority. A
-// session of its own (an autogroup per source) or a lower priority would each
-// give a source less than its host when the host waits on it, and cost each
-// call's latency on a loaded machine (BENCHMARKS.md).
-func CPUShare(inCgroup bool) string {
-	if inCgroup && cpuDelegated {
-		return "cpu weight"
-	}
-	return "host's share"
 }
 
 // newPidsCgroup returns a directory under pidsRoot capped at l.Processes processes,

@@ -39,10 +39,13 @@
 // directory empty and private, and once it and everything it started are gone, the
 // directory is emptied and reset for the next one.
 //
-// A contained program's CPU share (CPUShare) is its cgroup's cpu weight where the
-// cpu controller is delegated, else its host's: it runs at the host's priority in
-// a process group of its own in the host's session. Box.Layers names
-// what holds a program; OffEnv turns layers off for tests.
+// A contained program's CPU share is its cgroup's cpu weight where the cgroup v2
+// cpu controller is delegated, else its cgroup v1 cpu cgroup's shares where one
+// can be made (inside the host's own, joined once the program is busy, see cpuV1
+// and watchCPU), else its host's: it runs at the
+// host's priority in a process group of its own in the host's session (see
+// Box.cpuLayers). Box.Layers names what holds a program; OffEnv turns layers off
+// for tests.
 //
 // SourceOf answers whether a pid belongs to a live contained tree, for peer checks
 // on the host's sockets.

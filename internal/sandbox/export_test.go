@@ -70,3 +70,6 @@ func CPUDelegated() bool { return cpuShared() }
 
 // Cgroup2Mount is where the cgroup v2 hierarchy is mounted, "" when nowhere.
 func Cgroup2Mount() string { return cgroup2Mount() }
+
+// CPUMount is where the cgroup v1 cpu controller is mounted, "" when nowhere.
+func CPUMount() string { return cpuMount() }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,26 @@ func helper() bool {
 		_ = c.Start()
 	case "sleeper":
 		time.Sleep(time.Hour) // until the test kills it
+	case "spinner":
+		// SANDBOX_THREADS threads that only burn CPU, on CPU SANDBOX_CPU, until the
+		// test kills it.
+		n := atoi(os.Getenv("SANDBOX_THREADS"))
+		var on unix.CPUSet
+		on.Set(atoi(os.Getenv("SANDBOX_CPU")))
+		runtime.GOMAXPROCS(n)
+		for range n {
+			go func() {
+				runtime.LockOSThread()
+				if err := unix.SchedSetaffinity(0, &on); err != nil {
+					fmt.Println(err)
+					os.Exit(1)
+				}
+				for {
+				}
+			}()
+		}
+		fmt.Println("ready")
+		select {}
 	case "host":
 		// A host that starts a contained forker, says ready, and waits to be killed.
 		b, err := sandbox.Command(sandbox.Spec{Name: "h", Contain: true, Mode: sandbox.Mode(os.Getenv("SANDBOX_MODE"))},

@@ -117,7 +117,7 @@ func launch() int {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Its own process group, so a forwarded signal reaches the program's helpers
-	// as the host's group signal used to; in the host's session (see CPUShare);
+	// as the host's group signal used to; in the host's session (see Box.cpuLayers);
 	// outside a namespace it dies with this thread.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.Mode != ModeNamespace {

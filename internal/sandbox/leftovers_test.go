@@ -21,7 +21,8 @@ import (
 // confined programs run in it (each with helpers of its own): their processes
 // end, no mount of theirs is in the host's mount namespace, no temporary directory
 // of the host is left, and what a killed host cannot remove itself (the empty
-// processes cgroups a root host keeps ready) the next host's start removes. With
+// processes and cpu cgroups a root host keeps ready, its own cpu cgroup) the next
+// host's start removes. With
 // the world turned off (the fallback), the temporary directories the killed host
 // made are removed by the next host too.
 func TestNothingLeftAfterAKilledHost(t *testing.T) {
@@ -107,7 +108,7 @@ func leftBy(pid int) []string {
 			left = append(left, filepath.Join(os.TempDir(), e.Name()))
 		}
 	}
-	for _, root := range []string{"/sys/fs/cgroup/toolhost", "/sys/fs/cgroup/pids/toolhost"} {
+	for _, root := range []string{"/sys/fs/cgroup/toolhost", "/sys/fs/cgroup/pids/toolhost", "/sys/fs/cgroup/cpu/toolhost"} {
 		entries, _ := os.ReadDir(root)
 		for _, e := range entries {
 			if strings.Contains(e.Name(), "."+p+".") {

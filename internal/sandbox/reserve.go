@@ -99,10 +99,11 @@ func (r *reserve[T]) drain() {
 	}
 }
 
-// DropReserves removes the temporary directories and processes cgroups this
+// DropReserves removes the temporary directories, processes and cpu cgroups this
 // process keeps ready for confined starts (see reserve). Call it when the host
 // stops, once its sources are stopped; a later start makes new ones.
 func DropReserves() {
 	tempDirs.drain()
 	pidsCgroups.drain()
+	cpuCgroups.drain()
 }

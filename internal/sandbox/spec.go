@@ -5,11 +5,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/toolhost/toolhost/sandbox"
 )
 
 // OffEnv, in the host's environment, names layers of confinement the host leaves
 // off, comma-separated: "world" (a confined program starts without a world of its
-// own, as where the kernel refuses the namespaces), "landlock", "seccomp". It is
+// own, as where the kernel refuses the namespaces), "landlock", "seccomp", "cpu"
+// (no cgroup v1 cpu cgroup of its own for a program). It is
 // for tests and diagnosis: each layer can be shown to hold alone. Whoever sets
 // the host's environment controls the host anyway.
 const OffEnv = "TOOLHOST_SANDBOX_OFF"
@@ -44,35 +47,21 @@ type Spec struct {
 	Require bool
 }
 
-// Confinement is what a confined program may reach. The program's own binary and
-// the system's shared files (SystemRead) are always readable and executable, a
-// private temporary directory (made per start, removed at the end, set as TMPDIR)
-// is always writable, and /dev/null is readable and writable.
-type Confinement struct {
-	// Read lists absolute paths (files or directories, recursively) the program may
-	// read and execute beyond the defaults.
-	Read []string `json:"read,omitempty"`
-	// Write lists absolute paths the program may read, write, create and remove in.
-	Write []string `json:"write,omitempty"`
-	// Network allows sockets other than AF_UNIX. When false, the program has a
-	// network namespace of its own where it has a world (see WorldAvailable), a
-	// seccomp filter refuses other sockets (and io_uring), and Landlock (ABI 4 and
-	// later) denies TCP bind and connect.
-	Network bool `json:"network,omitempty"`
-	// Tmp caps the program's TMPDIR where it has a world (a tmpfs of its own);
-	// elsewhere TMPDIR is a private directory of the host's, uncapped.
-	Tmp TmpLimits `json:"tmp,omitzero"`
-}
+// Confinement is what a confined program may reach: the public configuration's
+// type. Beyond its fields' documentation: the program's own binary and the
+// system's shared files (SystemRead) are always readable and executable, a private
+// temporary directory (a tmpfs of its own in a world, else made per start and
+// removed at the end; TMPDIR) is always writable, and /dev/null is readable and
+// writable. Without Network the program has a network namespace of its own where
+// it has a world (see WorldAvailable), a seccomp filter refuses other sockets (and
+// io_uring), and Landlock (ABI 4 and later) denies TCP bind and connect. Its Tmp
+// caps are TmpLimits's.
+type Confinement = sandbox.Confinement
 
-// TmpLimits caps a confined program's TMPDIR. Zero means the default; a
-// negative value means no cap (the kernel's tmpfs default then: half the RAM, or
-// as many files as half the RAM's pages).
-type TmpLimits struct {
-	// Bytes caps what its files hold. Default DefaultTmpBytes.
-	Bytes int64 `json:"bytes,omitempty"`
-	// Files caps how many files and directories it holds. Default DefaultTmpFiles.
-	Files int64 `json:"files,omitempty"`
-}
+// TmpLimits caps a confined program's TMPDIR (Confinement.Tmp). Zero means the
+// default; a negative value means no cap (the kernel's tmpfs default then: half
+// the RAM, or as many files as half the RAM's pages).
+type TmpLimits sandbox.TmpLimits
 
 // The default caps of a confined program's TMPDIR.
 const (
@@ -113,29 +102,24 @@ var SystemRead = []string{
 	"/etc/ld.so.cache", "/usr/share/zoneinfo", "/dev/urandom", "/dev/random", "/dev/zero",
 }
 
-// Limits caps a contained program's resources. Zero means the default; a negative
-// value means no limit.
-type Limits struct {
-	// MemoryBytes caps the program's data segment (RLIMIT_DATA: heap and private
-	// writable mappings, which is what a runtime's allocations grow; RLIMIT_AS would
-	// break runtimes that reserve address space). Default DefaultMemoryBytes.
-	MemoryBytes int64 `json:"memory_bytes,omitempty"`
-	// Processes caps the processes (threads included) of the tree. It holds through
-	// a cgroup's pids.max where this process may make one, else through
-	// RLIMIT_NPROC, which the kernel counts per user and user namespace and never
-	// applies to root: so for a program alone in its user namespace, without root
-	// (Box.ProcessesCapped). Default DefaultProcesses.
-	Processes int64 `json:"processes,omitempty"`
-	// OpenFiles caps the open file descriptors of each process (RLIMIT_NOFILE, soft
-	// and hard). Default DefaultOpenFiles.
-	OpenFiles int64 `json:"open_files,omitempty"`
-	// CPUs caps the CPU time of the program's tree at this many CPUs (cgroup v2
-	// cpu.max: a quota per period of CPUPeriod) where the cgroup v2 cpu controller
-	// is delegated to this process (its cgroup then has a cpu.weight of its own
-	// too, see CPUShare); elsewhere it has no effect, and Box.Layers names no "cpu
-	// max". 0 (the default) or negative: no cap.
-	CPUs float64 `json:"cpus,omitempty"`
-}
+// Limits caps a contained program's resources: the public configuration's
+// fields. Zero means the default; a negative value means no limit. How each
+// holds: MemoryBytes caps the program's data segment (RLIMIT_DATA: heap and
+// private writable mappings, which is what a runtime's allocations grow;
+// RLIMIT_AS would break runtimes that reserve address space), default
+// DefaultMemoryBytes. Processes caps the processes (threads included) of the
+// tree through a cgroup's pids.max where this process may make one, else through
+// RLIMIT_NPROC, which the kernel counts per user and user namespace and never
+// applies to root: so for a program alone in its user namespace, without root
+// (Box.ProcessesCapped); default DefaultProcesses. OpenFiles caps the open file
+// descriptors of each process (RLIMIT_NOFILE, soft and hard), default
+// DefaultOpenFiles. CPUs caps the CPU time of the program's tree at this many
+// CPUs, a quota per period of CPUPeriod: cgroup v2 cpu.max where the cgroup v2 cpu
+// controller is delegated to this process, else cgroup v1 cpu.cfs_quota_us where
+// its program has a v1 cpu cgroup (its cgroup then has a share of its own too, see
+// Box.cpuLayers); elsewhere it has no effect, and Box.Layers names no "cpu max" or
+// "cpu quota"; 0 (the default) or negative: no cap.
+type Limits sandbox.Limits
 
 // CPUPeriod is the period of Limits.CPUs' quota, in microseconds (cpu.max).
 const CPUPeriod = 100000
@@ -146,7 +130,16 @@ func (l Limits) cpuMax() string {
 	if l.CPUs <= 0 {
 		return fmt.Sprintf("max %d", CPUPeriod)
 	}
-	return fmt.Sprintf("%d %d", max(int64(l.CPUs*CPUPeriod), 1000), CPUPeriod)
+	return fmt.Sprintf("%d %d", l.cfsQuota(), CPUPeriod)
+}
+
+// cfsQuota is l's quota per CPUPeriod in microseconds, -1 without a cap (cgroup
+// v1's cpu.cfs_quota_us). The kernel takes no quota below 1000 µs.
+func (l Limits) cfsQuota() int64 {
+	if l.CPUs <= 0 {
+		return -1
+	}
+	return max(int64(l.CPUs*CPUPeriod), 1000)
 }
 
 // The default limits.
@@ -184,7 +177,7 @@ func (l Limits) String() string {
 	add("processes", l.Processes, fmt.Sprint(l.Processes))
 	add("open files", l.OpenFiles, fmt.Sprint(l.OpenFiles))
 	if l.CPUs > 0 {
-		parts = append(parts, fmt.Sprintf("cpus %g (cpu.max, where delegated)", l.CPUs))
+		parts = append(parts, fmt.Sprintf("cpus %g (cpu.max or cpu.cfs_quota_us, where a cgroup allows)", l.CPUs))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -222,8 +215,9 @@ func ParseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// Mode is how a contained process tree is held together.
-type Mode string
+// Mode is how a contained process tree is held together (the public
+// configuration's type).
+type Mode = sandbox.Mode
 
 const (
 	// ModeNamespace: the program (or, where a confined program cannot start from a
@@ -231,16 +225,16 @@ const (
 	// user namespace when the host is not root); when it exits, the kernel kills
 	// every process of the namespace. Holds against setsid, double forks and a
 	// SIGKILLed host (its parent-death signal is SIGKILL).
-	ModeNamespace Mode = "namespace"
+	ModeNamespace = sandbox.ModeNamespace
 	// ModeCgroup: the launcher starts in its own cgroup v2 directory; stopping writes
 	// cgroup.kill. A SIGKILLed host: the launcher's parent-death signal makes it kill
 	// its cgroup (if the launcher itself was SIGKILLed first, nothing does).
-	ModeCgroup Mode = "cgroup"
+	ModeCgroup = sandbox.ModeCgroup
 	// ModeSubreaper: the launcher is a child subreaper, so orphans of the tree are
 	// reparented to it; when the program exits, when asked to stop, or when the host
 	// dies (its parent-death signal), it kills and reaps every descendant until none
 	// is left. A process that escapes while the launcher itself is SIGKILLed survives.
-	ModeSubreaper Mode = "subreaper"
+	ModeSubreaper = sandbox.ModeSubreaper
 	// ModeNone: no launcher; the program is a plain child in its own process group.
-	ModeNone Mode = "none"
+	ModeNone = sandbox.ModeNone
 )

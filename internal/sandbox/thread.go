@@ -64,11 +64,11 @@ func (b *Box) confineThreadAndStart() error {
 		return fmt.Errorf("sandbox: confine %s: %s", b.plan.Path, fmt.Sprintf(format, args...))
 	}
 	// Opened before Landlock closes the cgroup file system to this thread.
-	pids, err := b.openPids()
+	cgroups, err := b.openCgroups()
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer pids.Close()
+	defer cgroups.Close()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("no_new_privs: %v", err)
 	}
@@ -89,92 +89,142 @@ func (b *Box) confineThreadAndStart() error {
 			b.Cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 		}
 	}
-	return b.startAndUntrace(pids)
+	return b.startAndUntrace(cgroups)
 }
 
 // startTraced starts a contained program that is not confined as startConfined
 // starts a confined one, from a thread locked only for the start: it too stops at
-// its first instruction for its limits and its processes cgroup.
+// its first instruction for its limits, and joins its cgroups.
 func (b *Box) startTraced() error {
 	runtime.LockOSThread() // the tracer is this thread until the program is let go
 	defer runtime.UnlockOSThread()
-	pids, err := b.openPids()
+	cgroups, err := b.openCgroups()
 	if err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
-	defer pids.Close()
-	return b.startAndUntrace(pids)
+	defer cgroups.Close()
+	return b.startAndUntrace(cgroups)
 }
 
-// pidsJoin puts a program into its processes cgroup from its birth, without
-// writing its pid to cgroup.procs: that takes a lock whose every write waits for an
-// RCU grace period, milliseconds on a loaded machine. On
+// cgroupJoin puts a program into its cgroups (processes, and cgroup v1 cpu) from
+// its birth, without writing its pid to cgroup.procs: that takes a lock whose
+// every write waits for an RCU grace period, milliseconds on a loaded machine. On
 // cgroup v2 the clone puts it there (CLONE_INTO_CGROUP). On v1 the starting thread
-// moves itself into the cgroup's tasks (a thread moving itself skips that lock),
-// clones the program, which inherits the thread's cgroup, and moves itself back
+// moves itself into each cgroup's tasks (a thread moving itself skips that lock),
+// clones the program, which inherits the thread's cgroups, and moves itself back
 // before the program runs. The files are opened before Landlock closes the cgroup
 // file system to a confined thread.
-type pidsJoin struct {
-	dir         *os.File // v2: the cgroup's directory
-	join, leave *os.File // v1: the cgroup's tasks, and the host's own
+type cgroupJoin struct {
+	dir         *os.File   // v2: the processes cgroup's directory
+	join, leave []*os.File // v1: the cgroups' tasks, and the host's own
 }
 
-// openPids prepares the box's pidsJoin; nil (and no error) when it has no cgroup.
-func (b *Box) openPids() (*pidsJoin, error) {
-	if b.pids == "" {
+// openCgroups prepares the box's cgroupJoin; nil (and no error) when it has no
+// cgroup.
+func (b *Box) openCgroups() (*cgroupJoin, error) {
+	if b.pids == "" && b.cpu == "" {
 		return nil, nil
 	}
-	_, home := pidsRoot()
-	j := &pidsJoin{}
+	j := &cgroupJoin{}
 	var err error
-	if home == "" {
-		j.dir, err = os.Open(b.pids)
-	} else if j.join, err = os.OpenFile(filepath.Join(b.pids, "tasks"), os.O_WRONLY, 0); err == nil {
-		j.leave, err = os.OpenFile(home, os.O_WRONLY, 0)
+	if b.pids != "" {
+		if _, home := pidsRoot(); home == "" {
+			j.dir, err = os.Open(b.pids)
+		} else {
+			err = j.add(filepath.Join(b.pids, "tasks"), home)
+		}
+		if err != nil {
+			err = fmt.Errorf("processes cgroup: %w", err)
+		}
+	}
+	if b.cpu != "" && b.plan.Limits.cfsQuota() != -1 && err == nil { // else it joins once busy (watchCPU)
+		_, home := cpuV1()
+		if err = j.add(filepath.Join(b.cpu, "tasks"), home); err != nil {
+			err = fmt.Errorf("cpu cgroup: %w", err)
+		}
 	}
 	if err != nil {
 		j.Close()
-		return nil, fmt.Errorf("processes cgroup: %w", err)
+		return nil, err
 	}
 	return j, nil
 }
 
+// add opens a v1 cgroup's tasks file and the host's own in that hierarchy.
+func (j *cgroupJoin) add(tasks, home string) error {
+	join, err := os.OpenFile(tasks, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	leave, err := os.OpenFile(home, os.O_WRONLY, 0)
+	if err != nil {
+		join.Close()
+		return err
+	}
+	j.join, j.leave = append(j.join, join), append(j.leave, leave)
+	return nil
+}
+
 // Close closes the files; nil-safe.
-func (j *pidsJoin) Close() {
+func (j *cgroupJoin) Close() {
 	if j == nil {
 		return
 	}
-	for _, f := range []*os.File{j.dir, j.join, j.leave} {
+	for _, f := range append([]*os.File{j.dir}, append(j.join, j.leave...)...) {
 		if f != nil {
 			f.Close()
 		}
 	}
 }
 
-// start starts cmd from the calling (locked) thread into the cgroup.
-func (j *pidsJoin) start(cmd *exec.Cmd) error {
+// threadJoins reports whether the starting thread joins v1 cgroups (enter).
+func (j *cgroupJoin) threadJoins() bool { return j != nil && len(j.join) > 0 }
+
+// enter moves the calling (locked) thread into the v1 cgroups; on an error the
+// caller still calls exit.
+func (j *cgroupJoin) enter() error {
+	for _, f := range j.join {
+		if _, err := f.WriteString("0"); err != nil {
+			return fmt.Errorf("join %s: %w", filepath.Dir(f.Name()), err)
+		}
+	}
+	return nil
+}
+
+// exit moves the calling thread back to the host's cgroups.
+func (j *cgroupJoin) exit() error {
+	var errs []error
+	for _, f := range j.leave {
+		if _, err := f.WriteString("0"); err != nil {
+			// The thread stays counted in the cgroup; its program is held all the same.
+			errs = append(errs, fmt.Errorf("leave for %s: %w", filepath.Dir(f.Name()), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start starts cmd from the calling (locked) thread into the cgroups.
+func (j *cgroupJoin) start(cmd *exec.Cmd) error {
 	if j == nil {
 		return cmd.Start()
 	}
 	if j.dir != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(j.dir.Fd())
+	}
+	if !j.threadJoins() {
 		return cmd.Start()
 	}
-	if _, err := j.join.WriteString("0"); err != nil {
-		return fmt.Errorf("join the processes cgroup: %w", err)
+	err := j.enter()
+	if err == nil {
+		err = cmd.Start()
 	}
-	err := cmd.Start()
-	if _, lerr := j.leave.WriteString("0"); lerr != nil {
-		// The thread stays counted in the cgroup; its program is capped all the same.
-		err = errors.Join(err, fmt.Errorf("leave the processes cgroup: %w", lerr))
-	}
-	return err
+	return errors.Join(err, j.exit())
 }
 
 // startAndUntrace starts the traced program on the calling (locked) thread and lets
 // it go once it has its limits (untraceAfterExec).
-func (b *Box) startAndUntrace(pids *pidsJoin) error {
-	if err := pids.start(b.Cmd); err != nil {
+func (b *Box) startAndUntrace(cgroups *cgroupJoin) error {
+	if err := cgroups.start(b.Cmd); err != nil {
 		if b.Cmd.Process != nil {
 			_ = syscall.Kill(b.Cmd.Process.Pid, syscall.SIGKILL)
 			_ = b.Cmd.Wait()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/sandbox"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 )
 
 // TestWorldHolds runs a program that tries what issue 23 found open — descriptors
@@ -34,7 +35,7 @@ func TestWorldHolds(t *testing.T) {
 	outside, leaked, key, sock, abstract := host.Secret, host.Leaked, host.Key, host.Socket, host.Abstract
 
 	exe := self(t)
-	tmp := sandbox.TmpLimits{Bytes: 4 << 20, Files: 100}
+	tmp := sandboxcfg.TmpLimits{Bytes: 4 << 20, Files: 100}
 	run := func(t *testing.T, off string) (map[string]string, []string) {
 		t.Setenv(sandbox.OffEnv, off)
 		listen := fmt.Sprintf("toolhost-test-impostor-%d", rand.Int64())

@@ -34,7 +34,7 @@ func newWorldPlan(program string, c *Confinement, extraWrite []string, dir strin
 	return &worldPlan{
 		entries: worldEntries(program, c, extraWrite, dir),
 		dir:     dir,
-		tmp:     c.Tmp.withDefaults(),
+		tmp:     TmpLimits(c.Tmp).withDefaults(),
 		network: c.Network,
 	}
 }
@@ -101,16 +101,16 @@ func (b *Box) startWorld() (err error) {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
 
-	pids, err := b.openPids()
+	cgroups, err := b.openCgroups()
 	if err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
-	defer pids.Close()
-	if pids != nil && pids.dir != nil {
+	defer cgroups.Close()
+	if cgroups != nil && cgroups.dir != nil {
 		a.clone.flags |= unix.CLONE_INTO_CGROUP
-		a.clone.cgroup = uint64(pids.dir.Fd())
+		a.clone.cgroup = uint64(cgroups.dir.Fd())
 	}
-	pid, skipped, err := runChild(a, pids)
+	pid, skipped, err := runChild(a, cgroups)
 	if err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", b.plan.Path, err)
 	}
@@ -127,7 +127,7 @@ func (b *Box) startWorld() (err error) {
 
 // runChild clones a's child, lets it report, and returns its pid and the entries it
 // skipped (by index), or why it failed (then it has been reaped).
-func runChild(a *childArgs, pids *pidsJoin) (pid int, skipped []int, err error) {
+func runChild(a *childArgs, cgroups *cgroupJoin) (pid int, skipped []int, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return 0, nil, err
@@ -142,14 +142,15 @@ func runChild(a *childArgs, pids *pidsJoin) (pid int, skipped []int, err error) 
 	for _, fd := range a.fds {
 		a.nextfd = max(a.nextfd, fd+1)
 	}
-	if pids != nil && pids.join != nil { // cgroup v1: the forking thread joins for the clone
+	if cgroups.threadJoins() { // cgroup v1: the forking thread joins for the clone
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if _, err := pids.join.WriteString("0"); err != nil {
+		err := cgroups.enter()
+		defer cgroups.exit()
+		if err != nil {
 			unix.Close(a.errFD)
-			return 0, nil, fmt.Errorf("join the processes cgroup: %w", err)
+			return 0, nil, err
 		}
-		defer pids.leave.WriteString("0")
 	}
 	pid, errno := forkWorld(a)
 	unix.Close(a.errFD)
