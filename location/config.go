@@ -139,6 +139,9 @@ type MCPServerConfig struct {
 	// start it unconfined (see SandboxConfig).
 	Sandbox        *SandboxConfig
 	RequireSandbox bool
+	// MaxHeldBytes bounds what the server's messages make the host hold at once
+	// (mcp.Config.MaxHeldBytes); zero means the default.
+	MaxHeldBytes int64
 }
 
 // ManifestToolConfig declares one manifest tool: a command run per call that

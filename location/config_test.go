@@ -246,13 +246,16 @@ func TestParseConfigAccepts(t *testing.T) {
 			}
 		}},
 		{"SourcesShareNamesByConfig", `{"plugins": [{"name": "p", "path": "p", "overrides": ["read"], "max_tools": 10, "max_schema_bytes": 1e4, "call_timeout": "30s", "max_held_bytes": 33554432}],
-			"mcp_servers": [{"name": "m", "command": "m", "overrides": ["m_x"], "max_tools": 5}],
+			"mcp_servers": [{"name": "m", "command": "m", "overrides": ["m_x"], "max_tools": 5, "max_held_bytes": 16777216}],
 			"tools": [{"name": "read", "description": "d", "command": ["x"], "overrides": ["read"]}],
 			"permission": [{"action": "read", "resource": "*", "effect": "allow", "source": "builtin"}],
 			"tool_output": {"quota_bytes": 1000000}}`, func(t *testing.T, cfg *location.Config) {
 			p := cfg.Plugins[0]
 			if want := (location.Sharing{Overrides: []string{"read"}, MaxTools: 10, MaxSchemaBytes: 10000}); !reflect.DeepEqual(p.Sharing, want) || p.CallTimeout != 30*time.Second || p.MaxHeldBytes != 32<<20 {
 				t.Errorf("plugin = %+v, want %+v, a 30s call timeout and 32 MiB held", p, want)
+			}
+			if cfg.MCPServers[0].MaxHeldBytes != 16<<20 {
+				t.Errorf("server max_held_bytes = %d, want 16 MiB", cfg.MCPServers[0].MaxHeldBytes)
 			}
 			if want := (location.Sharing{Overrides: []string{"m_x"}, MaxTools: 5}); !reflect.DeepEqual(cfg.MCPServers[0].Sharing, want) {
 				t.Errorf("server sharing = %+v, want %+v", cfg.MCPServers[0].Sharing, want)

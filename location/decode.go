@@ -71,6 +71,7 @@ type rawMCPServer struct {
 	StartTimeout   string            `json:"start_timeout"`
 	Sandbox        *rawSandbox       `json:"sandbox"`
 	RequireSandbox bool              `json:"require_sandbox"`
+	MaxHeldBytes   json.Number       `json:"max_held_bytes"`
 	rawRemote
 	rawSharing
 }
@@ -173,6 +174,7 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Sharing:        d.sharing(at, m.rawSharing),
 			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
 			RequireSandbox: m.RequireSandbox,
+			MaxHeldBytes:   d.count(at+"/max_held_bytes", m.MaxHeldBytes),
 		})
 	}
 	cfg.ImportMCPConfig = slices.Clone(raw.ImportMCP)

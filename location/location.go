@@ -359,6 +359,7 @@ func (l *Location) serverConfig(ctx context.Context, mc MCPServerConfig) (mcp.Co
 		Overrides:    mc.Overrides,
 		Limits:       mc.Sharing.limits(),
 		Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
+		MaxHeldBytes: mc.MaxHeldBytes,
 		Logger:       l.logger.Named(mc.Name),
 	}, nil
 }
