@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -251,6 +252,10 @@ func (hostilePlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Clien
 
 func main() {
 	if role() {
+		return
+	}
+	if kind := os.Getenv("HOSTILE_HANDSHAKE"); kind != "" {
+		handshake(kind, os.Getenv("HOSTILE_TARGET"))
 		return
 	}
 	plugin.Serve(&plugin.ServeConfig{

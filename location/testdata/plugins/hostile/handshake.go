@@ -1,0 +1,70 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/toolhost/toolhost/internal/pluginpb"
+)
+
+// handshake writes go-plugin's handshake line itself, as a hostile plugin would,
+// instead of serving (its environment's HOSTILE_HANDSHAKE=KIND, HOSTILE_TARGET):
+//
+//   - tcp TARGET: a TCP address (a host service on the loopback, another machine);
+//   - unix TARGET: a unix socket outside the directory the host gave it;
+//   - link TARGET: a symbolic link in that directory to TARGET;
+//   - cert: its own socket, and a TLS certificate of its own in the sixth field.
+//
+// It then waits to be killed, listening where it listens.
+func handshake(kind, target string) {
+	dir := os.Getenv("PLUGIN_UNIX_SOCKET_DIR")
+	line := func(network, addr, rest string) {
+		fmt.Printf("1|%d|%s|%s|grpc%s\n", pluginpb.Handshake.ProtocolVersion, network, addr, rest)
+	}
+	switch kind {
+	case "tcp":
+		line("tcp", target, "")
+	case "unix":
+		line("unix", target, "")
+	case "link":
+		p := filepath.Join(dir, "plugin-link")
+		if err := os.Symlink(target, p); err != nil {
+			fmt.Fprintln(os.Stderr, "hostile: symlink:", err)
+			os.Exit(1)
+		}
+		line("unix", p, "")
+	case "cert":
+		p := filepath.Join(dir, "plugin-cert")
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hostile: listen:", err)
+			os.Exit(1)
+		}
+		defer l.Close()
+		line("unix", p, "|"+certificate()+"|")
+	default:
+		fmt.Fprintln(os.Stderr, "hostile: unknown handshake", kind)
+		os.Exit(2)
+	}
+	time.Sleep(time.Hour)
+}
+
+// certificate is a self-signed certificate, DER in unpadded base64, as go-plugin's
+// AutoMTLS sends it.
+func certificate() string {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	return base64.RawStdEncoding.EncodeToString(der)
+}
