@@ -36,6 +36,11 @@ func denyNetwork(network bool) (bool, error) {
 // socket(2)), and the keyring calls (add_key, request_key, keyctl) with EPERM.
 // Unless network, socket(2) succeeds only for AF_UNIX (EACCES).
 //
+// Without world, System V IPC (shm*, msg*, sem*) and POSIX message queues (mq_*)
+// fail with EPERM: no IPC namespace separates the program from the host and the
+// other sources then, and their objects are found by key, id or name, not by a
+// path Landlock could check (a world has an IPC namespace of its own).
+//
 // With world (a program in a world of its own, see startWorld), what could change
 // that world or reach past it fails with EPERM: mount and the new mount API,
 // pivot_root, chroot, setns, unshare, clone(2) with a namespace flag (clone3(2),
@@ -91,6 +96,17 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 	deny(unix.SYS_IO_URING_SETUP, unix.ENOSYS)
 	for _, nr := range []uintptr{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL} {
 		deny(nr, unix.EPERM)
+	}
+	if !world {
+		for _, nr := range []uintptr{
+			unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
+			unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+			unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
+			unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+			unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+		} {
+			deny(nr, unix.EPERM)
+		}
 	}
 	if world {
 		deny(unix.SYS_CLONE3, unix.ENOSYS)

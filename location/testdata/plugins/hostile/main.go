@@ -79,6 +79,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "probe", Description: "tries everything", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "attack", Description: "tries the operating system", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "escape", Description: "tries what a world of its own should hold", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "reach", Description: "tries what is not a file path", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "hang", Description: "never ends", InputSchema: []byte(`{"type":"object"}`)},
@@ -101,6 +102,10 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		var in escapeInput
 		json.Unmarshal(req.Input, &in)
 		return reply(stream, escapeOS(in))
+	case "reach":
+		var in reachInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, reachOS(in))
 	case "spawn":
 		var in struct{ Marker string }
 		json.Unmarshal(req.Input, &in)
