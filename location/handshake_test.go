@@ -6,9 +6,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
@@ -108,4 +110,46 @@ func shortDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestHostileBrokerFloodCostsTheHostNothing: a plugin serving go-plugin's broker
+// stream itself sends the host connection info for ever new broker ids, which the
+// host never asks a plugin for (go-plugin starts a goroutine for each, living five
+// seconds). The host closes the stream at the first: its goroutines do not grow
+// while the plugin tries until its start times out, and a well-behaved plugin keeps
+// working.
+func TestHostileBrokerFloodCostsTheHostNothing(t *testing.T) {
+	bin := buildHostile(t)
+	e := newEnv(t)
+	e.opts.SocketDir = shortDir(t)
+	dir := workspace(t, pluginsConfig(echoPlugin("echo"),
+		obj{"name": "hostile", "path": bin, "env": obj{"HOSTILE_HANDSHAKE": "broker-flood"}, "start_timeout": "8s"}))
+	base := runtime.NumGoroutine()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(runtime.NumGoroutine()); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	l := e.activate(t, dir) // waits for the hostile plugin's first start to fail
+	st := sourceErr(t, l, "plugin:hostile")
+	close(stop)
+	<-sampled
+	t.Logf("start error: %v; goroutines: %d before, at most %d during the flood", st.Err, base, peak.Load())
+	if out := callEcho(t, l, "beside it"); out.Text != "beside it" {
+		t.Errorf("the well-behaved plugin: %+v", out)
+	}
+	if peak.Load() > int64(base)+1000 {
+		t.Errorf("the host's goroutines grew from %d to %d while the plugin flooded its broker stream", base, peak.Load())
+	}
 }

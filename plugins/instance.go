@@ -431,7 +431,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		proc := inst.proc
 		inst.mu.Unlock()
 		return proc.dial(ctx, addr)
-	}))
+	}), grpc.WithChainStreamInterceptor(refuseBrokerInbound))
 	clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
 		env = append(env, pluginpb.HostTokenEnv+"="+token)

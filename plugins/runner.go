@@ -15,6 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/sandbox"
@@ -210,6 +214,33 @@ func (r *procRunner) dial(ctx context.Context, _ string) (net.Conn, error) {
 		return nil, fmt.Errorf("the plugin's socket %s is served by process %d, which is not the plugin's: refused", *addr, p.PID)
 	}
 	return c, nil
+}
+
+// brokerStreamMethod is go-plugin's broker stream, on which the host announces the
+// capabilities it serves to the plugin (see Instance.serveCapabilities).
+const brokerStreamMethod = "/plugin.GRPCBroker/StartStream"
+
+// refuseBrokerInbound ends a plugin's broker stream at the first message the plugin
+// sends on it: the host never dials a broker id a plugin serves, so it needs none,
+// and go-plugin would keep a goroutine (five seconds) or a map entry (for ever, a
+// knock) for each, as many as a plugin cares to send. The host's announcements to
+// the plugin end with the stream: a plugin that does this gets no capability it
+// has not dialled yet.
+func refuseBrokerInbound(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != brokerStreamMethod {
+		return s, err
+	}
+	return refusingStream{s}, nil
+}
+
+type refusingStream struct{ grpc.ClientStream }
+
+func (s refusingStream) RecvMsg(m any) error {
+	if err := s.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return status.Error(codes.PermissionDenied, "the plugin sent connection info on its broker stream, which the host never asks a plugin for: the stream is closed")
 }
 
 // handshakeLine passes stdout through and watches its first line, go-plugin's

@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/toolhost/toolhost/internal/pluginpb"
 )
 
@@ -23,7 +26,10 @@ import (
 //   - tcp TARGET: a TCP address (a host service on the loopback, another machine);
 //   - unix TARGET: a unix socket outside the directory the host gave it;
 //   - link TARGET: a symbolic link in that directory to TARGET;
-//   - cert: its own socket, and a TLS certificate of its own in the sixth field.
+//   - cert: its own socket, and a TLS certificate of its own in the sixth field;
+//   - broker-flood: its own socket and a gRPC server of its own, whose broker
+//     stream sends the host connection info for new broker ids without end (the
+//     host never asks a plugin for any).
 //
 // It then waits to be killed, listening where it listens.
 func handshake(kind, target string) {
@@ -52,6 +58,16 @@ func handshake(kind, target string) {
 		}
 		defer l.Close()
 		line("unix", p, "|"+certificate()+"|")
+	case "broker-flood":
+		p := filepath.Join(dir, "plugin-flood")
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hostile: listen:", err)
+			os.Exit(1)
+		}
+		line("unix", p, "")
+		srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(brokerFlood))
+		srv.Serve(l)
 	default:
 		fmt.Fprintln(os.Stderr, "hostile: unknown handshake", kind)
 		os.Exit(2)
@@ -68,3 +84,30 @@ func certificate() string {
 	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	return base64.RawStdEncoding.EncodeToString(der)
 }
+
+// brokerFlood serves every method of the host's connection: go-plugin's broker
+// stream with ConnInfo messages for ever new ids (service_id, field 1), as fast as
+// the host reads them; every other method waits for the host to give up.
+func brokerFlood(_ any, stream grpc.ServerStream) error {
+	if m, _ := grpc.MethodFromServerStream(stream); m != "/plugin.GRPCBroker/StartStream" {
+		<-stream.Context().Done()
+		return stream.Context().Err()
+	}
+	for id := uint64(1000); ; id++ {
+		msg := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), id)
+		if err := stream.SendMsg(&msg); err != nil {
+			return err
+		}
+
+	}
+}
+
+// rawCodec passes messages as the bytes they are (*[]byte).
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
