@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"syscall"
 	"unsafe"
 
@@ -18,6 +19,7 @@ type reachInput struct {
 	SemKey   int    `json:"sem_key"`   // a System V semaphore set key the host made
 	MQ       string `json:"mq"`        // a POSIX message queue name the host made (no slash)
 	HostPGID int    `json:"host_pgid"` // the host's process group
+	Signal   int    `json:"signal"`    // what to send it (SIGCONT unless set)
 }
 
 // reachOS tries each, one line per attempt: "ok ..." when it worked, else
@@ -85,7 +87,12 @@ func reachOS(in reachInput) map[string]string {
 	// The host's process group and session: join it, signal it.
 	if in.HostPGID != 0 {
 		try(fmt.Sprint("setpgid into the host's group ", in.HostPGID), unix.Setpgid(0, in.HostPGID))
-		try(fmt.Sprint("killpg the host's group ", in.HostPGID), unix.Kill(-in.HostPGID, syscall.SIGCONT))
+		sig := syscall.SIGCONT
+		if in.Signal != 0 {
+			sig = syscall.Signal(in.Signal)
+		}
+		signal.Ignore(sig) // it may be in that group now
+		try(fmt.Sprint("killpg the host's group ", in.HostPGID), unix.Kill(-in.HostPGID, sig))
 	}
 	// Its terminal: push a command into the input of any terminal it holds or finds.
 	for _, p := range []string{"/dev/tty", "/dev/console", "/dev/tty0", "/dev/ptmx"} {
