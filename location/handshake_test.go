@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/registry"
 )
 
 // TestHostileHandshakeIsAStartError: go-plugin's handshake line is the plugin's to
@@ -151,5 +152,64 @@ func TestHostileBrokerFloodCostsTheHostNothing(t *testing.T) {
 	}
 	if peak.Load() > int64(base)+1000 {
 		t.Errorf("the host's goroutines grew from %d to %d while the plugin flooded its broker stream", base, peak.Load())
+	}
+}
+
+// TestHostileSocketSwapIsNotFollowed: after its start the plugin replaces its own
+// socket with a link to a host service's socket and cuts every connection, so that
+// the host dials again. The host does not follow the link: its next call to the
+// plugin fails, the host service sees no connection, and a well-behaved plugin keeps
+// working. In a world of its own and in the fallback.
+func TestHostileSocketSwapIsNotFollowed(t *testing.T) {
+	bin := buildHostile(t)
+	var dialed atomic.Int64
+	hostSock := filepath.Join(shortDir(t), "service.sock")
+	ul, err := net.Listen("unix", hostSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ul.Close() })
+	go func() {
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			dialed.Add(1)
+			c.Close()
+		}
+	}()
+	for _, world := range []bool{true, false} {
+		name := "World"
+		if !world {
+			name = "Fallback"
+		}
+		t.Run(name, func(t *testing.T) {
+			if !world {
+				t.Setenv(sandbox.OffEnv, "world")
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			before := dialed.Load()
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			l := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"),
+				obj{"name": "hostile", "path": bin, "call_timeout": "5s"})))
+			s, err := settleIn(t, l, "swap", `{"target":"`+hostSock+`"}`)
+			t.Logf("swap: %v, %v", s, err)
+			s, err = settleIn(t, l, "cut", `{}`)
+			t.Logf("cut: %v, %v", s, err)
+			s, err = settleIn(t, l, "register", `{"names":["x"]}`)
+			t.Logf("the call after: %v, %v", s, err)
+			if err == nil && s.Outcome == registry.Completed {
+				t.Errorf("a call to the plugin after the swap: %v", s)
+			}
+			if n := dialed.Load() - before; n != 0 {
+				t.Errorf("the host connected %d times to the socket the plugin's link points to", n)
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
 	}
 }

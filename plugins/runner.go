@@ -189,13 +189,19 @@ func (r *procRunner) PluginToHost(network, addr string) (string, string, error) 
 
 // dial is the host's only way to the plugin's gRPC server (go-plugin's dialer, which
 // connects to whatever address the handshake named, is replaced by it): the socket
-// PluginToHost accepted, when its server is a process of the plugin's tree. gRPC
-// reconnects through it too, so a socket replaced after the handshake (by a link to
-// a host service, or another process's socket) is refused each time.
+// PluginToHost accepted, while it is a socket, when its server is a process of the
+// plugin's tree. gRPC reconnects through it too, so a socket replaced after the
+// handshake (by a link to a host service, or another process's socket) is refused
+// each time, a link before any connection is made.
 func (r *procRunner) dial(ctx context.Context, _ string) (net.Conn, error) {
 	addr := r.address.Load()
 	if addr == nil {
 		return nil, errors.New("the plugin's handshake named no socket the host accepted")
+	}
+	if fi, err := os.Lstat(*addr); err != nil {
+		return nil, fmt.Errorf("the plugin's socket: %w", err)
+	} else if fi.Mode().Type() != fs.ModeSocket {
+		return nil, fmt.Errorf("the plugin's socket %s was replaced (now not a socket): refused", *addr)
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", *addr)

@@ -79,6 +79,8 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "probe", Description: "tries everything", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "attack", Description: "tries the operating system", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "escape", Description: "tries what a world of its own should hold", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "swap", Description: "points its socket elsewhere", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "cut", Description: "cuts the host off", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "reach", Description: "tries what is not a file path", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
@@ -102,6 +104,14 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		var in escapeInput
 		json.Unmarshal(req.Input, &in)
 		return reply(stream, escapeOS(in))
+	case "swap":
+		var in struct{ Target string }
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, swap(in.Target))
+	case "cut":
+		fmt.Fprintln(os.Stderr, cut()) // no answer: the connection it would go over is cut
+		<-ctx.Done()
+		return ctx.Err()
 	case "reach":
 		var in reachInput
 		json.Unmarshal(req.Input, &in)
