@@ -3,7 +3,10 @@
 // reports what worked at the host's RPC level; its "attack" tool tries the operating
 // system (files, sockets, signals), "spawn" leaves processes behind, "register"
 // takes names, "hang" never ends, "flood" returns a huge output and "alloc"
-// allocates without bound, "forkbomb" starts processes until refused.
+// allocates without bound, "forkbomb" starts processes until refused, "reach" tries
+// IPC, the host's process group and terminals, "swap" and "cut" replace its socket
+// with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
+// hostile handshake of its own instead of serving (see handshake).
 package main
 
 import (
