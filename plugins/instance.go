@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -426,6 +427,14 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		return nil, "", fmt.Errorf("plugin binary: %w", err)
 	}
 	clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
+	// The host connects only to the socket the plugin's process serves in its own
+	// directory (see procRunner.PluginToHost and dial).
+	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		inst.mu.Lock()
+		proc := inst.proc
+		inst.mu.Unlock()
+		return proc.dial(ctx, addr)
+	}), grpc.WithChainStreamInterceptor(refuseBrokerInbound))
 	clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
 		env = append(env, pluginpb.HostTokenEnv+"="+token)
@@ -439,7 +448,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		if w := box.Warning(); w != "" {
 			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
-		proc := newProcRunner(box, activationLineLimit(cfg.Limits), inst.log)
+		proc := newProcRunner(box, activationLineLimit(cfg.Limits), inst.log, socketDir)
 		inst.mu.Lock() // stop may read it at once: the Location can close during a start
 		inst.proc = proc
 		inst.mu.Unlock()

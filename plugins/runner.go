@@ -5,12 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/sandbox"
 )
@@ -26,6 +35,13 @@ type procRunner struct {
 	drained chan struct{}
 	// maxActivationLine bounds the activation line read off stdout.
 	maxActivationLine int
+	// socketDir is the private directory go-plugin gave the plugin for its socket:
+	// the only place the host connects to (see PluginToHost).
+	socketDir string
+	// handshake watches the first line go-plugin reads off stdout.
+	handshake handshakeLine
+	// address is the socket PluginToHost accepted; dial connects only there.
+	address atomic.Pointer[string]
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
@@ -36,9 +52,9 @@ type procRunner struct {
 	killed     atomic.Bool // Kill was called: go-plugin or the host ended the process
 }
 
-func newProcRunner(box *sandbox.Box, maxActivationLine int, log *pluginLog) *procRunner {
+func newProcRunner(box *sandbox.Box, maxActivationLine int, log *pluginLog, socketDir string) *procRunner {
 	box.Cmd.Stdin = nil // never the host's stdin
-	return &procRunner{box: box, exited: make(chan struct{}), maxActivationLine: maxActivationLine, log: log, drained: make(chan struct{})}
+	return &procRunner{box: box, exited: make(chan struct{}), maxActivationLine: maxActivationLine, log: log, drained: make(chan struct{}), socketDir: socketDir}
 }
 
 func (r *procRunner) Start(context.Context) error {
@@ -120,7 +136,7 @@ func (r *procRunner) exitStatus() string {
 	return r.exitErr.Error()
 }
 
-func (r *procRunner) Stdout() io.ReadCloser           { return r.stdout }
+func (r *procRunner) Stdout() io.ReadCloser           { return r.handshake.watch(r.stdout) }
 func (r *procRunner) Stderr() io.ReadCloser           { return drainedReader(r.drained) }
 func (r *procRunner) Name() string                    { return r.box.Spec().Name }
 func (r *procRunner) Diagnose(context.Context) string { return "" }
@@ -130,11 +146,155 @@ func (r *procRunner) ID() string {
 	}
 	return ""
 }
-func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
-	return network, addr, nil
-}
 func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
 	return network, addr, nil
+}
+
+// PluginToHost accepts the address of the plugin's handshake only if it is a unix
+// socket directly in the directory go-plugin gave the plugin, and the handshake
+// offers no TLS certificate: the address and the certificate are the plugin's
+// words, and the host would otherwise connect wherever they say (a TCP address, a
+// host service's socket, a link in its directory to one) and take the certificate
+// into a TLS configuration it does not have. dial then connects only there, and
+// only to the plugin's own process tree.
+func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
+	if r.handshake.offersCert() {
+		return "", "", errors.New("its handshake offers a TLS certificate, and the host takes none (it speaks to a plugin over a private unix socket, not go-plugin's AutoMTLS)")
+	}
+	if network != "unix" {
+		return "", "", fmt.Errorf("its handshake names the %s address %q; the host connects only to a unix socket in the directory it gave the plugin (%s)", network, addr, r.socketDir)
+	}
+	if !filepath.IsAbs(addr) || filepath.Dir(filepath.Clean(addr)) != filepath.Clean(r.socketDir) {
+		return "", "", fmt.Errorf("its handshake names the socket %q, outside the directory the host gave it (%s); the host connects only there", addr, r.socketDir)
+	}
+	fi, err := os.Lstat(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("the socket its handshake names: %w", err)
+	}
+	if t := fi.Mode().Type(); t != fs.ModeSocket {
+		what := "a " + t.String() + " file"
+		switch t {
+		case fs.ModeSymlink:
+			what = "a symbolic link"
+		case fs.ModeDir:
+			what = "a directory"
+		case 0:
+			what = "a regular file"
+		}
+		return "", "", fmt.Errorf("its handshake names %q, which is %s, not a socket; the host connects only to the plugin's own socket", addr, what)
+	}
+	r.address.Store(&addr)
+	return network, addr, nil
+}
+
+// dial is the host's only way to the plugin's gRPC server (go-plugin's dialer, which
+// connects to whatever address the handshake named, is replaced by it): the socket
+// PluginToHost accepted, while it is a socket, when its server is a process of the
+// plugin's tree. gRPC reconnects through it too, so a socket replaced after the
+// handshake (by a link to a host service, or another process's socket) is refused
+// each time, a link before any connection is made.
+func (r *procRunner) dial(ctx context.Context, _ string) (net.Conn, error) {
+	addr := r.address.Load()
+	if addr == nil {
+		return nil, errors.New("the plugin's handshake named no socket the host accepted")
+	}
+	if fi, err := os.Lstat(*addr); err != nil {
+		return nil, fmt.Errorf("the plugin's socket: %w", err)
+	} else if fi.Mode().Type() != fs.ModeSocket {
+		return nil, fmt.Errorf("the plugin's socket %s was replaced (now not a socket): refused", *addr)
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", *addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := peercred.Of(c)
+	switch {
+	case errors.Is(err, peercred.ErrUnsupported):
+		return c, nil // the socket's private directory is the only guard here
+	case err != nil:
+		c.Close()
+		return nil, fmt.Errorf("the plugin's socket %s: %w", *addr, err)
+	case !r.box.Contains(p.PID):
+		c.Close()
+		return nil, fmt.Errorf("the plugin's socket %s is served by process %d, which is not the plugin's: refused", *addr, p.PID)
+	}
+	return c, nil
+}
+
+// brokerStreamMethod is go-plugin's broker stream, on which the host announces the
+// capabilities it serves to the plugin (see Instance.serveCapabilities).
+const brokerStreamMethod = "/plugin.GRPCBroker/StartStream"
+
+// refuseBrokerInbound ends a plugin's broker stream at the first message the plugin
+// sends on it: the host never dials a broker id a plugin serves, so it needs none,
+// and go-plugin would keep a goroutine (five seconds) or a map entry (for ever, a
+// knock) for each, as many as a plugin cares to send. The host's announcements to
+// the plugin end with the stream: a plugin that does this gets no capability it
+// has not dialled yet.
+func refuseBrokerInbound(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != brokerStreamMethod {
+		return s, err
+	}
+	return refusingStream{s}, nil
+}
+
+type refusingStream struct{ grpc.ClientStream }
+
+func (s refusingStream) RecvMsg(m any) error {
+	if err := s.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return status.Error(codes.PermissionDenied, "the plugin sent connection info on its broker stream, which the host never asks a plugin for: the stream is closed")
+}
+
+// handshakeLine passes stdout through and watches its first line, go-plugin's
+// handshake (CORE|APP|NETWORK|ADDRESS|PROTOCOL|CERT|MUX), for a certificate: a
+// sixth field longer than 50 bytes, which go-plugin would load into the client's
+// TLS configuration (nil here: the host's process would panic). Safe for one reader
+// and concurrent offersCert calls.
+type handshakeLine struct {
+	src io.ReadCloser
+
+	mu      sync.Mutex
+	done    bool // the line's end was read
+	field   int  // the field being read, from 0
+	certLen int  // the bytes of field 5 read so far
+}
+
+func (h *handshakeLine) watch(src io.ReadCloser) *handshakeLine {
+	h.src = src
+	return h
+}
+
+func (h *handshakeLine) Read(p []byte) (int, error) {
+	n, err := h.src.Read(p)
+	h.mu.Lock()
+	for _, b := range p[:n] {
+		if h.done {
+			break
+		}
+		switch {
+		case b == '\n':
+			h.done = true
+		case b == '|':
+			h.field++
+		case h.field == 5:
+			h.certLen++
+		}
+	}
+	h.mu.Unlock()
+	return n, err
+}
+
+func (h *handshakeLine) Close() error { return h.src.Close() }
+
+// offersCert reports whether the handshake read so far offers a certificate.
+func (h *handshakeLine) offersCert() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.certLen > 50
 }
 
 // attachedRunner follows a plugin process the host attached to but does not own (a

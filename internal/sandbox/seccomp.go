@@ -36,6 +36,14 @@ func denyNetwork(network bool) (bool, error) {
 // socket(2)), and the keyring calls (add_key, request_key, keyctl) with EPERM.
 // Unless network, socket(2) succeeds only for AF_UNIX (EACCES).
 //
+// Without world, System V IPC (shm*, msg*, sem*) and POSIX message queues (mq_*)
+// fail with EPERM: no IPC namespace separates the program from the host and the
+// other sources then, and their objects are found by key, id or name, not by a
+// path Landlock could check (a world has an IPC namespace of its own). So does
+// setpgid(2) into an existing group (a pgid other than 0): the program shares the
+// host's session, and without a PID namespace of its own it could join the host's
+// process group (setpgid(pid, 0), a group of its own, passes).
+//
 // With world (a program in a world of its own, see startWorld), what could change
 // that world or reach past it fails with EPERM: mount and the new mount API,
 // pivot_root, chroot, setns, unshare, clone(2) with a namespace flag (clone3(2),
@@ -43,7 +51,7 @@ func denyNetwork(network bool) (bool, error) {
 // back to clone), ptrace, process_vm_readv/writev, perf_event_open, bpf,
 // userfaultfd, and the kernel's module and kexec calls.
 //
-// The filter reads a call's arguments only for clone and socket: for every other
+// The filter reads a call's arguments only for clone, socket and setpgid: for every other
 // system call its answer depends on the number alone, so the kernel's action
 // cache (Linux 5.11) allows the permitted ones (read, write, futex, epoll, ...)
 // without running the filter, whatever the order of the comparisons. Keep it so.
@@ -64,6 +72,7 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 		offNR   = 0  // seccomp_data.nr
 		offArch = 4  // seccomp_data.arch
 		offArg0 = 16 // seccomp_data.args[0], its low 32 bits on little-endian machines
+		offArg1 = 24 // seccomp_data.args[1], so too
 		x32Bit  = 0x40000000
 		nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 			unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
@@ -91,6 +100,25 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 	deny(unix.SYS_IO_URING_SETUP, unix.ENOSYS)
 	for _, nr := range []uintptr{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL} {
 		deny(nr, unix.EPERM)
+	}
+	if !world {
+		for _, nr := range []uintptr{
+			unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
+			unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+			unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
+			unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+			unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+		} {
+			deny(nr, unix.EPERM)
+		}
+		// setpgid: a pgid other than 0 in its second argument.
+		prog = append(prog,
+			jeq(unix.SYS_SETPGID, 0, 4), // past the check, the number still loaded
+			ld(offArg1),
+			jeq(0, 0, 1),
+			ret(unix.SECCOMP_RET_ALLOW),
+			ret(errno(unix.EPERM)),
+		)
 	}
 	if world {
 		deny(unix.SYS_CLONE3, unix.ENOSYS)

@@ -3,7 +3,10 @@
 // reports what worked at the host's RPC level; its "attack" tool tries the operating
 // system (files, sockets, signals), "spawn" leaves processes behind, "register"
 // takes names, "hang" never ends, "flood" returns a huge output and "alloc"
-// allocates without bound, "forkbomb" starts processes until refused.
+// allocates without bound, "forkbomb" starts processes until refused, "reach" tries
+// IPC, the host's process group and terminals, "swap" and "cut" replace its socket
+// with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
+// hostile handshake of its own instead of serving (see handshake).
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +82,9 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "probe", Description: "tries everything", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "attack", Description: "tries the operating system", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "escape", Description: "tries what a world of its own should hold", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "swap", Description: "points its socket elsewhere", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "cut", Description: "cuts the host off", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "reach", Description: "tries what is not a file path", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "hang", Description: "never ends", InputSchema: []byte(`{"type":"object"}`)},
@@ -100,6 +107,18 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		var in escapeInput
 		json.Unmarshal(req.Input, &in)
 		return reply(stream, escapeOS(in))
+	case "swap":
+		var in struct{ Target string }
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, swap(in.Target))
+	case "cut":
+		fmt.Fprintln(os.Stderr, cut()) // no answer: the connection it would go over is cut
+		<-ctx.Done()
+		return ctx.Err()
+	case "reach":
+		var in reachInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, reachOS(in))
 	case "spawn":
 		var in struct{ Marker string }
 		json.Unmarshal(req.Input, &in)
@@ -251,6 +270,10 @@ func (hostilePlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Clien
 
 func main() {
 	if role() {
+		return
+	}
+	if kind := os.Getenv("HOSTILE_HANDSHAKE"); kind != "" {
+		handshake(kind, os.Getenv("HOSTILE_TARGET"))
 		return
 	}
 	plugin.Serve(&plugin.ServeConfig{
