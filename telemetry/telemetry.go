@@ -9,11 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -49,14 +45,14 @@ type Options struct {
 }
 
 // Telemetry is what Start configured: the tracer and meter providers, the
-// Prometheus registry and the audit trail, any of which may be off. Its methods are
+// reader of the Prometheus endpoint and the audit trail, any of which may be off. Its methods are
 // safe for concurrent use. Shutdown flushes and closes it.
 type Telemetry struct {
 	tp     *sdktrace.TracerProvider // nil: traces off
 	tracer trace.Tracer             // nil: traces off
 	mp     *sdkmetric.MeterProvider // nil: metrics off
 	inst   *instruments             // nil: metrics off
-	prom   *prometheus.Registry     // nil: no Prometheus endpoint
+	prom   *sdkmetric.ManualReader  // nil: no Prometheus endpoint
 	audit  *auditLog                // nil: no audit trail
 
 	storage atomic.Pointer[registry.Storage]
@@ -91,7 +87,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		}
 	}
 	if traces {
-		exp, err := autoexport.NewSpanExporter(ctx)
+		exp, err := newSpanExporter(ctx, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
@@ -100,7 +96,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 	}
 	var readers []sdkmetric.Option
 	if metrics {
-		r, err := autoexport.NewMetricReader(ctx)
+		r, err := newMetricReader(ctx, getenv)
 		if err != nil {
 			t.Shutdown(ctx)
 			return nil, fmt.Errorf("telemetry: metrics: %w", err)
@@ -108,13 +104,8 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		readers = append(readers, sdkmetric.WithReader(r))
 	}
 	if opts.Prometheus {
-		t.prom = prometheus.NewRegistry()
-		r, err := otelprom.New(otelprom.WithRegisterer(t.prom))
-		if err != nil {
-			t.Shutdown(ctx)
-			return nil, fmt.Errorf("telemetry: prometheus: %w", err)
-		}
-		readers = append(readers, sdkmetric.WithReader(r))
+		t.prom = sdkmetric.NewManualReader()
+		readers = append(readers, sdkmetric.WithReader(t.prom))
 	}
 	if len(readers) > 0 {
 		t.mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
@@ -191,7 +182,7 @@ func (t *Telemetry) Handler() http.Handler {
 	if t.prom == nil {
 		return nil
 	}
-	return promhttp.HandlerFor(t.prom, promhttp.HandlerOpts{})
+	return promHandler{t.prom}
 }
 
 // Shutdown exports what is buffered, stops the exporters and closes the audit
