@@ -68,3 +68,5 @@ require (
 )
 
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
+
+replace github.com/hashicorp/go-plugin => ./third_party/go-plugin
