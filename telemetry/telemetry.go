@@ -25,9 +25,10 @@ import (
 
 // Options configure Start.
 type Options struct {
-	// Getenv reads the OTEL_* variables that decide whether traces and metrics are
-	// exported (the exporters read their own settings from the process environment).
-	// Default: os.Getenv.
+	// Getenv reads the OTEL_* variables that decide whether and where traces and
+	// metrics are exported: the exporter, the OTLP protocol, the prometheus
+	// exporter's host and port (the OTLP exporters read their endpoint, headers and
+	// TLS settings from the process environment). Default: os.Getenv.
 	Getenv func(string) string
 	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME (or
 	// OTEL_RESOURCE_ATTRIBUTES) sets one; default "toolhost".
