@@ -64,8 +64,8 @@ type Telemetry struct {
 }
 
 // Start configures telemetry from opts and the environment. It fails when an
-// exporter variable names an unknown exporter or protocol, or the audit directory
-// cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
+// exporter variable names an unknown exporter or protocol, the prometheus
+// exporter cannot listen on its address, or the audit directory cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
 // what is buffered.
 func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 	getenv := opts.Getenv
