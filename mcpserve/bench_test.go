@@ -87,22 +87,11 @@ func buildNative(b *testing.B) string {
 // machine's). Empty: over a Location with no config. It reports each median and
 // the ratio of toolhost to native.
 func BenchmarkInitializeAlternating(b *testing.B) {
-	probe, err := filepath.Abs(filepath.Join("testdata", "probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, bc := range []struct{ name, cfg string }{
-		{"ColdPlugin", `{"plugins": [{"name": "probe", "source": "` + probe + `"}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`},
-		{"Empty", `{}`},
-	} {
+	for _, bc := range initializeCases(b) {
 		b.Run(bc.name, func(b *testing.B) {
 			native := buildNative(b)
 			bin := toolhostBin(b)
-			ws := b.TempDir()
-			os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755)
-			if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(bc.cfg), 0o644); err != nil {
-				b.Fatal(err)
-			}
+			ws := initializeWorkspace(b, bc.cfg)
 			data := b.TempDir()
 			initialize := func(cmd *exec.Cmd) time.Duration {
 				client := gomcp.NewClient(&gomcp.Implementation{Name: "bench", Version: "1"}, nil)
@@ -129,4 +118,29 @@ func BenchmarkInitializeAlternating(b *testing.B) {
 			b.ReportMetric(mt/mn, "ratio")
 		})
 	}
+}
+
+// initializeCases are the Locations the initialize benchmarks serve: ColdPlugin,
+// whose one plugin is the probe given as Go source, and Empty, with no config.
+func initializeCases(b *testing.B) []struct{ name, cfg string } {
+	probe, err := filepath.Abs(filepath.Join("testdata", "probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []struct{ name, cfg string }{
+		{"ColdPlugin", `{"plugins": [{"name": "probe", "source": "` + probe + `"}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`},
+		{"Empty", `{}`},
+	}
+}
+
+// initializeWorkspace returns a new Location directory with cfg as its config.
+func initializeWorkspace(b *testing.B, cfg string) string {
+	ws := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, ".toolhost"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".toolhost", "config.json"), []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return ws
 }

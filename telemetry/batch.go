@@ -61,7 +61,7 @@ func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher 
 		done:     make(chan struct{}),
 	}
 	b.maxBatch = min(b.maxBatch, b.maxQueue) // as the SDK does
-	if c := otlpClient(exp); c != nil {
+	if c := otlpClient(exp, getenv); c != nil {
 		if err := c.Start(context.Background()); err != nil {
 			otel.Handle(fmt.Errorf("telemetry: OTLP trace client: %w; exporting through the SDK's exporter", err))
 		} else {

@@ -3,9 +3,11 @@
 //
 // [Start] reads the standard OTEL_* environment variables: traces are exported when
 // OTEL_TRACES_EXPORTER names an exporter (otlp, console) or, unset, when an OTLP
-// endpoint is configured; metrics likewise with OTEL_METRICS_EXPORTER. The OTLP
-// protocol (grpc or http/protobuf), endpoint, headers, service name, resource
-// attributes and sampler are the SDK's own variables. With none of them set, no
+// endpoint is configured; metrics likewise with OTEL_METRICS_EXPORTER (also
+// prometheus: an endpoint of its own at OTEL_EXPORTER_PROMETHEUS_HOST:PORT). The
+// OTLP protocol is OTEL_EXPORTER_OTLP_[SIGNAL_]PROTOCOL, grpc or http/protobuf (the
+// default); endpoint, headers, service name, resource attributes and sampler are
+// the SDK's own variables. With none of them set, no
 // audit directory and no Prometheus endpoint, [Telemetry.Observer] is nil and the
 // host runs exactly as without this package.
 //

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"os"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -19,24 +18,16 @@ import (
 )
 
 // otlpClient is a client of the same kind and configuration as exp's when exp is
-// an OTLP trace exporter (as autoexport makes one: the protocol from
-// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, default
-// http/protobuf, the rest from the process environment), or else nil.
-func otlpClient(exp sdktrace.SpanExporter) otlptrace.Client {
+// the OTLP trace exporter newSpanExporter made (the protocol as otlpProtocol says,
+// the rest read by the client from the process environment), or else nil.
+func otlpClient(exp sdktrace.SpanExporter, getenv func(string) string) otlptrace.Client {
 	if _, ok := exp.(*otlptrace.Exporter); !ok {
 		return nil
 	}
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	if proto, err := otlpProtocol(getenv, "TRACES"); err != nil || proto != "grpc" {
+		return otlptracehttp.NewClient() // err: newSpanExporter refused it first
 	}
-	switch protocol {
-	case "grpc":
-		return otlptracegrpc.NewClient()
-	case "", "http/protobuf":
-		return otlptracehttp.NewClient()
-	}
-	return nil
+	return otlptracegrpc.NewClient()
 }
 
 // otlpUpload converts batches of spans to OTLP messages and uploads them with its

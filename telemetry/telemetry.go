@@ -9,11 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -29,9 +25,10 @@ import (
 
 // Options configure Start.
 type Options struct {
-	// Getenv reads the OTEL_* variables that decide whether traces and metrics are
-	// exported (the exporters read their own settings from the process environment).
-	// Default: os.Getenv.
+	// Getenv reads the OTEL_* variables that decide whether and where traces and
+	// metrics are exported: the exporter, the OTLP protocol, the prometheus
+	// exporter's host and port (the OTLP exporters read their endpoint, headers and
+	// TLS settings from the process environment). Default: os.Getenv.
 	Getenv func(string) string
 	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME (or
 	// OTEL_RESOURCE_ATTRIBUTES) sets one; default "toolhost".
@@ -49,7 +46,7 @@ type Options struct {
 }
 
 // Telemetry is what Start configured: the tracer and meter providers, the
-// Prometheus registry and the audit trail, any of which may be off. Its methods are
+// reader of the Prometheus endpoint and the audit trail, any of which may be off. Its methods are
 // safe for concurrent use. Shutdown flushes and closes it.
 type Telemetry struct {
 	tp     *sdktrace.TracerProvider // nil: traces off
@@ -57,7 +54,7 @@ type Telemetry struct {
 	batch  *batcher                 // tp's span processor; nil: traces off
 	mp     *sdkmetric.MeterProvider // nil: metrics off
 	inst   *instruments             // nil: metrics off
-	prom   *prometheus.Registry     // nil: no Prometheus endpoint
+	prom   *sdkmetric.ManualReader  // nil: no Prometheus endpoint
 	audit  *auditLog                // nil: no audit trail
 
 	storage atomic.Pointer[registry.Storage]
@@ -68,8 +65,8 @@ type Telemetry struct {
 }
 
 // Start configures telemetry from opts and the environment. It fails when an
-// exporter variable names an unknown exporter or protocol, or the audit directory
-// cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
+// exporter variable names an unknown exporter or protocol, the prometheus
+// exporter cannot listen on its address, or the audit directory cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
 // what is buffered.
 func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 	getenv := opts.Getenv
@@ -92,7 +89,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		}
 	}
 	if traces {
-		exp, err := autoexport.NewSpanExporter(ctx)
+		exp, err := newSpanExporter(ctx, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
@@ -102,7 +99,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 	}
 	var readers []sdkmetric.Option
 	if metrics {
-		r, err := autoexport.NewMetricReader(ctx)
+		r, err := newMetricReader(ctx, getenv)
 		if err != nil {
 			t.Shutdown(ctx)
 			return nil, fmt.Errorf("telemetry: metrics: %w", err)
@@ -110,13 +107,8 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		readers = append(readers, sdkmetric.WithReader(r))
 	}
 	if opts.Prometheus {
-		t.prom = prometheus.NewRegistry()
-		r, err := otelprom.New(otelprom.WithRegisterer(t.prom))
-		if err != nil {
-			t.Shutdown(ctx)
-			return nil, fmt.Errorf("telemetry: prometheus: %w", err)
-		}
-		readers = append(readers, sdkmetric.WithReader(r))
+		t.prom = sdkmetric.NewManualReader()
+		readers = append(readers, sdkmetric.WithReader(t.prom))
 	}
 	if len(readers) > 0 {
 		t.mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
@@ -193,7 +185,7 @@ func (t *Telemetry) Handler() http.Handler {
 	if t.prom == nil {
 		return nil
 	}
-	return promhttp.HandlerFor(t.prom, promhttp.HandlerOpts{})
+	return promHandler{t.prom}
 }
 
 // Shutdown exports what is buffered, stops the exporters and closes the audit

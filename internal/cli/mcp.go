@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -283,11 +284,13 @@ func (m *mcpRun) activationFailed(ctx context.Context, err error) int {
 }
 
 // serveStdio serves one client session on stdin and stdout until it ends. The
-// session is served from the start, and the Locations are activated meanwhile: the
-// client's initialize is answered before any of them is read, and its tools/list
-// and tools/call wait (mcpserve.Server.Hold) until they are served. A Location that
-// cannot be activated ends the session and the run; a client that goes away ends
-// the activation.
+// session is served from the start, and the Locations are activated once the
+// server has written its first message (the answer to the client's initialize):
+// the answer never waits for, or shares the processors with, reading configs and
+// starting sources; the client's tools/list and tools/call wait
+// (mcpserve.Server.Hold) until the Locations are served. A Location that cannot be
+// activated ends the session and the run; a client that goes away ends the
+// activation, or keeps it from starting.
 func (m *mcpRun) serveStdio(ctx context.Context) int {
 	in := m.app.stdin
 	relay := false
@@ -305,11 +308,18 @@ func (m *mcpRun) serveStdio(ctx context.Context) int {
 	actCtx, stopActivating := context.WithCancel(ctx)
 	defer stopActivating()
 	served := make(chan error, 1)
+	out := &firstWrite{w: m.app.stdout, done: make(chan struct{})}
 	go func() {
-		served <- m.srv.ServeStdio(serveCtx, in, m.app.stdout)
+		served <- m.srv.ServeStdio(serveCtx, in, out)
 		stopActivating()
 	}()
-	err := m.activate(actCtx)
+	var err error
+	select {
+	case <-out.done:
+		err = m.activate(actCtx)
+	case <-actCtx.Done():
+		err = actCtx.Err()
+	}
 	release()
 	if relay { // after the activation, which runs beside the session's first answers
 		defer relayProcs()()
@@ -323,6 +333,19 @@ func (m *mcpRun) serveStdio(ctx context.Context) int {
 		return m.fail(err)
 	}
 	return ExitOK
+}
+
+// firstWrite is a writer that closes done once its first Write has returned.
+type firstWrite struct {
+	w    io.Writer
+	once sync.Once
+	done chan struct{}
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.once.Do(func() { close(f.done) })
+	return n, err
 }
 
 // serveHTTP serves streamable HTTP on lis until ctx ends or serving fails.

@@ -1,0 +1,157 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The exporters are chosen here from the standard variables, as the OpenTelemetry
+// specification defines them, rather than by the contrib autoexport package: that
+// one links every exporter it knows (logs, the client_golang Prometheus stack) and
+// their package initialisation is paid by every toolhost command at start, whether
+// or not telemetry is on.
+
+// exporterName returns OTEL_<signal>_EXPORTER, or "otlp" when it is unset (Start
+// asks only for the signals exporting reports).
+func exporterName(getenv func(string) string, signal string) string {
+	if v := getenv("OTEL_" + signal + "_EXPORTER"); v != "" {
+		return v
+	}
+	return "otlp"
+}
+
+// otlpProtocol returns the OTLP protocol of signal: OTEL_EXPORTER_OTLP_<signal>_PROTOCOL,
+// else OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf (the specification's default).
+func otlpProtocol(getenv func(string) string, signal string) (string, error) {
+	name := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"
+	p := getenv(name)
+	if p == "" {
+		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		p = getenv(name)
+	}
+	switch p {
+	case "":
+		return "http/protobuf", nil
+	case "grpc", "http/protobuf":
+		return p, nil
+	}
+	return "", fmt.Errorf("%s=%q is not an OTLP protocol toolhost speaks; set grpc or http/protobuf", name, p)
+}
+
+// newSpanExporter returns the span exporter OTEL_TRACES_EXPORTER names: otlp (over
+// the protocol otlpProtocol says; the exporter reads its endpoint, headers and other
+// settings from the process environment) or console (stdout).
+func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+	switch name := exporterName(getenv, "TRACES"); name {
+	case "otlp":
+		proto, err := otlpProtocol(getenv, "TRACES")
+		if err != nil {
+			return nil, err
+		}
+		if proto == "grpc" {
+			return otlptracegrpc.New(ctx)
+		}
+		return otlptracehttp.New(ctx)
+	case "console":
+		return stdouttrace.New()
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q names no exporter toolhost has; set otlp, console or none", name)
+	}
+}
+
+// newMetricReader returns the metric reader OTEL_METRICS_EXPORTER names: otlp or
+// console, pushed periodically (OTEL_METRIC_EXPORT_INTERVAL, read by the SDK), or
+// prometheus, a pull endpoint at http://OTEL_EXPORTER_PROMETHEUS_HOST:OTEL_EXPORTER_PROMETHEUS_PORT/metrics
+// (default localhost:9464) that the returned reader's Shutdown closes.
+func newMetricReader(ctx context.Context, getenv func(string) string) (sdkmetric.Reader, error) {
+	switch name := exporterName(getenv, "METRICS"); name {
+	case "otlp":
+		proto, err := otlpProtocol(getenv, "METRICS")
+		if err != nil {
+			return nil, err
+		}
+		var exp sdkmetric.Exporter
+		if proto == "grpc" {
+			exp, err = otlpmetricgrpc.New(ctx)
+		} else {
+			exp, err = otlpmetrichttp.New(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return sdkmetric.NewPeriodicReader(exp), nil
+	case "console":
+		exp, err := stdoutmetric.New()
+		if err != nil {
+			return nil, err
+		}
+		return sdkmetric.NewPeriodicReader(exp), nil
+	case "prometheus":
+		return servePrometheus(ctx, getenv)
+	default:
+		return nil, fmt.Errorf("OTEL_METRICS_EXPORTER=%q names no exporter toolhost has; set otlp, prometheus, console or none", name)
+	}
+}
+
+// promServer is the reader behind OTEL_METRICS_EXPORTER=prometheus: a manual
+// reader whose metrics an HTTP server of its own serves as Prometheus text.
+type promServer struct {
+	*sdkmetric.ManualReader
+	srv    *http.Server
+	served chan struct{} // closed when Serve has returned
+}
+
+// servePrometheus listens on OTEL_EXPORTER_PROMETHEUS_HOST:PORT and serves a new
+// manual reader's metrics at /metrics.
+func servePrometheus(ctx context.Context, getenv func(string) string) (*promServer, error) {
+	host, port := getenv("OTEL_EXPORTER_PROMETHEUS_HOST"), getenv("OTEL_EXPORTER_PROMETHEUS_PORT")
+	if host == "" {
+		host = "localhost"
+	}
+	if port == "" {
+		port = "9464"
+	}
+	addr := net.JoinHostPort(host, port)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_METRICS_EXPORTER=prometheus: listen on %s (OTEL_EXPORTER_PROMETHEUS_HOST, OTEL_EXPORTER_PROMETHEUS_PORT): %w", addr, err)
+	}
+	r := sdkmetric.NewManualReader()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promHandler{r})
+	p := &promServer{ManualReader: r, served: make(chan struct{}), srv: &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}}
+	go func() {
+		defer close(p.served)
+		if err := p.srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			otel.Handle(fmt.Errorf("telemetry: the Prometheus endpoint on %s stopped: %w", lis.Addr(), err))
+		}
+	}()
+	return p, nil
+}
+
+// Shutdown stops the HTTP server, waiting for its requests within ctx, and the
+// reader.
+func (p *promServer) Shutdown(ctx context.Context) error {
+	err := p.srv.Shutdown(ctx)
+	<-p.served
+	return errors.Join(err, p.ManualReader.Shutdown(ctx))
+}

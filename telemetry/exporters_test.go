@@ -1,0 +1,137 @@
+package telemetry_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/toolhost/toolhost/telemetry"
+)
+
+// envOf returns a Getenv reading vars.
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// TestExporterChoiceRefusesWhatItCannotDo starts telemetry with exporter and
+// protocol names toolhost does not have: Start fails naming the variable and the
+// values it takes.
+func TestExporterChoiceRefusesWhatItCannotDo(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"UnknownTraceExporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"},
+			[]string{`OTEL_TRACES_EXPORTER="zipkin"`, "otlp, console or none"}},
+		{"UnknownMetricExporter", map[string]string{"OTEL_METRICS_EXPORTER": "statsd"},
+			[]string{`OTEL_METRICS_EXPORTER="statsd"`, "otlp, prometheus, console or none"}},
+		{"UnknownProtocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+			[]string{`OTEL_EXPORTER_OTLP_PROTOCOL="http/json"`, "grpc or http/protobuf"}},
+		{"UnknownSignalProtocol", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "thrift"},
+			[]string{`OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="thrift"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tel, err := telemetry.Start(t.Context(), telemetry.Options{Getenv: envOf(c.env)})
+			if err == nil {
+				tel.Shutdown(context.Background())
+				t.Fatal("Start accepted it")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestOTLPDefaultsToHTTPProtobuf exports a span with only an OTLP endpoint set:
+// it arrives as an OTLP/HTTP protobuf POST to /v1/traces, the specification's
+// default protocol.
+func TestOTLPDefaultsToHTTPProtobuf(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer hs.Close()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": hs.URL + "/v1/traces"}
+	for k, v := range env { // the exporter reads its endpoint from the process
+		t.Setenv(k, v)
+	}
+	tel, err := telemetry.Start(t.Context(), telemetry.Options{Getenv: envOf(env)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tel.Tracer().Start(t.Context(), "probe-span")
+	span.End()
+	if err := tel.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "POST /v1/traces application/x-protobuf ") || !strings.Contains(got[0], "probe-span") {
+		t.Errorf("the receiver got %q, want one protobuf POST to /v1/traces with the span", got)
+	}
+}
+
+// TestPrometheusExporterEndpoint starts telemetry with OTEL_METRICS_EXPORTER=prometheus:
+// Prometheus text is served at /metrics on OTEL_EXPORTER_PROMETHEUS_HOST:PORT
+// until Shutdown, which closes the port.
+func TestPrometheusExporterEndpoint(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	host, port, _ := net.SplitHostPort(addr)
+	tel, err := telemetry.Start(t.Context(), telemetry.Options{ServiceName: "metrics-probe", Getenv: envOf(map[string]string{
+		"OTEL_METRICS_EXPORTER":         "prometheus",
+		"OTEL_EXPORTER_PROMETHEUS_HOST": host,
+		"OTEL_EXPORTER_PROMETHEUS_PORT": port,
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tel.Observer() == nil {
+		t.Error("metrics are on but nothing observes settlements")
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
+	}
+	if !strings.Contains(families["target_info"].String(), "metrics-probe") {
+		t.Errorf("target_info does not carry the service name: %s", body)
+	}
+	if err := tel.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Error("the Prometheus endpoint still listens after Shutdown")
+	}
+}
