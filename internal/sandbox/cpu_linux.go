@@ -30,9 +30,10 @@ import (
 // that is not busy runs as a plain task of the host's group (see watchCPU): a
 // call's wakeups are cheapest within one group, and a cgroup of its own, beside
 // the host's or inside it, cost each call (BENCHMARKS.md). A host started by
-// another host's process is inside that host's group, and so makes its own there. The host's group stays while the host runs (the host is
-// in it); a later host removes it, with what a SIGKILLed host left in it, as it
-// removes the other cgroups named for dead hosts.
+// another host's process is inside that host's group, and so makes its own there.
+// The host's group stays while the host runs (the host is in it); a later host
+// removes it, with what a SIGKILLed host left in it, as it removes the other
+// cgroups named for dead hosts.
 func cpuV1() (parent, home string) {
 	cpuOnce.Do(func() {
 		mount := cpuMount()
