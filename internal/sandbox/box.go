@@ -455,7 +455,7 @@ func (b *Box) startDirect() error {
 	b.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.programPID = pid
 	track(b)
-	if b.cpu != "" && b.plan.Limits.cfsQuota() == -1 {
+	if b.cpu != "" && b.plan.Limits.cfsQuota() == -1 || b.cpuFallback() {
 		watchCPU(b)
 	}
 	return nil
@@ -723,17 +723,19 @@ func (b *Box) limitLayers() []string {
 // cpuLayers names how the program's CPU is shared and capped: "cpu weight" (and
 // "cpu max N" with Limits.CPUs) where its cgroup has the cgroup v2 cpu controller,
 // "cpu shares" (and "cpu quota N") where it has a cgroup v1 cpu cgroup of its own
-// (see cpuV1), else "host's share".
+// (see cpuV1), else "lower priority once busy" (see cpuFallback), or "host's
+// share" when a program started otherwise has none of these.
 //
-// Without a cgroup of its own, a contained program runs at the host's priority, in
-// a process group of its own in the host's session: where the kernel schedules
+// Without a cgroup of its own, a contained program starts at the host's priority,
+// in a process group of its own in the host's session: where the kernel schedules
 // each session as an autogroup, the host and its sources share one CPU share
 // against the rest of the machine, and within the host each of its processes is
 // one task among the host's own, Limits.Processes bounding how many. While the
 // host waits on a call, the program does the host's work, with the host's share
 // and priority. A session of its own (an autogroup per source) or a lower priority
-// would each give a source less than its host when the host waits on it, and cost
-// each call's latency on a loaded machine (BENCHMARKS.md).
+// from its start would each give a source less than its host when the host waits
+// on it, and cost each call's latency on a loaded machine (BENCHMARKS.md); so, as
+// a cgroup v1 cpu cgroup is joined, the lower priority comes once it is busy.
 func (b *Box) cpuLayers() []string {
 	var l []string
 	switch {
@@ -747,8 +749,18 @@ func (b *Box) cpuLayers() []string {
 		if b.plan.Limits.CPUs > 0 {
 			l = append(l, fmt.Sprintf("cpu max %g", b.plan.Limits.CPUs))
 		}
+	case b.cpuFallback():
+		l = append(l, "lower priority once busy")
 	default:
 		l = append(l, "host's share")
 	}
 	return l
+}
+
+// cpuFallback reports whether b's program gets its CPU share as a lower priority
+// once it is busy (BusyNice, see watchCPU): a program started directly (its
+// namespace's own init, or confined from a thread) with no cgroup cpu controller
+// for it, v1 or v2, and OffEnv not naming "nice".
+func (b *Box) cpuFallback() bool {
+	return b.direct && b.cpu == "" && !((b.pids != "" || b.cgroup != "") && cpuShared()) && !Off("nice")
 }

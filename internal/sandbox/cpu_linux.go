@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -170,7 +171,14 @@ var cpuWatch struct {
 	wake    chan struct{} // a box left: the watcher ends if it was the last
 }
 
-// watchCPU makes b join its cpu cgroup once it is busy (see cpuBusy).
+// BusyNice is the niceness a program without a cgroup cpu controller of its own
+// (Box.cpuFallback) is given once it is busy: it then yields to its host and to
+// the sources that are not busy, other Locations' included. It cannot undo it
+// (no capability, RLIMIT_NICE 0).
+const BusyNice = 5
+
+// watchCPU makes b join its cpu cgroup once it is busy (see cpuBusy), or, without
+// one, lowers its priority to BusyNice.
 func watchCPU(b *Box) {
 	used := b.treeCPU()
 	cpuWatch.Lock()
@@ -227,7 +235,11 @@ func cpuWatcher() {
 		}
 		cpuWatch.Unlock()
 		for _, b := range busy {
-			b.joinCPU()
+			if b.cpu != "" {
+				b.joinCPU()
+			} else {
+				b.lowerPriority()
+			}
 		}
 	}
 }
@@ -282,5 +294,24 @@ func (b *Box) joinCPU() {
 	procs := filepath.Join(b.cpu, "cgroup.procs")
 	for _, pid := range b.treePIDs() {
 		_ = os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0) // one that exited meanwhile fails
+	}
+}
+
+// lowerPriority gives every thread of b's processes the niceness BusyNice (on
+// Linux a niceness is a thread's; the threads they start later inherit it),
+// unless b was released.
+func (b *Box) lowerPriority() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return
+	}
+	for _, pid := range b.treePIDs() {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, task := range tasks {
+			if tid, err := strconv.Atoi(task.Name()); err == nil {
+				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, BusyNice) // one that exited meanwhile fails
+			}
+		}
 	}
 }

@@ -220,3 +220,45 @@ func cpuStat(t *testing.T, dir string) (periods, throttled int64) {
 	}
 	return periods, throttled
 }
+
+// TestBusyProgramGetsALowerPriority: where a program has no cgroup cpu controller
+// of its own (OffEnv "cpu" stands for such a machine here), an idle program keeps
+// its host's priority, and a busy one gets sandbox.BusyNice on every thread.
+func TestBusyProgramGetsALowerPriority(t *testing.T) {
+	t.Setenv(sandbox.OffEnv, "cpu")
+	idle := startSpinner(t, sandbox.Spec{Name: "idle", Confine: &sandbox.Confinement{}}, 0)
+	if !slices.Contains(idle.Layers(), "lower priority once busy") {
+		t.Skipf("layers %q: a cgroup cpu controller serves here", idle.Layers())
+	}
+	busy := startSpinner(t, sandbox.Spec{Name: "busy", Confine: &sandbox.Confinement{}}, 2)
+	proctest.Until(t, func() bool {
+		return !slices.ContainsFunc(threadNices(t, busy.ProgramPID()), func(n int) bool { return n != sandbox.BusyNice })
+	})
+	if n := threadNices(t, idle.ProgramPID()); slices.ContainsFunc(n, func(n int) bool { return n != 0 }) {
+		t.Errorf("the idle program's threads have niceness %v once the other is busy; want 0", n)
+	}
+}
+
+// threadNices lists the niceness of each thread of pid.
+func threadNices(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nices []int
+	for _, task := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // it ended
+		}
+		// After the command's closing parenthesis: state is field 3, nice field 19.
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		n, err := strconv.Atoi(f[16])
+		if err != nil {
+			t.Fatalf("/proc/%d/task/%s/stat: %s", pid, task.Name(), data)
+		}
+		nices = append(nices, n)
+	}
+	return nices
+}

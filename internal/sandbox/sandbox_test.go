@@ -467,7 +467,9 @@ func TestProgramRunsInTheHostsSession(t *testing.T) {
 			if got, err := unix.Getpriority(unix.PRIO_PROCESS, pid); err != nil || got != prio {
 				t.Errorf("the program's priority is %d (%v); want the host's, %d", got, err, prio)
 			}
-			if layers := b.Layers(); !slices.ContainsFunc(layers, func(l string) bool { return l == "host's share" || l == "cpu weight" || l == "cpu shares" }) {
+			if layers := b.Layers(); !slices.ContainsFunc(layers, func(l string) bool {
+				return l == "host's share" || l == "cpu weight" || l == "cpu shares" || l == "lower priority once busy"
+			}) {
 				t.Errorf("layers %q name no CPU share", layers)
 			}
 		})

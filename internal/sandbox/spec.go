@@ -12,9 +12,10 @@ import (
 // OffEnv, in the host's environment, names layers of confinement the host leaves
 // off, comma-separated: "world" (a confined program starts without a world of its
 // own, as where the kernel refuses the namespaces), "landlock", "seccomp", "cpu"
-// (no cgroup v1 cpu cgroup of its own for a program). It is
-// for tests and diagnosis: each layer can be shown to hold alone. Whoever sets
-// the host's environment controls the host anyway.
+// (no cgroup v1 cpu cgroup of its own for a program), "nice" (no lower priority
+// once busy where a program has no cgroup cpu controller). It is for tests and
+// diagnosis: each layer can be shown to hold alone. Whoever sets the host's
+// environment controls the host anyway.
 const OffEnv = "TOOLHOST_SANDBOX_OFF"
 
 // Off reports whether OffEnv turns layer off.

@@ -674,7 +674,7 @@ type Source struct {
 	// layers names what holds the current generation's process, as its sandbox log
 	// line does: its namespaces ("pid", "mount", "ipc", "net", "user"), "tmpfs" with
 	// its TMPDIR's caps, "proc", "keyring", "fds", "landlock N", "seccomp", its CPU
-	// share ("cpu weight" or "host's share") and process cap ("pids cgroup" or "nproc");
+	// share ("cpu weight", "cpu shares", "lower priority once busy" or "host's share") and process cap ("pids cgroup" or "nproc");
 	// where it has no world of its own, the containment first instead of the
 	// namespaces. Empty without a process of its own.
 	Layers        []string `protobuf:"bytes,12,rep,name=layers,proto3" json:"layers,omitempty"`
