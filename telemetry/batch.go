@@ -2,13 +2,13 @@ package telemetry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -47,8 +47,11 @@ type batcher struct {
 var _ sdktrace.SpanProcessor = (*batcher)(nil)
 
 // newBatcher starts a batcher exporting to exp, configured by the OTEL_BSP_*
-// variables getenv reads (the SDK's defaults where unset or invalid).
-func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher {
+// variables getenv reads (the SDK's defaults where unset or invalid). When exp is
+// an OTLP exporter, client is its started client: the batcher then converts and
+// uploads batches through it itself (otlpUpload), and exp only stops it at
+// Shutdown.
+func newBatcher(exp sdktrace.SpanExporter, client otlptrace.Client, getenv func(string) string) *batcher {
 	b := &batcher{
 		exp:      exp,
 		delay:    envMillis(getenv, "OTEL_BSP_SCHEDULE_DELAY", sdktrace.DefaultScheduleDelay),
@@ -61,12 +64,8 @@ func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher 
 		done:     make(chan struct{}),
 	}
 	b.maxBatch = min(b.maxBatch, b.maxQueue) // as the SDK does
-	if c := otlpClient(exp, getenv); c != nil {
-		if err := c.Start(context.Background()); err != nil {
-			otel.Handle(fmt.Errorf("telemetry: OTLP trace client: %w; exporting through the SDK's exporter", err))
-		} else {
-			b.up = &otlpUpload{client: c}
-		}
+	if client != nil {
+		b.up = &otlpUpload{client: client}
 	}
 	go b.run()
 	return b
@@ -227,11 +226,7 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 		if dropped > 0 {
 			otel.Handle(fmt.Errorf("telemetry: %d spans were not exported: the span queue was full (OTEL_BSP_MAX_QUEUE_SIZE %d)", dropped, b.maxQueue))
 		}
-		var stopErr error
-		if b.up != nil {
-			stopErr = b.up.client.Stop(ctx)
-		}
-		b.shutErr = errors.Join(stopErr, b.exp.Shutdown(ctx))
+		b.shutErr = b.exp.Shutdown(ctx) // stops the OTLP client otlpUpload shares
 	})
 	return b.shutErr
 }

@@ -22,7 +22,7 @@ func TestBatcherExportsEverySpanInBatches(t *testing.T) {
 		"OTEL_BSP_MAX_QUEUE_SIZE":        "25",
 		"OTEL_BSP_SCHEDULE_DELAY":        "3600000", // only full batches and flushes export
 	}
-	b := newBatcher(exp, func(k string) string { return env[k] })
+	b := newBatcher(exp, nil, func(k string) string { return env[k] })
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	tr := tp.Tracer("test")
 	for i := range 23 {

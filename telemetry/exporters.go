@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -53,23 +54,30 @@ func otlpProtocol(getenv func(string) string, signal string) (string, error) {
 }
 
 // newSpanExporter returns the span exporter OTEL_TRACES_EXPORTER names: otlp (over
-// the protocol otlpProtocol says; the exporter reads its endpoint, headers and other
-// settings from the process environment) or console (stdout).
-func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+// the protocol otlpProtocol says; its client reads the endpoint, headers and other
+// settings from the process environment), with its started client for the
+// batcher's own uploads, or console (stdout), with no client.
+func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, otlptrace.Client, error) {
 	switch name := exporterName(getenv, "TRACES"); name {
 	case "otlp":
 		proto, err := otlpProtocol(getenv, "TRACES")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		var c otlptrace.Client = otlptracehttp.NewClient()
 		if proto == "grpc" {
-			return otlptracegrpc.New(ctx)
+			c = otlptracegrpc.NewClient()
 		}
-		return otlptracehttp.New(ctx)
+		exp, err := otlptrace.New(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return exp, c, nil
 	case "console":
-		return stdouttrace.New()
+		exp, err := stdouttrace.New()
+		return exp, nil, err
 	default:
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q names no exporter toolhost has; set otlp, console or none", name)
+		return nil, nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q names no exporter toolhost has; set otlp, console or none", name)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,19 +14,6 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
-
-// otlpClient is a client of the same kind and configuration as exp's when exp is
-// the OTLP trace exporter newSpanExporter made (the protocol as otlpProtocol says,
-// the rest read by the client from the process environment), or else nil.
-func otlpClient(exp sdktrace.SpanExporter, getenv func(string) string) otlptrace.Client {
-	if _, ok := exp.(*otlptrace.Exporter); !ok {
-		return nil
-	}
-	if proto, err := otlpProtocol(getenv, "TRACES"); err != nil || proto != "grpc" {
-		return otlptracehttp.NewClient() // err: newSpanExporter refused it first
-	}
-	return otlptracegrpc.NewClient()
-}
 
 // otlpUpload converts batches of spans to OTLP messages and uploads them with its
 // client. It converts as the OTLP exporter does (its tracetransform package), but

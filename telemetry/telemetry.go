@@ -89,11 +89,11 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		}
 	}
 	if traces {
-		exp, err := newSpanExporter(ctx, getenv)
+		exp, client, err := newSpanExporter(ctx, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
-		t.batch = newBatcher(exp, getenv)
+		t.batch = newBatcher(exp, client, getenv)
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(res))
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
