@@ -297,19 +297,27 @@ func (b *Box) joinCPU() {
 	}
 }
 
-// lowerPriority gives every thread of b's processes the niceness BusyNice (on
-// Linux a niceness is a thread's; the threads they start later inherit it),
-// unless b was released.
+// lowerPriority gives every thread of b's processes the niceness BusyNice, unless
+// b was released. On Linux a niceness is a thread's, and a new thread inherits its
+// creator's: so it sweeps the threads until a sweep finds none it has not set, after
+// which every thread there is, and every one they start, has it.
 func (b *Box) lowerPriority() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.released {
 		return
 	}
-	for _, pid := range b.treePIDs() {
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, task := range tasks {
-			if tid, err := strconv.Atoi(task.Name()); err == nil {
+	set := map[int]bool{}
+	for fresh := true; fresh; {
+		fresh = false
+		for _, pid := range b.treePIDs() {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+			for _, task := range tasks {
+				tid, err := strconv.Atoi(task.Name())
+				if err != nil || set[tid] {
+					continue
+				}
+				set[tid], fresh = true, true
 				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, BusyNice) // one that exited meanwhile fails
 			}
 		}
