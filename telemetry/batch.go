@@ -132,36 +132,47 @@ func (b *batcher) wake() {
 	}
 }
 
-// run exports batches until Shutdown, then exports what is left.
+// run exports batches until Shutdown, then exports what is left. A full batch
+// wakes it to export full batches only: the spans queued meanwhile wait for the
+// next full batch or the scheduled delay, rather than go out in an export of
+// their own, as they would if it exported everything each time (an export costs
+// both processes a round trip, however few its spans).
 func (b *batcher) run() {
 	defer close(b.done)
 	timer := time.NewTimer(b.delay)
 	defer timer.Stop()
 	for {
+		var err error
 		select {
 		case <-b.full:
+			err = b.export(false)
 		case <-timer.C:
+			err = b.export(true)
+			timer.Reset(b.delay)
 		case reply := <-b.flushes:
-			reply <- b.export()
+			reply <- b.export(true)
 			continue
 		case <-b.quit:
-			if err := b.export(); err != nil {
+			if err := b.export(true); err != nil {
 				otel.Handle(err)
 			}
 			return
 		}
-		if err := b.export(); err != nil {
+		if err != nil {
 			otel.Handle(err)
 		}
-		timer.Reset(b.delay)
 	}
 }
 
-// export exports everything queued, in batches of at most maxBatch.
-func (b *batcher) export() error {
+// export exports the queued spans in batches of at most maxBatch: all of them,
+// or (all false) only full batches.
+func (b *batcher) export(all bool) error {
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), b.maxBatch)
+		if !all && n < b.maxBatch {
+			n = 0
+		}
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		if len(b.queue) == 0 {

@@ -2,9 +2,12 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -116,4 +119,34 @@ func (e *recordingExporter) unblock() {
 	close(e.gate)
 	e.gate = nil
 	e.mu.Unlock()
+}
+
+// TestBatcherWaitsToFillABatch shows that a full batch is exported at once and the
+// spans queued beyond it wait for the next full batch or the scheduled delay: a
+// batch filling does not send the few spans after it in an export of their own.
+func TestBatcherWaitsToFillABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp := &recordingExporter{}
+		env := map[string]string{
+			"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "10",
+			"OTEL_BSP_SCHEDULE_DELAY":        "60000",
+		}
+		b := newBatcher(exp, nil, func(k string) string { return env[k] })
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
+		defer tp.Shutdown(context.Background())
+		tr := tp.Tracer("test")
+		for i := range 25 {
+			_, s := tr.Start(context.Background(), strconv.Itoa(i))
+			s.End()
+		}
+		synctest.Wait()
+		if got := exp.batchSizes(); !slices.Equal(got, []int{10, 10}) {
+			t.Fatalf("batches exported once 25 spans ended: %v, want [10 10]", got)
+		}
+		time.Sleep(time.Minute) // the scheduled delay
+		synctest.Wait()
+		if got := exp.batchSizes(); !slices.Equal(got, []int{10, 10, 5}) {
+			t.Fatalf("batches exported after the scheduled delay: %v, want [10 10 5]", got)
+		}
+	})
 }
