@@ -59,6 +59,43 @@ func TestHold(t *testing.T) {
 			}
 		})
 	})
+	t.Run("ACallBetweenTheCrashAndTheReleaseWaitsForTheSuccessor", func(t *testing.T) {
+		// The generation's scope has ended (its process died) but its supervisor has
+		// not released its registration yet: seen in CI as an Unavailable settlement.
+		synctest.Test(t, func(t *testing.T) {
+			r := hosttest.Registry(t, registry.Options{})
+			hosttest.OpenLocation(t, r, "/l")
+			h, err := r.Hold(t.Context(), "/l", src(0), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(h.Release)
+			owner := scope.New(context.Background())
+			release := register(t, r, registry.Batch{Location: "/l", Source: src(1), Owner: owner, Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+			q, err := r.Prepare("/l")
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner.Close(context.Background())
+			got := make(chan *registry.Settlement, 1)
+			go func() {
+				s, _ := q.Settle(context.Background(), registry.Call{Name: "echo", Input: []byte(`{}`), Invocation: sdk.Invocation{ToolCallID: "c"}})
+				got <- s
+			}()
+			synctest.Wait()
+			select {
+			case s := <-got:
+				t.Fatalf("settled %s %q before the crashed generation was released", s.Outcome, s.Text())
+			default:
+			}
+			release()
+			synctest.Wait() // now held down: still waiting
+			register(t, r, registry.Batch{Location: "/l", Source: src(2), Tools: map[string]sdk.Tool{"echo": constTool("one")}})
+			if s := <-got; s == nil || s.Outcome != registry.Completed {
+				t.Fatalf("settlement %+v, want completed on the successor", s)
+			}
+		})
+	})
 	t.Run("FailRemovesTheToolsAndSaysWhy", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r, h, q, release := setup(t)

@@ -292,6 +292,7 @@ func (q *Request) settle(ctx context.Context, e *entry, call Call) (*Settlement,
 func (q *Request) resolve(ctx context.Context, e *entry) (_ *entry, done func(), reason string, err error) {
 	var deadline <-chan time.Time
 	for range 64 { // each round follows one registration change
+		closing := false
 		if !e.closed.Load() {
 			if e.owner == nil {
 				return e, func() {}, "", nil
@@ -300,6 +301,7 @@ func (q *Request) resolve(ctx context.Context, e *entry) (_ *entry, done func(),
 				return e, done, "", nil
 			}
 			// The owner is closing; its entries are about to be removed.
+			closing = true
 		}
 		q.reg.mu.RLock()
 		cur := q.reg.effective(q.location, e.name)
@@ -311,6 +313,14 @@ func (q *Request) resolve(ctx context.Context, e *entry) (_ *entry, done func(),
 		)
 		if p := q.reg.placements[q.location]; p != nil && e.location == q.location {
 			changed, wait, why, held = p.waitFor(e)
+			if closing && !held && !e.closed.Load() {
+				// The owner ended (a crash) but has not released its entries yet:
+				// if the source is held, they are about to be retained, so wait for
+				// the release rather than settle Unavailable in between.
+				if h := p.holdOf(e.source); h != nil && h.reason == nil && h.ctx.Err() == nil {
+					changed, wait, held = q.reg.changed, h.wait, true
+				}
+			}
 		}
 		q.reg.mu.RUnlock()
 		if cur != nil && cur != e && cur.seq >= e.seq && cur.location == e.location &&

@@ -177,6 +177,9 @@ func crashRestartsWhileTheToolsAreHeld(t *testing.T, h *host, k kind) {
 	if got := h.text(k.tool("id")); got == token || got == "" {
 		t.Errorf("a call during the restart answered %q (the crashed generation's %q)", got, token)
 	}
+	// The call ran as soon as the new generation registered its tools, which an MCP
+	// server does before its start completes: wait for the supervisor's report.
+	waitStatus(t, s, func(st supervise.Status) bool { return st.State != supervise.Restarting })
 	st := s.Status()
 	if st.State != supervise.Running || st.Current.Generation() != first.Generation()+1 || st.Restarts != 1 {
 		t.Fatalf("after the restart: %s, generation %d, %d restarts; want running generation %d after 1 restart",
