@@ -175,14 +175,18 @@ func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
 		defer inst.inFlight.Add(-1)
 		ctx, span := tracectx.StartPluginCall(ctx, inst.cfg.Name, name)
 		defer span.End()
-		// The request and its invocation in one allocation; no invocation at all
-		// when it is empty (the plugin's sdk takes nil as empty).
+		// The request, its invocation and its trace context in one allocation; no
+		// invocation at all when it is empty (the plugin's sdk takes nil as empty).
 		msgs := &struct {
-			req pluginpb.ExecuteRequest
-			inv pluginpb.Invocation
+			req   pluginpb.ExecuteRequest
+			inv   pluginpb.Invocation
+			trace [tracectx.BinaryLen]byte
 		}{}
 		req := &msgs.req
 		req.Registration, req.Tool, req.Input = registration, name, input
+		if tc, state := tracectx.AppendBinary(msgs.trace[:0], ctx); len(tc) > 0 {
+			req.Trace, req.TraceState = tc, state
+		}
 		if inv != (sdk.Invocation{}) {
 			msgs.inv.SessionId, msgs.inv.Agent = inv.SessionID, inv.Agent
 			msgs.inv.AssistantMessageId, msgs.inv.ToolCallId = inv.AssistantMessageID, inv.ToolCallID

@@ -471,7 +471,13 @@ func (s *pluginServer) execute(ctx context.Context, req *pluginpb.ExecuteRequest
 	if s.interaction != nil && req.Call != 0 {
 		ctx = WithInteractor(ctx, hostInteractor{client: s.interaction, call: req.Call})
 	}
-	ctx = tracectx.FromIncoming(ctx) // the tool's own spans join the host's trace
+	// The tool's own spans join the host's trace; a host before the request's
+	// trace field sent it as metadata.
+	if len(req.Trace) > 0 {
+		ctx = tracectx.FromBinary(ctx, req.Trace, req.TraceState)
+	} else {
+		ctx = tracectx.FromIncoming(ctx)
+	}
 	inv := Invocation{}
 	if i := req.Invocation; i != nil {
 		inv = Invocation{SessionID: i.SessionId, Agent: i.Agent, AssistantMessageID: i.AssistantMessageId, ToolCallID: i.ToolCallId}

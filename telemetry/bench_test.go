@@ -28,9 +28,14 @@ import (
 // each Location with its own copy of the plugin. It reports each side's median and
 // their ratio (on / off), and fails unless the receiver got every span.
 func BenchmarkTelemetryAlternating(b *testing.B) {
-	addr, receivedSpans := startReceiverProcess(b)
+	addr, receiverPid, receivedSpans := startReceiverProcess(b)
 	otlpEnv(b, addr)
 	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	// The loop settles calls back to back, faster than a runner would: on a loaded
+	// machine a queue of the default 2048 spans (4 batches) fills while one export
+	// waits for the receiver, and the batcher drops spans, as it should, which would
+	// fail the count below. The cost per span does not depend on the queue's size.
+	b.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "16384")
 	tel, err := telemetry.Start(b.Context(), telemetry.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -58,9 +63,14 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 		return q
 	}
 	off := activate(newRegistry(b, nil), nil)
+	offPlugin := newPlugin(b, nil)
 	regOn := newRegistry(b, tel.Observer())
 	tel.SetStorage(regOn.Storage())
 	on := activate(regOn, tel.ObservePermission())
+	onPlugin := newPlugin(b, []int{offPlugin})
+	pluginCPU := func() (off, on time.Duration) { return proctest.CPUTime(offPlugin), proctest.CPUTime(onPlugin) }
+	offPluginStart, onPluginStart := pluginCPU()
+	receiverStart := proctest.CPUTime(receiverPid)
 
 	call := registry.Call{Name: "echo", Input: []byte(`{"text":"0123456789012345678901234567890123456789012345678901"}`),
 		Invocation: sdk.Invocation{SessionID: "s", ToolCallID: "c"}}
@@ -87,6 +97,8 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 	if err := tel.Shutdown(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	offPluginEnd, onPluginEnd := pluginCPU()
+	receiverCPU := proctest.CPUTime(receiverPid) - receiverStart
 	// A settlement of a tool without hooks makes 7 spans: itself, 5 steps and the
 	// plugin call.
 	if got, want := receivedSpans(), int64(7*len(onLat)); got != want {
@@ -102,6 +114,9 @@ func BenchmarkTelemetryAlternating(b *testing.B) {
 	calls := float64(len(onLat))
 	b.ReportMetric(float64(offUse.cpu.Nanoseconds())/calls, "off-cpu-ns/call")
 	b.ReportMetric(float64(onUse.cpu.Nanoseconds())/calls, "on-cpu-ns/call")
+	b.ReportMetric(float64((offPluginEnd-offPluginStart).Nanoseconds())/calls, "off-plugin-cpu-ns/call")
+	b.ReportMetric(float64((onPluginEnd-onPluginStart).Nanoseconds())/calls, "on-plugin-cpu-ns/call")
+	b.ReportMetric(float64(receiverCPU.Nanoseconds())/calls, "receiver-cpu-ns/call")
 	b.ReportMetric(float64(offUse.allocs)/calls, "off-allocs/call")
 	b.ReportMetric(float64(onUse.allocs)/calls, "on-allocs/call")
 }
@@ -125,9 +140,9 @@ func (u *usage) add(before, after usage) {
 	u.allocs += after.allocs - before.allocs
 }
 
-// startReceiverProcess starts testdata/receiver and returns its address and a
-// function that ends it and returns how many spans it received.
-func startReceiverProcess(b *testing.B) (addr string, spans func() int64) {
+// startReceiverProcess starts testdata/receiver and returns its address, its pid
+// and a function that ends it and returns how many spans it received.
+func startReceiverProcess(b *testing.B) (addr string, pid int, spans func() int64) {
 	cmd := exec.Command(receiverBin)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -156,7 +171,7 @@ func startReceiverProcess(b *testing.B) (addr string, spans func() int64) {
 	if !ok {
 		b.Fatalf("receiver said %q, want its address", out.Text())
 	}
-	return addr, func() int64 {
+	return addr, cmd.Process.Pid, func() int64 {
 		stdin.Close()
 		var n int64
 		if out.Scan() {
@@ -178,7 +193,7 @@ func startReceiverProcess(b *testing.B) (addr string, spans func() int64) {
 // (and says so at the end): the exporter's own share is counted fully only by
 // BenchmarkTelemetryAlternating.
 func BenchmarkObservedSettle(b *testing.B) {
-	addr, _ := startReceiverProcess(b)
+	addr, _, _ := startReceiverProcess(b)
 	otlpEnv(b, addr)
 	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	tel, err := telemetry.Start(b.Context(), telemetry.Options{})
@@ -216,4 +231,16 @@ func BenchmarkObservedSettle(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newPlugin returns the pid of the one process running testdata/plugin, under its
+// sandbox launcher if any, that is not among known.
+func newPlugin(b *testing.B, known []int) int {
+	for _, pid := range proctest.Children(pluginBin) {
+		if p := proctest.Program(pid); !slices.Contains(known, p) {
+			return p
+		}
+	}
+	b.Fatal("no new plugin process")
+	return 0
 }

@@ -483,7 +483,14 @@ type ExecuteRequest struct {
 	Invocation *Invocation `protobuf:"bytes,4,opt,name=invocation,proto3" json:"invocation,omitempty"`
 	// call, when not 0, names this call to the Interaction capability: the plugin
 	// passes it with every Ask and Sample it makes during the call.
-	Call          uint64 `protobuf:"varint,5,opt,name=call,proto3" json:"call,omitempty"`
+	Call uint64 `protobuf:"varint,5,opt,name=call,proto3" json:"call,omitempty"`
+	// trace is the host's span context for this call when it has one (it traces the
+	// call, or its runner sent a trace): 16 bytes of trace ID, 8 of span ID, 1 of
+	// W3C trace flags. trace_state is its W3C tracestate, if any. The sdk puts them in
+	// the tool's context. They are carried here rather than as traceparent metadata,
+	// which differs on every call and would churn both sides' HPACK tables.
+	Trace         []byte `protobuf:"bytes,6,opt,name=trace,proto3" json:"trace,omitempty"`
+	TraceState    string `protobuf:"bytes,7,opt,name=trace_state,json=traceState,proto3" json:"trace_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,6 +558,20 @@ func (x *ExecuteRequest) GetCall() uint64 {
 		return x.Call
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetTrace() []byte {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetTraceState() string {
+	if x != nil {
+		return x.TraceState
+	}
+	return ""
 }
 
 type ExecuteEvent struct {
@@ -2483,7 +2504,7 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x120\n" +
 	"\x14assistant_message_id\x18\x03 \x01(\tR\x12assistantMessageId\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\"\xb2\x01\n" +
+	"toolCallId\"\xe9\x01\n" +
 	"\x0eExecuteRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
@@ -2491,7 +2512,10 @@ const file_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
 	"invocation\x18\x04 \x01(\v2\x1e.toolhost.plugin.v1.InvocationR\n" +
 	"invocation\x12\x12\n" +
-	"\x04call\x18\x05 \x01(\x04R\x04call\"\x82\x03\n" +
+	"\x04call\x18\x05 \x01(\x04R\x04call\x12\x14\n" +
+	"\x05trace\x18\x06 \x01(\fR\x05trace\x12\x1f\n" +
+	"\vtrace_state\x18\a \x01(\tR\n" +
+	"traceState\"\x82\x03\n" +
 	"\fExecuteEvent\x12:\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1c.toolhost.plugin.v1.ProgressH\x00R\bprogress\x12\x18\n" +
 	"\x06output\x18\x02 \x01(\fH\x00R\x06output\x12 \n" +

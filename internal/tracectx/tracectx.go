@@ -1,7 +1,8 @@
 // Package tracectx carries W3C trace context (traceparent, tracestate) across
-// toolhost's process boundaries: in from a runner's gRPC metadata or an MCP request's
-// _meta, out to a plugin's gRPC metadata or an MCP server's _meta. It also starts the
-// client spans of plugin and MCP calls under the span a settlement runs in.
+// toolhost's process boundaries: in from a runner's gRPC metadata or an MCP
+// request's _meta, out to a plugin's call request (in binary) or an MCP server's
+// _meta. It also starts the client spans of plugin and MCP calls under the span a
+// settlement runs in.
 //
 // It uses OpenTelemetry's API only (trace and propagation), never its SDK: the sdk
 // imports it, and a plugin must not link an exporter it did not ask for. Without a
@@ -11,7 +12,6 @@ package tracectx
 
 import (
 	"context"
-	"encoding/hex"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -44,33 +44,54 @@ func FromIncoming(ctx context.Context) context.Context {
 	return w3c.Extract(ctx, c)
 }
 
-// Outgoing returns ctx with the traceparent (and tracestate) of its span context
-// appended to its outgoing gRPC metadata, or ctx itself when it has no valid span
-// context.
-func Outgoing(ctx context.Context) context.Context {
+// BinaryLen is the length of a span context in binary (see AppendBinary).
+const BinaryLen = 25
+
+// AppendBinary appends ctx's span context to b in binary, the traceparent's fields
+// in its order without the version: 16 bytes of trace ID, 8 of span ID and 1 of
+// flags (sampled and random only). It returns b unchanged when ctx has no valid span
+// context, and the span context's tracestate header ("" when it has none).
+//
+// A plugin call carries its trace context this way, in its request message, rather
+// than as traceparent metadata: a traceparent differs on every call, so as a header
+// it would be added to both sides' HPACK tables on every call and soon evict the
+// headers that repeat.
+func AppendBinary(b []byte, ctx context.Context) (_ []byte, tracestate string) {
 	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return b, ""
+	}
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b = append(b, tid[:]...)
+	b = append(b, sid[:]...)
+	b = append(b, byte(sc.TraceFlags()&(trace.FlagsSampled|trace.FlagsRandom)))
+	return b, sc.TraceState().String()
+}
+
+// FromBinary returns ctx carrying the remote span context that AppendBinary wrote in
+// b, with tracestate, or ctx itself when b is not one (empty, of another length, or
+// with an invalid trace or span ID). A tracestate that does not parse is dropped, as
+// the W3C propagator drops it.
+func FromBinary(ctx context.Context, b []byte, tracestate string) context.Context {
+	if len(b) != BinaryLen {
+		return ctx
+	}
+	cfg := trace.SpanContextConfig{
+		TraceID:    trace.TraceID(b[:16]),
+		SpanID:     trace.SpanID(b[16:24]),
+		TraceFlags: trace.TraceFlags(b[24]) & (trace.FlagsSampled | trace.FlagsRandom),
+		Remote:     true,
+	}
+	if tracestate != "" {
+		if ts, err := trace.ParseTraceState(tracestate); err == nil {
+			cfg.TraceState = ts
+		}
+	}
+	sc := trace.NewSpanContext(cfg)
 	if !sc.IsValid() {
 		return ctx
 	}
-	if ts := sc.TraceState().String(); ts != "" {
-		return metadata.AppendToOutgoingContext(ctx, Traceparent, traceparent(sc), Tracestate, ts)
-	}
-	return metadata.AppendToOutgoingContext(ctx, Traceparent, traceparent(sc))
-}
-
-// traceparent is the W3C traceparent of sc (version 00, the sampled and random
-// flags), as propagation.TraceContext's Inject writes it, without the map Inject
-// needs: every traced plugin call sends one.
-func traceparent(sc trace.SpanContext) string {
-	var b [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
-	tid, sid := sc.TraceID(), sc.SpanID()
-	b[0], b[1], b[2] = '0', '0', '-'
-	hex.Encode(b[3:35], tid[:])
-	b[35] = '-'
-	hex.Encode(b[36:52], sid[:])
-	b[52] = '-'
-	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
-	return string(b[:])
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 
 // FromMeta returns ctx carrying the remote span context of the "traceparent" (and
@@ -108,25 +129,22 @@ func ToMeta(ctx context.Context, meta map[string]any) map[string]any {
 
 // StartPluginCall starts the client span of a call of a plugin's tool when ctx's span
 // is recording (the settlement's execute step, when tracing is on), and returns ctx
-// with the span and its traceparent in the outgoing gRPC metadata. Otherwise it
-// returns ctx with ctx's span context (if any) in the metadata, so that a trace
-// continues through a host that does not record it. End the returned span.
+// with it. Otherwise it returns ctx and ctx's span, so that a trace continues
+// through a host that does not record it: the caller sends ctx's span context along
+// (see AppendBinary). End the returned span.
 func StartPluginCall(ctx context.Context, plugin, tool string) (context.Context, trace.Span) {
-	return startClient(ctx, "plugin.call", "plugin", plugin, tool, true)
+	return startClient(ctx, "plugin.call", "plugin", plugin, tool)
 }
 
 // StartMCPCall is StartPluginCall for a tools/call to an MCP server; the caller
 // puts the trace context into the request's _meta (see ToMeta).
 func StartMCPCall(ctx context.Context, server, tool string) (context.Context, trace.Span) {
-	return startClient(ctx, "mcp.call", "mcp", server, tool, false)
+	return startClient(ctx, "mcp.call", "mcp", server, tool)
 }
 
-func startClient(ctx context.Context, name, kind, source, tool string, metadata bool) (context.Context, trace.Span) {
+func startClient(ctx context.Context, name, kind, source, tool string) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
-		if metadata {
-			ctx = Outgoing(ctx)
-		}
 		return ctx, parent
 	}
 	ctx, span := parent.TracerProvider().Tracer(Scope).Start(ctx, name,
@@ -135,8 +153,5 @@ func startClient(ctx context.Context, name, kind, source, tool string, metadata 
 			attribute.String("toolhost.source", kind+":"+source),
 			attribute.String("toolhost.tool", tool),
 		))
-	if metadata {
-		ctx = Outgoing(ctx)
-	}
 	return ctx, span
 }

@@ -21,10 +21,9 @@ func TestTraceContextCrossesMetadataAndMeta(t *testing.T) {
 		t.Fatalf("span context from metadata: %+v", sc)
 	}
 
-	out := tracectx.Outgoing(ctx)
-	md, _ := metadata.FromOutgoingContext(out)
-	if got := md.Get(tracectx.Traceparent); len(got) != 1 || got[0] != parent {
-		t.Errorf("outgoing traceparent %q, want %q", got, parent)
+	b, state := tracectx.AppendBinary(nil, ctx)
+	if got := trace.SpanContextFromContext(tracectx.FromBinary(context.Background(), b, state)); !got.Equal(sc) {
+		t.Errorf("span context through binary %+v, want %+v", got, sc)
 	}
 
 	meta := tracectx.ToMeta(ctx, map[string]any{"progressToken": "1"})
@@ -39,8 +38,16 @@ func TestTraceContextCrossesMetadataAndMeta(t *testing.T) {
 
 func TestWithoutTraceContextNothingChanges(t *testing.T) {
 	ctx := context.Background()
-	if tracectx.FromIncoming(ctx) != ctx || tracectx.Outgoing(ctx) != ctx || tracectx.FromMeta(ctx, nil) != ctx {
+	if tracectx.FromIncoming(ctx) != ctx || tracectx.FromMeta(ctx, nil) != ctx || tracectx.FromBinary(ctx, nil, "") != ctx {
 		t.Error("a context without trace context was replaced")
+	}
+	if b, state := tracectx.AppendBinary(nil, ctx); b != nil || state != "" {
+		t.Errorf("AppendBinary without a span context wrote %x, %q", b, state)
+	}
+	for _, b := range [][]byte{make([]byte, tracectx.BinaryLen), make([]byte, tracectx.BinaryLen-1), append(make([]byte, 16), 1, 2, 3, 4, 5, 6, 7, 8, 1)} {
+		if tracectx.FromBinary(ctx, b, "") != ctx {
+			t.Errorf("FromBinary(%x) made a span context", b)
+		}
 	}
 	if m := tracectx.ToMeta(ctx, nil); m != nil {
 		t.Errorf("ToMeta without a span context made %v", m)
@@ -49,20 +56,22 @@ func TestWithoutTraceContextNothingChanges(t *testing.T) {
 	if trace.SpanContextFromContext(tracectx.FromIncoming(bad)).IsValid() {
 		t.Error("an invalid traceparent made a span context")
 	}
+	var buf [tracectx.BinaryLen]byte
 	allocs := testing.AllocsPerRun(100, func() {
 		c, span := tracectx.StartPluginCall(ctx, "p", "t")
 		span.End()
-		_ = tracectx.FromIncoming(c)
+		b, state := tracectx.AppendBinary(buf[:0], c)
+		_ = tracectx.FromBinary(tracectx.FromIncoming(c), b, state)
 	})
 	if allocs != 0 {
 		t.Errorf("a plugin call without tracing allocates %v times for tracing, want 0", allocs)
 	}
 }
 
-// TestOutgoingWritesWhatTheW3CPropagatorWrites compares Outgoing's metadata with
-// propagation.TraceContext's Inject for span contexts sampled or not, with the
-// random flag and with a tracestate.
-func TestOutgoingWritesWhatTheW3CPropagatorWrites(t *testing.T) {
+// TestBinaryCarriesWhatTheW3CPropagatorCarries sends span contexts, sampled or
+// not, with the random flag, other flags and a tracestate, through W3C headers and
+// through AppendBinary and FromBinary, and compares what arrives.
+func TestBinaryCarriesWhatTheW3CPropagatorCarries(t *testing.T) {
 	ts, err := trace.ParseTraceState("vendor=x,other=y")
 	if err != nil {
 		t.Fatal(err)
@@ -76,25 +85,41 @@ func TestOutgoingWritesWhatTheW3CPropagatorWrites(t *testing.T) {
 		{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts},
 	} {
 		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(cfg))
-		want := propagation.MapCarrier{}
-		propagation.TraceContext{}.Inject(ctx, want)
-		md, _ := metadata.FromOutgoingContext(tracectx.Outgoing(ctx))
-		for _, k := range []string{tracectx.Traceparent, tracectx.Tracestate} {
-			got := md.Get(k)
-			if w := want[k]; (w == "" && len(got) != 0) || (w != "" && (len(got) != 1 || got[0] != w)) {
-				t.Errorf("flags %v, tracestate %q: %s %q, want %q", cfg.TraceFlags, cfg.TraceState.String(), k, got, w)
-			}
+		headers := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, headers)
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), headers))
+		b, state := tracectx.AppendBinary(nil, ctx)
+		if got := trace.SpanContextFromContext(tracectx.FromBinary(context.Background(), b, state)); !got.Equal(want) {
+			t.Errorf("flags %v, tracestate %q: through binary %+v, through headers %+v", cfg.TraceFlags, cfg.TraceState.String(), got, want)
 		}
+	}
+	// A tracestate that does not parse is dropped, the span context kept.
+	b, _ := tracectx.AppendBinary(nil, trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})))
+	if got := trace.SpanContextFromContext(tracectx.FromBinary(context.Background(), b, "=,,bad")); !got.IsValid() || got.TraceState().Len() != 0 {
+		t.Errorf("with a bad tracestate: %+v", got)
 	}
 }
 
-// BenchmarkFromIncoming is what a plugin's sdk pays on each traced call to take the
-// host's trace context from the call's metadata (allocs/op).
+// BenchmarkFromIncoming is what a plugin's sdk pays on a traced call of an older
+// host, which sends the trace context as metadata, to take it (allocs/op).
 func BenchmarkFromIncoming(b *testing.B) {
 	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(tracectx.Traceparent, parent))
 	b.ReportAllocs()
 	for b.Loop() {
 		if !trace.SpanContextFromContext(tracectx.FromIncoming(in)).IsValid() {
+			b.Fatal("no span context")
+		}
+	}
+}
+
+// BenchmarkFromBinary is what a plugin's sdk pays on each traced call to take the
+// host's trace context from the call's request (allocs/op).
+func BenchmarkFromBinary(b *testing.B) {
+	in := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{tracectx.Traceparent: parent})
+	tc, state := tracectx.AppendBinary(nil, in)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !trace.SpanContextFromContext(tracectx.FromBinary(context.Background(), tc, state)).IsValid() {
 			b.Fatal("no span context")
 		}
 	}
