@@ -38,12 +38,16 @@ type settling struct {
 	span   trace.Span            // the settlement's, nil when traces are off
 	attrs  [8]attribute.KeyValue // what End sets on span, here so as not to be allocated apart
 
-	// With the settlement span sampled, ro is that span and the steps are recorded
-	// in steps (see stepSpan); cur is the current one. Otherwise ro is nil.
-	ro       sdktrace.ReadOnlySpan
-	sc       trace.SpanContext // ro's
-	steps    [maxSteps]stepSpan
-	provider stepProvider // the steps' TracerProvider
+	// A sampled settlement (sampled set) records its span and its steps' in
+	// spans (see stepSpan): spans[0] is the settlement's, with the span context
+	// sc and the parent span context parent; spans[1:1+nsteps] are the steps',
+	// cur the current one.
+	sampled  bool
+	sc       trace.SpanContext
+	parent   trace.SpanContext
+	spans    [1 + maxSteps]stepSpan
+	rootX    stepExtra    // spans[0]'s extra, here so as not to be allocated apart
+	provider stepProvider // the spans' TracerProvider
 	nsteps   int
 	cur      *stepSpan
 
@@ -69,14 +73,7 @@ func (o observer) StartSettle(ctx context.Context, location string, call *regist
 		inputBytes: len(call.Input),
 	}
 	if t.tracer != nil {
-		// Its attributes are set at End, all at once: the span's attribute slice is
-		// then made once, and no sampler that toolhost configures reads them.
-		ctx, s.span = t.tracer.Start(ctx, "toolhost.settle")
-		if t.batch != nil && s.span.IsRecording() && s.span.SpanContext().IsSampled() {
-			s.ro, _ = s.span.(sdktrace.ReadOnlySpan)
-			s.sc = s.span.SpanContext()
-			s.provider.s, s.provider.tracer.s = s, s
-		}
+		ctx = s.startSpan(ctx)
 	}
 	if t.audit != nil {
 		s.inputSHA256 = sha256.Sum256(call.Input)
@@ -85,6 +82,48 @@ func (o observer) StartSettle(ctx context.Context, location string, call *regist
 		t.mu.Unlock()
 	}
 	return ctx, s
+}
+
+// settleSpanName is the name of a settlement's span.
+const settleSpanName = "toolhost.settle"
+
+// startSpan starts the settlement's span under ctx's span context and returns ctx
+// with it. The span is sampled as the SDK would sample it, by the same sampler
+// (Telemetry.sampler). A sampled one is recorded in place (spans[0]), as its steps
+// are: what the SDK would do for it (a recording span, its context, a snapshot at
+// End) costs more than all the steps. A dropped one is a non-recording span that
+// carries its span context on. Its attributes are set at End, all at once, so no
+// sampler reads them, as none that toolhost configures does.
+func (s *settling) startSpan(ctx context.Context) context.Context {
+	t := s.t
+	parent := trace.SpanContextFromContext(ctx)
+	tid := parent.TraceID()
+	if !tid.IsValid() {
+		tid = newTraceID()
+	}
+	res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: tid, Name: settleSpanName, Kind: trace.SpanKindInternal})
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID(), TraceState: res.Tracestate}
+	switch res.Decision {
+	case sdktrace.Drop:
+		cfg.TraceFlags = parent.TraceFlags() &^ trace.FlagsSampled
+		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(cfg))
+		s.span = trace.SpanFromContext(ctx)
+		return ctx
+	case sdktrace.RecordOnly: // no sampler of the environment decides it
+		ctx, s.span = t.tracer.Start(ctx, settleSpanName)
+		return ctx
+	}
+	cfg.TraceFlags = parent.TraceFlags() | trace.FlagsSampled
+	s.sampled, s.sc, s.parent = true, trace.NewSpanContext(cfg), parent
+	s.provider.s, s.provider.tracer.s = s, s
+	root := &s.spans[0]
+	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.start
+	if len(res.Attributes) > 0 {
+		s.rootX.attrs = res.Attributes
+		root.extra = &s.rootX
+	}
+	s.span = root
+	return trace.ContextWithSpan(ctx, root)
 }
 
 // Resolved keeps the source's name for End, which sets it on the span with the
@@ -113,7 +152,7 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	if s.cur != nil {
 		s.cur.end(now)
 	}
-	if s.ro == nil {
+	if !s.sampled {
 		return ctx // StartSettle's, with the settlement span: no step replaced it
 	}
 	if s.nsteps == maxSteps { // a step more than the registry has: it runs under the settlement
@@ -124,8 +163,8 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	if !ok {
 		name = "toolhost." + string(step)
 	}
-	st := &s.steps[s.nsteps]
 	s.nsteps++
+	st := &s.spans[s.nsteps]
 	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, now
 	s.cur = st
 	return trace.ContextWithSpan(ctx, st)
@@ -154,13 +193,15 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		if st != nil {
 			attrs[n], n = attribute.Int("toolhost.output.bytes", outputBytes(st)), n+1
 		}
-		s.span.SetAttributes(attrs[:n]...)
-		if err != nil {
-			s.span.SetStatus(codes.Error, outcome)
-		}
-		s.span.End()
-		if s.nsteps > 0 {
-			t.batch.onEndSteps(s.steps[:s.nsteps])
+		if s.sampled {
+			s.endRoot(now, attrs[:n], err != nil, outcome)
+			t.batch.onEndSteps(s.spans[:1+s.nsteps])
+		} else {
+			s.span.SetAttributes(attrs[:n]...)
+			if err != nil {
+				s.span.SetStatus(codes.Error, outcome)
+			}
+			s.span.End()
 		}
 	}
 	if t.inst != nil {
@@ -199,6 +240,24 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		s.mu.Unlock()
 		t.audit.write(line)
 	}
+}
+
+// endRoot sets attrs on the settlement's recorded span, as SetAttributes would,
+// and an error status when failed, and ends it at t.
+func (s *settling) endRoot(t time.Time, attrs []attribute.KeyValue, failed bool, outcome string) {
+	root := &s.spans[0]
+	if root.extra == nil { // nothing else set: attrs, in place
+		s.mu.Lock()
+		s.rootX.attrs = attrs
+		root.extra = &s.rootX
+		s.mu.Unlock()
+	} else {
+		root.SetAttributes(attrs...)
+	}
+	if failed {
+		root.SetStatus(codes.Error, outcome)
+	}
+	root.end(t)
 }
 
 // outcomeOf is the Settlement's outcome, or the kind of error that ended the call.

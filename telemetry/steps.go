@@ -70,6 +70,16 @@ var (
 	_ sdktrace.ReadOnlySpan = (*stepSpan)(nil)
 )
 
+// newTraceID is a random, valid trace ID, as the SDK's ID generator makes them.
+func newTraceID() trace.TraceID {
+	var id trace.TraceID
+	for !id.IsValid() {
+		binary.NativeEndian.PutUint64(id[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(id[8:], rand.Uint64())
+	}
+	return id
+}
+
 // newSpanID is a random, valid span ID, as the SDK's ID generator makes them.
 func newSpanID() trace.SpanID {
 	var id trace.SpanID
@@ -218,7 +228,13 @@ func (st *stepSpan) Name() string {
 	return st.name
 }
 
-func (st *stepSpan) Parent() trace.SpanContext { return st.s.sc.WithSpanID(st.parent) }
+func (st *stepSpan) Parent() trace.SpanContext {
+	if st == &st.s.spans[0] {
+		return st.s.parent // the settlement's: the runner's, or none
+	}
+	return st.s.sc.WithSpanID(st.parent)
+}
+
 func (st *stepSpan) SpanKind() trace.SpanKind  { return st.kind }
 func (st *stepSpan) StartTime() time.Time      { return st.start }
 func (st *stepSpan) EndTime() time.Time        { return st.fin }
@@ -251,16 +267,12 @@ func (st *stepSpan) Status() sdktrace.Status {
 	return st.extra.status
 }
 
-func (st *stepSpan) InstrumentationScope() instrumentation.Scope {
-	return st.s.ro.InstrumentationScope()
-}
+func (st *stepSpan) InstrumentationScope() instrumentation.Scope { return st.s.t.scope }
 
 //nolint:staticcheck // part of the interface
-func (st *stepSpan) InstrumentationLibrary() instrumentation.Library {
-	return st.s.ro.InstrumentationLibrary() //nolint:staticcheck // part of the interface
-}
+func (st *stepSpan) InstrumentationLibrary() instrumentation.Library { return st.s.t.scope }
 
-func (st *stepSpan) Resource() *resource.Resource { return st.s.ro.Resource() }
+func (st *stepSpan) Resource() *resource.Resource { return st.s.t.spanRes }
 func (st *stepSpan) DroppedAttributes() int       { return 0 }
 func (st *stepSpan) DroppedLinks() int            { return 0 }
 func (st *stepSpan) DroppedEvents() int           { return 0 }

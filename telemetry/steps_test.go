@@ -29,6 +29,14 @@ import (
 // sampler named, and returns the spans the receiver got once telemetry shut down.
 func settleTraced(t *testing.T, sampler string, work func(ctx context.Context, tel *telemetry.Telemetry)) []*tracepb.Span {
 	t.Helper()
+	return settleTracedUnder(t, t.Context(), sampler, "", work)
+}
+
+// settleTracedUnder is settleTraced with the call settled under ctx (which may
+// carry a runner's span context) and OTEL_TRACES_SAMPLER_ARG set to arg.
+func settleTracedUnder(t *testing.T, ctx context.Context, sampler, arg string, work func(ctx context.Context, tel *telemetry.Telemetry)) []*tracepb.Span {
+	t.Helper()
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", arg)
 	rcv := startReceiver(t)
 	otlpEnv(t, rcv.addr)
 	t.Setenv("OTEL_TRACES_SAMPLER", sampler)
@@ -54,7 +62,7 @@ func settleTraced(t *testing.T, sampler string, work func(ctx context.Context, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := q.Settle(t.Context(), registry.Call{Name: "work", Input: []byte(`{"text":"x"}`),
+	s, err := q.Settle(ctx, registry.Call{Name: "work", Input: []byte(`{"text":"x"}`),
 		Invocation: sdk.Invocation{SessionID: "s", ToolCallID: "c"}})
 	if err != nil || s.Outcome != registry.Completed {
 		t.Fatalf("settle: %v %v", s, err)
@@ -156,6 +164,83 @@ func TestUnsampledSettlementHasNoStepSpans(t *testing.T) {
 	if len(spans) != 0 {
 		t.Errorf("the receiver got spans %v of an unsampled settlement", names(spans))
 	}
+}
+
+// TestSettlementSpanIsSampledAsTheSDKSamples: the settlement span, which telemetry
+// records itself, follows the sampler the OTEL_* variables name and the runner's
+// span context as an SDK span would: a child of the runner's span in its trace,
+// with its tracestate and its flags; dropped when a parent-based sampler's parent
+// was not sampled, or a ratio of 0 says so, its span context still reaching the
+// tool; and an unknown sampler is parent based, always on, as in the SDK.
+func TestSettlementSpanIsSampledAsTheSDKSamples(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	state, err := trace.ParseTraceState("vendor=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := func(flags trace.TraceFlags) context.Context {
+		return trace.ContextWithRemoteSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: tid, SpanID: sid, TraceFlags: flags, TraceState: state, Remote: true}))
+	}
+	inRunnersTrace := func(t *testing.T) func(context.Context, *telemetry.Telemetry) {
+		return func(ctx context.Context, _ *telemetry.Telemetry) {
+			if got := trace.SpanContextFromContext(ctx); got.TraceID() != tid || got.SpanID() == sid || got.TraceState().Get("vendor") != "x" {
+				t.Errorf("the tool runs under span context %v, want one of the runner's trace with its tracestate", got)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, sampler, arg string
+		parent             trace.TraceFlags
+		sampled            bool
+	}{
+		{"ParentBasedWithASampledParent", "parentbased_always_on", "", trace.FlagsSampled, true},
+		{"ParentBasedWithAnUnsampledParent", "parentbased_always_on", "", 0, false},
+		{"AlwaysOnWithAnUnsampledParent", "always_on", "", 0, true},
+		{"RatioZero", "traceidratio", "0", trace.FlagsSampled, false},
+		{"ParentBasedRatioZeroWithASampledParent", "parentbased_traceidratio", "0", trace.FlagsSampled, true},
+		{"UnknownSamplerIsParentBasedAlwaysOn", "nonesuch", "", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spans := settleTracedUnder(t, runner(tc.parent), tc.sampler, tc.arg, inRunnersTrace(t))
+			if !tc.sampled {
+				if len(spans) != 0 {
+					t.Errorf("exported %v, want nothing", names(spans))
+				}
+				return
+			}
+			var settle *tracepb.Span
+			for _, sp := range spans {
+				if sp.Name == "toolhost.settle" {
+					settle = sp
+				}
+			}
+			switch {
+			case settle == nil:
+				t.Fatalf("no settlement span among %v", names(spans))
+			case string(settle.TraceId) != string(tid[:]) || string(settle.ParentSpanId) != string(sid[:]):
+				t.Errorf("settlement span in trace %x under %x, want the runner's %s under %s", settle.TraceId, settle.ParentSpanId, tid, sid)
+			case settle.TraceState != "vendor=x":
+				t.Errorf("settlement span's tracestate %q, want the runner's", settle.TraceState)
+			case settle.Flags&0x300 != 0x300: // the parent is known and remote
+				t.Errorf("settlement span's flags %#x, want its parent remote", settle.Flags)
+			case len(spans) != 6:
+				t.Errorf("exported %v, want the settlement and its 5 steps", names(spans))
+			}
+		})
+	}
+	t.Run("ARootOfItsOwn", func(t *testing.T) {
+		spans := settleTracedUnder(t, t.Context(), "parentbased_always_on", "", func(context.Context, *telemetry.Telemetry) {})
+		for _, sp := range spans {
+			if sp.Name == "toolhost.settle" && (len(sp.ParentSpanId) != 0 || len(sp.TraceId) != 16 || sp.Flags&0x100 == 0 || sp.Flags&0x200 != 0) {
+				t.Errorf("a settlement without a runner's trace: parent %x, trace %x, flags %#x; want a root", sp.ParentSpanId, sp.TraceId, sp.Flags)
+			}
+		}
+		if len(spans) != 6 {
+			t.Errorf("exported %v, want the settlement and its 5 steps", names(spans))
+		}
+	})
 }
 
 // TestSpansReachAnHTTPCollector: with OTLP over HTTP (the protocol's default), a

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,8 +29,9 @@ import (
 type Options struct {
 	// Getenv reads the OTEL_* variables that decide whether and where traces and
 	// metrics are exported: the exporter, the OTLP protocol, the prometheus
-	// exporter's host and port (the OTLP exporters read their endpoint, headers and
-	// TLS settings from the process environment). Default: os.Getenv.
+	// exporter's host and port, the sampler (the OTLP exporters read their
+	// endpoint, headers and TLS settings from the process environment). Default:
+	// os.Getenv.
 	Getenv func(string) string
 	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME (or
 	// OTEL_RESOURCE_ATTRIBUTES) sets one; default "toolhost".
@@ -52,6 +55,13 @@ type Telemetry struct {
 	tp     *sdktrace.TracerProvider // nil: traces off
 	tracer trace.Tracer             // nil: traces off
 	batch  *batcher                 // tp's span processor; nil: traces off
+
+	// With traces on: tp's sampler, and the resource and scope of toolhost's
+	// spans, for the spans telemetry records itself (see stepSpan).
+	sampler sdktrace.Sampler
+	spanRes *resource.Resource
+	scope   instrumentation.Scope
+
 	mp     *sdkmetric.MeterProvider // nil: metrics off
 	inst   *instruments             // nil: metrics off
 	prom   *sdkmetric.ManualReader  // nil: no Prometheus endpoint
@@ -93,8 +103,19 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
+		sampler, err := samplerFromEnv(getenv)
+		if err != nil {
+			otel.Handle(err)
+		}
+		// The resource the SDK gives its spans (it merges the environment's under
+		// the one it is given): the settlement and step spans carry it too.
+		spanRes, err := resource.Merge(resource.Environment(), res)
+		if err != nil {
+			spanRes = res
+		}
+		t.sampler, t.spanRes, t.scope = sampler, spanRes, instrumentation.Scope{Name: tracectx.Scope}
 		t.batch = newBatcher(exp, client, getenv)
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(res))
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(spanRes), sdktrace.WithSampler(sampler))
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option
