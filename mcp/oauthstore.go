@@ -127,10 +127,10 @@ func decodeGrant(serverURL, file string, data []byte) (*Grant, error) {
 // Save stores g for serverURL, under the file's lock and atomically and durably
 // (a temporary file in the same directory, synced, renamed over the old one, the
 // directory synced), with mode 0600. A grant without IssuedAt (a new login) is
-// stored as issued now, later than the stored one, which it replaces even when
-// that one is unreadable. A grant with IssuedAt earlier than the stored one's is
-// not stored: Save keeps the newer and returns an error wrapping ErrOlderGrant.
-// Save does not change g.
+// stored as issued now, later than the stored one. A grant with IssuedAt earlier
+// than the stored one's is not stored: Save keeps the newer and returns an error
+// wrapping ErrOlderGrant. A stored file that is unreadable is replaced (logging in
+// again is the remedy its error names). Save does not change g.
 func (s TokenStore) Save(serverURL string, g *Grant) error {
 	file := s.Path(serverURL)
 	err := filestore.Update(file, 0o600, func(old []byte) ([]byte, error) {
