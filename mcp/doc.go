@@ -114,5 +114,10 @@
 // redirect. The grant is kept in a [TokenStore] (one file per server URL, mode 0600,
 // written atomically, in DefaultTokenDir: outside any workspace). A remote
 // server's sessions send the stored token and refresh it when it has expired,
-// storing the new one; a session never starts the interactive flow itself.
+// storing the new one; a session never starts the interactive flow itself. The
+// refresh happens under the grant file's lock after re-reading it
+// ([TokenStore.Fresh]), so the toolhost processes holding one grant refresh it once
+// between them and take the newest (refresh tokens that rotate are never
+// presented twice); a stored grant is never replaced by an older one, and a
+// failed refresh leaves it as it was.
 package mcp

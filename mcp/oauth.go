@@ -3,14 +3,10 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
-
-	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // DefaultTokenDir returns where OAuth tokens are stored for the user:
@@ -39,63 +33,6 @@ func DefaultTokenDir(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".local", "share", "toolhost", "oauth"), nil
 }
 
-// TokenStore keeps one OAuth grant per remote server URL, each in its own file
-// (mode 0600, in a directory of mode 0700, written atomically). Tokens never
-// appear in logs or errors.
-type TokenStore struct{ Dir string }
-
-// Grant is what a login leaves for later sessions: the client (as registered),
-// the token endpoint and the token.
-type Grant struct {
-	Server       string        `json:"server"`
-	Issuer       string        `json:"issuer,omitempty"`
-	ClientID     string        `json:"client_id"`
-	ClientSecret string        `json:"client_secret,omitempty"`
-	AuthStyle    int           `json:"auth_style,omitempty"`
-	AuthURL      string        `json:"auth_url,omitempty"`
-	TokenURL     string        `json:"token_url"`
-	Scopes       []string      `json:"scopes,omitempty"`
-	Token        *oauth2.Token `json:"token"`
-}
-
-// Path returns the file that holds the grant for serverURL.
-func (s TokenStore) Path(serverURL string) string {
-	sum := sha256.Sum256([]byte(serverURL))
-	return filepath.Join(s.Dir, hex.EncodeToString(sum[:16])+".json")
-}
-
-// Load returns the grant stored for serverURL, or nil when there is none.
-func (s TokenStore) Load(serverURL string) (*Grant, error) {
-	file := s.Path(serverURL)
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mcp: read stored OAuth token: %w", err)
-	}
-	var g Grant
-	if err := json.Unmarshal(data, &g); err != nil || g.Token == nil || g.TokenURL == "" {
-		return nil, fmt.Errorf("mcp: stored OAuth token file %s is unreadable; log in again to replace it", file)
-	}
-	return &g, nil
-}
-
-// Save stores g for serverURL under the file's lock (see internal/filestore), which
-// excludes other toolhost processes storing it, and atomically and durably (a
-// temporary file in the same directory, synced, renamed over the old one, the
-// directory synced), with mode 0600.
-func (s TokenStore) Save(serverURL string, g *Grant) error {
-	data, err := json.MarshalIndent(g, "", "  ")
-	if err != nil {
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	if err := filestore.Update(s.Path(serverURL), 0o600, func([]byte) ([]byte, error) { return data, nil }); err != nil {
-		return fmt.Errorf("mcp: store OAuth token: %w", err)
-	}
-	return nil
-}
-
 func (c Config) tokenStore() (TokenStore, error) {
 	if c.TokenDir != "" {
 		return TokenStore{Dir: c.TokenDir}, nil
@@ -104,27 +41,33 @@ func (c Config) tokenStore() (TokenStore, error) {
 	return TokenStore{Dir: dir}, err
 }
 
+// refreshTimeout bounds one refresh at the token endpoint; other processes wait
+// for it holding the grant's lock.
+const refreshTimeout = 30 * time.Second
+
 // storedTokenSource returns a token source over the grant stored for cfg.URL, or
-// nil when none is stored. It refreshes an expired token through hc and stores
-// the refreshed one.
+// nil when none is stored. It refreshes an expired token through hc and the
+// store (see TokenStore.Fresh), so the processes sharing the grant refresh it
+// once.
 func storedTokenSource(cfg Config, hc *http.Client) (oauth2.TokenSource, error) {
 	store, err := cfg.tokenStore()
 	if err != nil {
 		return nil, nil // no store, so nothing stored: the server may not need one
 	}
 	g, err := store.Load(cfg.URL)
-	if err != nil || g == nil {
-		return nil, err
+	if err != nil {
+		hint := cfg.LoginHint
+		if hint == "" {
+			hint = "toolhost mcp-login " + cfg.Name
+		}
+		return nil, fmt.Errorf("%w: %s", err, hint)
 	}
-	oc := g.config("")
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
-	return &savingSource{
-		base: oc.TokenSource(ctx, g.Token), last: g.Token.AccessToken,
-		save: func(t *oauth2.Token) error {
-			next := *g
-			next.Token = t
-			return store.Save(cfg.URL, &next)
-		},
+	if g == nil {
+		return nil, nil
+	}
+	return &grantSource{
+		store: store, url: cfg.URL, held: g,
+		refresh: func(g *Grant) (*Grant, error) { return g.refresh(hc) },
 		log: func(err error) {
 			cfg.Logger.Warn("could not store the refreshed OAuth token", "server", cfg.Name, "error", err)
 		},
@@ -138,29 +81,54 @@ func (g *Grant) config(redirect string) *oauth2.Config {
 	}
 }
 
-// savingSource stores each new token its base hands out (after a refresh).
-type savingSource struct {
-	mu   sync.Mutex
-	base oauth2.TokenSource
-	last string
-	save func(*oauth2.Token) error
-	log  func(error)
-}
+// errNoRefreshToken: the grant's token expired and it has nothing to refresh with.
+var errNoRefreshToken = errors.New("the token has expired and the grant holds no refresh token")
 
-func (s *savingSource) Token() (*oauth2.Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.base.Token()
+// refresh exchanges g's refresh token at its token endpoint through hc, within
+// refreshTimeout, and returns g with the new token (which keeps the old refresh
+// token when the endpoint sends none).
+func (g *Grant) refresh(hc *http.Client) (*Grant, error) {
+	if g.Token.RefreshToken == "" {
+		return nil, errNoRefreshToken
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), oauth2.HTTPClient, hc), refreshTimeout)
+	defer cancel()
+	t, err := g.config("").TokenSource(ctx, &oauth2.Token{RefreshToken: g.Token.RefreshToken}).Token()
 	if err != nil {
 		return nil, err
 	}
-	if t.AccessToken != s.last {
-		s.last = t.AccessToken
-		if err := s.save(t); err != nil {
-			s.log(err)
-		}
+	next := *g
+	next.Token = t
+	return &next, nil
+}
+
+// grantSource hands out the token of the grant it holds, taking a fresh one from
+// the store when it has expired.
+type grantSource struct {
+	store   TokenStore
+	url     string
+	refresh func(*Grant) (*Grant, error)
+	log     func(error)
+
+	mu   sync.Mutex
+	held *Grant
+}
+
+func (s *grantSource) Token() (*oauth2.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held.Token.Valid() {
+		return s.held.Token, nil
 	}
-	return t, nil
+	g, err := s.store.Fresh(s.url, s.held, s.refresh)
+	if g == nil {
+		return nil, err
+	}
+	if err != nil {
+		s.log(err) // refreshed but not stored: still usable here
+	}
+	s.held = g
+	return g.Token, nil
 }
 
 // LoginOptions configure Login.

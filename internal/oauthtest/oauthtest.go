@@ -1,7 +1,8 @@
 // Package oauthtest is an OAuth 2.1 authorization server for tests of remote MCP
 // servers: metadata, dynamic client registration, authorization with PKCE (S256)
-// that approves at once, code exchange and refresh; a wrapper that puts an MCP
-// endpoint behind its tokens; and a "browser" that follows an authorization URL.
+// that approves at once, code exchange and refresh with refresh-token rotation
+// and reuse detection; a wrapper that puts an MCP endpoint behind its tokens; and
+// a "browser" that follows an authorization URL.
 package oauthtest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,21 +21,33 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// Server is the authorization server. Access tokens expire in 5 seconds, which
-// golang.org/x/oauth2 already counts as expired, so every later use of a stored token
-// refreshes it first. Safe for concurrent use; the test's cleanup closes it.
+// Server is the authorization server. Access tokens expire in 5 seconds unless
+// SetTokenLifetime says otherwise, which golang.org/x/oauth2 already counts as
+// expired, so every later use of a stored token refreshes it first.
+//
+// Refresh tokens rotate as most providers' do: a refresh hands out a new refresh
+// token and invalidates the one it used. A refresh token used a second time is
+// refused with invalid_grant and, as the OAuth 2.0 security best practice asks of
+// reuse detection, revokes every token issued from the same login since (its
+// family), access tokens included. Safe for concurrent use; the test's cleanup
+// closes it.
 type Server struct {
 	srv *httptest.Server
 
 	mu        sync.Mutex
 	clients   map[string][]string // client id → redirect URIs
 	codes     map[string]authCode
-	access    map[string]bool
-	refresh   map[string]bool
+	access    map[string]int // live access token → family
+	refresh   map[string]int // live refresh token → family
+	used      map[string]int // rotated-out refresh token → family
+	lifetime  int            // seconds
 	n         int
 	refreshed int
+	rejected  int
+	reused    int
 	resources []string // resource indicators seen
 }
 
@@ -41,7 +55,10 @@ type authCode struct{ client, redirect, challenge string }
 
 // New starts a Server on loopback.
 func New(t testing.TB) *Server {
-	a := &Server{clients: map[string][]string{}, codes: map[string]authCode{}, access: map[string]bool{}, refresh: map[string]bool{}}
+	a := &Server{
+		clients: map[string][]string{}, codes: map[string]authCode{},
+		access: map[string]int{}, refresh: map[string]int{}, used: map[string]int{}, lifetime: 5,
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{
@@ -87,33 +104,38 @@ func New(t testing.TB) *Server {
 		r.ParseForm()
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		family := 0
 		switch r.Form.Get("grant_type") {
 		case "authorization_code":
 			c, ok := a.codes[r.Form.Get("code")]
 			delete(a.codes, r.Form.Get("code"))
 			sum := sha256.Sum256([]byte(r.Form.Get("code_verifier")))
 			if !ok || c.client != r.Form.Get("client_id") || c.redirect != r.Form.Get("redirect_uri") || base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {
-				w.WriteHeader(http.StatusBadRequest)
-				writeJSON(w, map[string]string{"error": "invalid_grant"})
+				tokenError(w, "invalid_grant", "the code is unknown or does not match the request")
 				return
 			}
 		case "refresh_token":
-			if !a.refresh[r.Form.Get("refresh_token")] {
-				w.WriteHeader(http.StatusBadRequest)
-				writeJSON(w, map[string]string{"error": "invalid_grant"})
+			rt := r.Form.Get("refresh_token")
+			f, ok := a.refresh[rt]
+			if !ok {
+				a.rejected++
+				if f, reused := a.used[rt]; reused {
+					a.reused++
+					a.revoke(f)
+				}
+				tokenError(w, "invalid_grant", "the refresh token is unknown, revoked or already used")
 				return
 			}
-			delete(a.refresh, r.Form.Get("refresh_token"))
+			delete(a.refresh, rt)
+			a.used[rt] = f
+			family = f
 			a.refreshed++
 		default:
-			w.WriteHeader(http.StatusBadRequest)
-			writeJSON(w, map[string]string{"error": "unsupported_grant_type"})
+			tokenError(w, "unsupported_grant_type", "")
 			return
 		}
-		a.n++
-		at, rt := fmt.Sprintf("access-%d", a.n), fmt.Sprintf("refresh-%d", a.n)
-		a.access[at], a.refresh[rt] = true, true
-		writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 5, "refresh_token": rt})
+		at, rt := a.issue(family)
+		writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": a.lifetime, "refresh_token": rt})
 	})
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
@@ -130,6 +152,64 @@ func (a *Server) Refreshed() int {
 	return a.refreshed
 }
 
+// Rejected counts the refresh grants it refused (invalid_grant): unknown, revoked
+// or reused refresh tokens.
+func (a *Server) Rejected() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rejected
+}
+
+// Reused counts the refresh grants that presented a refresh token already
+// rotated out (each revoked its family).
+func (a *Server) Reused() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reused
+}
+
+// SetTokenLifetime sets the expires_in of the access tokens issued from now on.
+func (a *Server) SetTokenLifetime(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lifetime = int(d / time.Second)
+}
+
+// Issue mints an access and refresh token pair of a new family, as a login would,
+// for tests that need a grant without playing the authorization flow. The pair
+// refreshes at the token endpoint (URL()+"/token") for any client id.
+func (a *Server) Issue() (access, refresh string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.issue(0)
+}
+
+// Valid reports whether access is a live access token.
+func (a *Server) Valid(access string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.access[access]
+	return ok
+}
+
+// issue mints a token pair in family, or in a new family when family is 0. a.mu
+// is held.
+func (a *Server) issue(family int) (access, refresh string) {
+	a.n++
+	if family == 0 {
+		family = a.n
+	}
+	access, refresh = fmt.Sprintf("access-%d", a.n), fmt.Sprintf("refresh-%d", a.n)
+	a.access[access], a.refresh[refresh] = family, family
+	return access, refresh
+}
+
+// revoke invalidates every live token of family. a.mu is held.
+func (a *Server) revoke(family int) {
+	maps.DeleteFunc(a.access, func(_ string, f int) bool { return f == family })
+	maps.DeleteFunc(a.refresh, func(_ string, f int) bool { return f == family })
+}
+
 // Resources lists the resource indicators authorization requests carried.
 func (a *Server) Resources() []string {
 	a.mu.Lock()
@@ -144,12 +224,6 @@ func (a *Server) ForgetRefreshTokens() {
 	clear(a.refresh)
 }
 
-func (a *Server) valid(token string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.access[token]
-}
-
 // Protect puts next, the MCP endpoint at resource (its URL, path "/mcp"), behind the
 // server's tokens, and serves the protected-resource metadata at the endpoint's
 // well-known path.
@@ -161,7 +235,7 @@ func (a *Server) Protect(resource string, next http.Handler) http.Handler {
 			writeJSON(w, map[string]any{"resource": resource, "authorization_servers": []string{a.srv.URL}, "scopes_supported": []string{"tools"}})
 			return
 		}
-		if !a.valid(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
+		if !a.Valid(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
 			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+u.Host+metadata+`"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -189,6 +263,17 @@ func Browser(ctx context.Context, u string) error {
 		return fmt.Errorf("redirect page: %d %s", resp.StatusCode, body)
 	}
 	return nil
+}
+
+// tokenError answers a token request with an OAuth error (RFC 6749 section 5.2).
+func tokenError(w http.ResponseWriter, code, description string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	body := map[string]string{"error": code}
+	if description != "" {
+		body["error_description"] = description
+	}
+	writeJSON(w, body)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
