@@ -235,9 +235,9 @@ func (st *stepSpan) Parent() trace.SpanContext {
 	return st.s.sc.WithSpanID(st.parent)
 }
 
-func (st *stepSpan) SpanKind() trace.SpanKind  { return st.kind }
-func (st *stepSpan) StartTime() time.Time      { return st.start }
-func (st *stepSpan) EndTime() time.Time        { return st.fin }
+func (st *stepSpan) SpanKind() trace.SpanKind { return st.kind }
+func (st *stepSpan) StartTime() time.Time     { return st.start }
+func (st *stepSpan) EndTime() time.Time       { return st.fin }
 
 func (st *stepSpan) Attributes() []attribute.KeyValue {
 	if st.extra == nil {

@@ -62,10 +62,10 @@ type Telemetry struct {
 	spanRes *resource.Resource
 	scope   instrumentation.Scope
 
-	mp     *sdkmetric.MeterProvider // nil: metrics off
-	inst   *instruments             // nil: metrics off
-	prom   *sdkmetric.ManualReader  // nil: no Prometheus endpoint
-	audit  *auditLog                // nil: no audit trail
+	mp    *sdkmetric.MeterProvider // nil: metrics off
+	inst  *instruments             // nil: metrics off
+	prom  *sdkmetric.ManualReader  // nil: no Prometheus endpoint
+	audit *auditLog                // nil: no audit trail
 
 	storage atomic.Pointer[registry.Storage]
 
