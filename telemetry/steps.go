@@ -23,13 +23,14 @@ import (
 // maxSteps is how many step spans a settlement records: one for each registry.Step.
 const maxSteps = 7
 
-// stepSpan is the span of one step of a sampled settlement, kept in its settling
-// rather than made by the SDK, whose span is a recording span, its context and a
-// snapshot at End for a step that mostly lasts microseconds. Starting one takes a
-// clock reading and a random span ID; the span is a child of the settlement span,
-// sampled with it, of kind internal, with the settlement span's trace state,
-// resource and instrumentation scope, so an exporter and a collector see what an
-// SDK span would have been (but ChildSpanCount, which OTLP does not carry: 0).
+// stepSpan is the span of a sampled settlement (settling.spans[0]) or of one of its
+// steps, kept in its settling rather than made by the SDK, whose span is a
+// recording span, its context and a snapshot at End for a step that mostly lasts
+// microseconds. Starting one takes a clock reading and a random span ID; a step's
+// span is a child of the settlement span, sampled with it, of kind internal, with
+// the settlement span's trace state, resource and instrumentation scope, so an
+// exporter and a collector see what an SDK span would have been (but
+// ChildSpanCount, which OTLP does not carry: 0).
 //
 // It is a trace.Span while its step runs (the step's code starts child spans under
 // it, and may set attributes, events, links and a status as on an SDK span, within
