@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
 )
 
 // The exporters are chosen here from the standard variables, as the OpenTelemetry
@@ -66,7 +67,9 @@ func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.
 		}
 		var c otlptrace.Client = otlptracehttp.NewClient()
 		if proto == "grpc" {
-			c = otlptracegrpc.NewClient()
+			// The export requests are encoded by otlpCodec, without reflection.
+			codec := grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newOTLPCodec()))
+			c = otlptracegrpc.NewClient(otlptracegrpc.WithDialOption(codec))
 		}
 		exp, err := otlptrace.New(ctx, c)
 		if err != nil {
