@@ -142,7 +142,17 @@ type MCPServerConfig struct {
 	// MaxHeldBytes bounds what the server's messages make the host hold at once
 	// (mcp.Config.MaxHeldBytes); zero means the default.
 	MaxHeldBytes int64
+	// MaxPendingAsks, AskBurst and AsksPerMinute bound the server's elicitation
+	// and sampling requests (mcp.Config.Asks: max_pending_asks, from 1 to
+	// mcp.MaxPendingAsks; ask_burst and asks_per_minute, from 1 to MaxAskRate);
+	// zero means the default.
+	MaxPendingAsks int
+	AskBurst       int
+	AsksPerMinute  int
 }
+
+// MaxAskRate is the most an MCP server's ask_burst and asks_per_minute may be.
+const MaxAskRate = 1_000_000
 
 // ManifestToolConfig declares one manifest tool: a command run per call that
 // reads the input on stdin and writes the output on stdout.

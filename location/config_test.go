@@ -245,6 +245,15 @@ func TestParseConfigAccepts(t *testing.T) {
 				t.Errorf("Dir = %q, want %q", got, want)
 			}
 		}},
+		{"MCPServerAskLimits", `{"mcp_servers": [{"name": "m", "command": "m", "max_pending_asks": 2, "ask_burst": 5, "asks_per_minute": 3e1}, {"name": "n", "command": "n"}]}`, func(t *testing.T, cfg *location.Config) {
+			m, n := cfg.MCPServers[0], cfg.MCPServers[1]
+			if m.MaxPendingAsks != 2 || m.AskBurst != 5 || m.AsksPerMinute != 30 {
+				t.Errorf("server m: max_pending_asks %d, ask_burst %d, asks_per_minute %d; want 2, 5, 30", m.MaxPendingAsks, m.AskBurst, m.AsksPerMinute)
+			}
+			if n.MaxPendingAsks != 0 || n.AskBurst != 0 || n.AsksPerMinute != 0 {
+				t.Errorf("server n: %+v; want the ask limits unset (the defaults)", n)
+			}
+		}},
 		{"SourcesShareNamesByConfig", `{"plugins": [{"name": "p", "path": "p", "overrides": ["read"], "max_tools": 10, "max_schema_bytes": 1e4, "call_timeout": "30s", "max_held_bytes": 33554432}],
 			"mcp_servers": [{"name": "m", "command": "m", "overrides": ["m_x"], "max_tools": 5, "max_held_bytes": 16777216}],
 			"tools": [{"name": "read", "description": "d", "command": ["x"], "overrides": ["read"]}],
@@ -474,6 +483,15 @@ func TestParseConfigRejects(t *testing.T) {
 			[]problem{{"/tools/0/overrides/0", []string{`only its own name "t", not "read"`}}}},
 		{"ZeroMaxTools", `{"plugins": [{"name": "p", "path": "p", "max_tools": 0}]}`,
 			[]problem{{"/plugins/0/max_tools", []string{"want at least 1"}}}},
+		{"ZeroMaxPendingAsks", `{"mcp_servers": [{"name": "m", "command": "m", "max_pending_asks": 0}]}`,
+			[]problem{{"/mcp_servers/0/max_pending_asks", []string{`MCP server "m": max_pending_asks is 0; want an integer from 1 to 16`}}}},
+		{"MaxPendingAsksPastWhatTheHostAnswers", `{"mcp_servers": [{"name": "m", "command": "m", "max_pending_asks": 17}]}`,
+			[]problem{{"/mcp_servers/0/max_pending_asks", []string{`MCP server "m": max_pending_asks is 17`}}}},
+		{"NegativeAskBurstAndHugeRate", `{"mcp_servers": [{"name": "m", "command": "m", "ask_burst": -1, "asks_per_minute": 1e300}]}`,
+			[]problem{{"/mcp_servers/0/ask_burst", []string{`MCP server "m": ask_burst is -1; want an integer from 1 to 1000000`}},
+				{"/mcp_servers/0/asks_per_minute", []string{`MCP server "m": asks_per_minute is`, "want an integer from 1 to 1000000"}}}},
+		{"FractionalAsksPerMinute", `{"mcp_servers": [{"name": "m", "command": "m", "asks_per_minute": 0.5}]}`,
+			[]problem{{"/mcp_servers/0/asks_per_minute", []string{"got number, want integer"}}}},
 		{"BadCallTimeout", `{"plugins": [{"name": "p", "path": "p", "call_timeout": "soon"}]}`,
 			[]problem{{"/plugins/0/call_timeout", []string{`invalid duration "soon"`}}}},
 		{"ZeroQuota", `{"tool_output": {"quota_bytes": 0}}`,

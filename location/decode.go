@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
 )
 
@@ -72,6 +73,9 @@ type rawMCPServer struct {
 	Sandbox        *rawSandbox       `json:"sandbox"`
 	RequireSandbox bool              `json:"require_sandbox"`
 	MaxHeldBytes   json.Number       `json:"max_held_bytes"`
+	MaxPendingAsks json.Number       `json:"max_pending_asks"`
+	AskBurst       json.Number       `json:"ask_burst"`
+	AsksPerMinute  json.Number       `json:"asks_per_minute"`
 	rawRemote
 	rawSharing
 }
@@ -175,6 +179,9 @@ func (d *decoder) config(raw *rawConfig) *Config {
 			Sandbox:        d.sandbox(at+"/sandbox", m.Sandbox),
 			RequireSandbox: m.RequireSandbox,
 			MaxHeldBytes:   d.count(at+"/max_held_bytes", m.MaxHeldBytes),
+			MaxPendingAsks: d.askLimit(at, m.Name, "max_pending_asks", m.MaxPendingAsks, mcp.MaxPendingAsks),
+			AskBurst:       d.askLimit(at, m.Name, "ask_burst", m.AskBurst, MaxAskRate),
+			AsksPerMinute:  d.askLimit(at, m.Name, "asks_per_minute", m.AsksPerMinute, MaxAskRate),
 		})
 	}
 	cfg.ImportMCPConfig = slices.Clone(raw.ImportMCP)
@@ -277,6 +284,20 @@ func (d *decoder) atLeast(path string, n json.Number, floor int64) int64 {
 		return 0
 	}
 	return r.Num().Int64()
+}
+
+// askLimit decodes an MCP server's ask limit key, an integer from 1 to most; ""
+// is zero (the default).
+func (d *decoder) askLimit(at, server, key string, n json.Number, most int64) int {
+	if n == "" {
+		return 0
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(most)) > 0 {
+		d.problem(at+"/"+key, "MCP server %s: %s is %s; want an integer from 1 to %d", quote(server), key, display(n), most)
+		return 0
+	}
+	return int(r.Num().Int64())
 }
 
 // resolve makes a path absolute against the Location directory.

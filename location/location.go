@@ -360,6 +360,7 @@ func (l *Location) serverConfig(ctx context.Context, mc MCPServerConfig) (mcp.Co
 		Limits:       mc.Sharing.limits(),
 		Sandbox:      sandboxSpec(mc.Name, mc.Sandbox, mc.RequireSandbox, false, l.opts.SandboxMode),
 		MaxHeldBytes: mc.MaxHeldBytes,
+		Asks:         mc.askLimits(),
 		Logger:       l.logger.Named(mc.Name),
 	}, nil
 }

@@ -489,3 +489,8 @@ func envLookup(env []string) func(string) (string, bool) {
 	}
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
+
+// askLimits is the mcp package's form of the server's ask limits.
+func (mc MCPServerConfig) askLimits() mcp.AskLimits {
+	return mcp.AskLimits{MaxPending: mc.MaxPendingAsks, Burst: mc.AskBurst, PerMinute: mc.AsksPerMinute}
+}

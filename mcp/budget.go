@@ -31,9 +31,12 @@ import (
 //     notifications/cancelled is passed on only for a request of the server's that
 //     is being answered, once;
 //   - a request of the server's (sampling, elicitation, ping, …) is counted until
-//     the host writes its answer; at most maxServing are being answered at once,
-//     and one past that, past the budget or with an id already being answered is
-//     answered at once with an error, not handed to the session.
+//     the host has written its answer; at most maxServing are being answered (or
+//     their answers written) at once, and one past that, past the budget or with
+//     an id already being answered is refused: answered with an error through the
+//     connection's queue (conn.reply), not handed to the session. So a server
+//     that does not read its answers holds at most maxServing of the session's
+//     goroutines, each blocked writing one.
 //
 // What a transport holds before the gate sees a message is bounded by the
 // transport: one line of at most Config.MaxMessageBytes on stdio. Remote servers
@@ -51,6 +54,7 @@ type gate struct {
 	calls   map[jsonrpc.ID]context.Context // the host's requests awaiting a response
 	swept   int                            // len(calls) after the last sweep
 	serving map[jsonrpc.ID]*served         // the server's requests being answered
+	writing int                            // answers to the server's requests being written
 }
 
 // holder is what the responses to the requests made under one context of
@@ -124,14 +128,16 @@ func sizeOf(msg jsonrpc.Message) int64 {
 	return overhead
 }
 
-// sent notes a message the host writes, with the context it is written under: a
-// request's context bounds how long its response is held; an answer to a request of
-// the server's ends that request's count.
-func (g *gate) sent(ctx context.Context, msg jsonrpc.Message) {
+// sent notes a message the host is about to write, with the context it is written
+// under: a request's context bounds how long its response is held; an answer to a
+// request of the server's frees its id at once and ends the request's count when
+// written, which the host reports by calling written.
+func (g *gate) sent(ctx context.Context, msg jsonrpc.Message) (written func()) {
+	written = func() {}
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if !m.IsCall() {
-			return
+			return written
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -149,13 +155,21 @@ func (g *gate) sent(ctx context.Context, msg jsonrpc.Message) {
 		}
 	case *jsonrpc.Response:
 		g.mu.Lock()
+		defer g.mu.Unlock()
 		s := g.serving[m.ID]
+		if s == nil {
+			return written
+		}
 		delete(g.serving, m.ID)
-		g.mu.Unlock()
-		if s != nil {
+		g.writing++
+		return func() {
+			g.mu.Lock()
+			g.writing--
+			g.mu.Unlock()
 			g.b.give(s.n)
 		}
 	}
+	return written
 }
 
 // admit decides what becomes of a message of n bytes read from the server: pass is
@@ -211,7 +225,7 @@ func (g *gate) request(m *jsonrpc.Request, n int64) (jsonrpc.Message, *jsonrpc.R
 	switch {
 	case g.serving[m.ID] != nil:
 		return refuse(fmt.Errorf("toolhost: request id %v is already in use by a request being answered", m.ID.Raw()))
-	case len(g.serving) >= maxServing:
+	case len(g.serving)+g.writing >= maxServing:
 		return refuse(fmt.Errorf("toolhost: %d requests of this server are being answered already, the most the host answers at once; send it again once one is answered", maxServing))
 	}
 	if err := g.b.take(n, "a request ("+m.Method+")"); err != nil {

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,30 +37,41 @@ const hostilePage = 256 << 10
 // messages. In mode "noise" its tool "big" prints floodLines lines that are not
 // JSON-RPC before it answers. In mode "pages" its tools/list has 100 pages of one tool each, each
 // page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
-// call {"pages": n} is answered with n times hostilePage bytes of text.
+// call {"pages": n} is answered with n times hostilePage bytes of text. In mode
+// "asks" its tools "ask" and "echo" put requests of its own to the host
+// (askFlood, asks_test.go).
 func hostileServer(mode string) {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
-	out := bufio.NewWriter(os.Stdout)
+	out := &wire{w: bufio.NewWriter(os.Stdout)}
 	reply := func(id json.RawMessage, result string) {
-		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+		fmt.Fprintf(out.w, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
 	}
 	pad := strings.Repeat("p", hostilePage)
+	flood := &askFlood{out: out, waiting: map[string]chan *rpcError{}}
 	for in.Scan() {
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
+			Error  *rpcError       `json:"error"`
 			Params struct {
 				ProtocolVersion string `json:"protocolVersion"`
 				Cursor          string `json:"cursor"`
+				Name            string `json:"name"`
 				Arguments       struct {
 					Pages int `json:"pages"`
+					askInput
 				} `json:"arguments"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &msg) != nil || msg.ID == nil {
 			continue // a notification
 		}
+		if msg.Method == "" {
+			flood.answered(msg.ID, msg.Error) // the host's answer to a request of ours
+			continue
+		}
+		out.mu.Lock()
 		switch {
 		case msg.Method == "initialize":
 			reply(msg.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`, msg.Params.ProtocolVersion))
@@ -68,11 +80,17 @@ func hostileServer(mode string) {
 			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"%d","_meta":{"pad":%q}}`, page, page+1, pad))
 		case msg.Method == "tools/list" && (mode == "wide" || mode == "unfold"):
 			reply(msg.ID, wideListing(mode))
+		case msg.Method == "tools/list" && mode == "asks":
+			reply(msg.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}`)
 		case msg.Method == "tools/list":
 			reply(msg.ID, `{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}`)
+		case msg.Method == "tools/call" && mode == "asks" && msg.Params.Name == "echo":
+			reply(msg.ID, `{"content":[{"type":"text","text":"echo"}]}`)
+		case msg.Method == "tools/call" && mode == "asks":
+			flood.start(msg.ID, msg.Params.Arguments.askInput)
 		case msg.Method == "tools/call" && mode == "noise":
 			for i := range floodLines {
-				fmt.Fprintf(out, "noise line %d %s\n", i, strings.Repeat("x", 200))
+				fmt.Fprintf(out.w, "noise line %d %s\n", i, strings.Repeat("x", 200))
 			}
 			reply(msg.ID, `{"content":[{"type":"text","text":"noisy"}]}`)
 		case msg.Method == "tools/call":
@@ -80,8 +98,16 @@ func hostileServer(mode string) {
 		default:
 			reply(msg.ID, `{}`)
 		}
-		out.Flush()
+		out.w.Flush()
+		out.mu.Unlock()
 	}
+}
+
+// wire is the hostile server's stdout, written by its reading loop and by an
+// askFlood's goroutine.
+type wire struct {
+	mu sync.Mutex
+	w  *bufio.Writer
 }
 
 // wideListing lists listedTools tools, each with a schema within the limits of

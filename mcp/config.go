@@ -63,6 +63,10 @@ type Config struct {
 	// gate). A message past it is refused with a *BudgetError. Default
 	// MaxMessageBytes plus DefaultMaxHeldBytes.
 	MaxHeldBytes int64
+	// Asks bounds the server's elicitation/create and sampling/createMessage
+	// requests: how many wait for the person at once, and how often they come
+	// (asks.go). Zero fields mean the defaults.
+	Asks AskLimits
 	// Budget limits restarts after crashes.
 	Budget supervise.Budget
 	// Authorize, if set, is called before each call is forwarded to the server, with
@@ -97,6 +101,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	c.Asks = c.Asks.withDefaults()
 	c.Budget = c.Budget.WithDefaults()
 	return c
 }
@@ -158,6 +163,21 @@ type BudgetError struct {
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("mcp: server %q: %s of %d bytes would make the host hold %d bytes the server sent, over its limit max_held_bytes of %d; the host refused it (raise max_held_bytes if its messages are this large)",
 		e.Server, e.What, e.Size, e.Held+e.Size, e.Limit)
+}
+
+// NotReadingError reports a stdio server that does not read what the host writes:
+// Queued answers of the host's to its requests waited to be written, and none was
+// for Waited. The host closed the connection: the calls in flight fail with it
+// (inside a *ConnectionError), and the server ends as a crash, restarted under its
+// Budget.
+type NotReadingError struct {
+	Server string
+	Queued int
+	Waited time.Duration
+}
+
+func (e *NotReadingError) Error() string {
+	return fmt.Sprintf("mcp: server %q does not read what the host writes: %d answers to its requests waited %s to be written, so the host closed the connection (a server must read its stdin while it sends requests)", e.Server, e.Queued, e.Waited)
 }
 
 // ConnectionError reports a call that could not complete because the session with

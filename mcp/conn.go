@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -33,20 +34,40 @@ func (t transport) Connect(context.Context) (gomcp.Connection, error) { return t
 // with a per-message cap: an oversized message is drained and replaced, when it is a
 // response, by an error response carrying a *MessageTooLargeError, so the call fails
 // and the session survives. Every message passes the server's gate both ways.
+//
+// The reader never writes: the gate's answers to the requests it refuses go to a
+// queue of at most maxQueuedReplies that a writer goroutine empties, so a server
+// that stops reading its stdin cannot stop the host from reading the responses to
+// its calls. With the queue full the reader waits for room (a server flooding the
+// host slows its own session), but no longer than notReadingGrace: a server that
+// reads none of the host's answers for that long is not reading, and the
+// connection is closed with a *NotReadingError, which Read returns (the calls in
+// flight fail with it, and the server ends as a crash).
 type conn struct {
 	server string
 	limit  int
+	grace  time.Duration    // notReadingGrace, shorter in tests
 	log    *loglimit.Logger // the server's log budget: what it prints must not flood the host's log
 	gate   *gate
 
 	w   *os.File
 	wmu sync.Mutex
 
-	incoming  chan readResult
+	incoming chan readResult
+	// The gate's answers to refused requests, encoded: those queued and how
+	// many, how many the writer is writing; wake tells the writer there are
+	// some, room tells the reader it wrote some.
+	qmu       sync.Mutex
+	replies   []byte
+	queued    int
+	writing   int
+	wake      chan struct{}
+	room      chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+	err       error         // why the host closed the connection, set before closed is closed; nil: Close
 	ended     chan struct{} // closed when the server's stdout ended, before Read reports it
-	readDone  chan struct{} // closed when the reader goroutine has returned
+	done      chan struct{} // closed when the reader and writer goroutines have returned
 
 	queue []jsonrpc.Message // the rest of a batch; only Read touches it
 }
@@ -56,18 +77,36 @@ type readResult struct {
 	err  error
 }
 
+// maxQueuedReplies is how many of the gate's answers to a server's refused requests
+// may wait to be written; notReadingGrace how long the reader waits for room when
+// they are that many before it closes the connection. The grace is that long so
+// that a busy machine does not end a session that reads.
+const (
+	maxQueuedReplies = 64
+	notReadingGrace  = 5 * time.Second
+)
+
 func newConn(server string, limit int, log *loglimit.Logger, g *gate, w *os.File, r io.Reader) *conn {
 	c := &conn{
-		server: server, limit: limit, log: log, gate: g, w: w,
-		incoming: make(chan readResult), closed: make(chan struct{}), ended: make(chan struct{}), readDone: make(chan struct{}),
+		server: server, limit: limit, grace: notReadingGrace, log: log, gate: g, w: w,
+		incoming: make(chan readResult), wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		closed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{}),
 	}
-	go c.readLoop(r)
+	writeDone := make(chan struct{})
+	go func() {
+		defer close(writeDone)
+		c.writeLoop()
+	}()
+	go func() {
+		defer close(c.done)
+		c.readLoop(r)
+		<-writeDone
+	}()
 	return c
 }
 
 // readLoop reads messages until the stream ends, then reports the end to Read.
 func (c *conn) readLoop(r io.Reader) {
-	defer close(c.readDone)
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, over, err := c.readLine(br)
@@ -188,22 +227,106 @@ func (c *conn) oversized(o *oversize) []jsonrpc.Message {
 	return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: tooLarge}}
 }
 
-// admit passes msgs through the gate, writing its replies, and returns what is
+// admit passes msgs through the gate, queueing its replies, and returns what is
 // left for the session.
 func (c *conn) admit(msgs []jsonrpc.Message) []jsonrpc.Message {
 	pass := msgs[:0]
 	for _, msg := range msgs {
 		m, reply := c.gate.admit(msg, sizeOf(msg))
 		if reply != nil {
-			if err := c.write(reply); err != nil {
-				c.log.Log(hclog.Debug, "could not answer a refused request", "server", c.server, "error", err)
-			}
+			c.reply(reply)
 		}
 		if m != nil {
 			pass = append(pass, m)
 		}
 	}
 	return pass
+}
+
+// reply queues the gate's answer to a refused request for the writer. With
+// maxQueuedReplies waiting to be written it waits for room, no longer than
+// c.grace, then closes the connection. What an answer holds (the request's id,
+// which the server chose) counts against the server's byte budget until written;
+// an answer past the budget is dropped.
+func (c *conn) reply(msg *jsonrpc.Response) {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		c.log.Log(hclog.Error, "could not encode the answer to a refused request", "server", c.server, "error", err)
+		return
+	}
+	data = append(data, '\n')
+	n := int64(len(data))
+	if err := c.gate.b.take(n, "the answer to a refused request"); err != nil {
+		c.log.Log(hclog.Warn, "dropped the answer to a refused request", "error", err)
+		return
+	}
+	var grace *time.Timer
+	for {
+		c.qmu.Lock()
+		if c.queued+c.writing < maxQueuedReplies {
+			c.replies = append(c.replies, data...)
+			c.queued++
+			c.qmu.Unlock()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
+		c.qmu.Unlock()
+		if grace == nil {
+			grace = time.NewTimer(c.grace)
+			defer grace.Stop()
+		}
+		select {
+		case <-c.room:
+			continue
+		case <-c.closed:
+		case <-grace.C:
+			c.closeWith(&NotReadingError{Server: c.server, Queued: maxQueuedReplies, Waited: c.grace})
+		}
+		c.gate.b.give(n)
+		return
+	}
+}
+
+// writeLoop writes the gate's answers until the connection is closed, all those
+// queued in one write: while the server reads, the queue empties faster than the
+// reader fills it.
+func (c *conn) writeLoop() {
+	var batch []byte
+	for {
+		select {
+		case <-c.closed:
+			c.qmu.Lock()
+			c.gate.b.give(int64(len(c.replies)))
+			c.replies, c.queued = nil, 0
+			c.qmu.Unlock()
+			return
+		case <-c.wake:
+		}
+		c.qmu.Lock()
+		batch, c.replies = c.replies, batch[:0]
+		c.writing, c.queued = c.queued, 0
+		c.qmu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if err := c.writeData(batch); err != nil {
+			c.log.Log(hclog.Debug, "could not answer refused requests", "server", c.server, "error", err)
+		}
+		c.gate.b.give(int64(len(batch)))
+		c.qmu.Lock()
+		c.writing = 0
+		c.qmu.Unlock()
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
+		if cap(batch) > 1<<20 {
+			batch = nil // a flood's buffer is not kept
+		}
+	}
 }
 
 // Read implements gomcp.Connection.
@@ -217,6 +340,9 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.closed:
+		if c.err != nil {
+			return nil, c.err
+		}
 		return nil, io.EOF
 	case r := <-c.incoming:
 		if r.err != nil {
@@ -232,8 +358,9 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.gate.sent(ctx, msg)
+	written := c.gate.sent(ctx, msg)
 	err := c.write(msg)
+	written()
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
 		c.log.Log(hclog.Debug, "sent notifications/cancelled", "server", c.server, "params", string(req.Params), "error", err)
 	}
@@ -245,14 +372,18 @@ func (c *conn) write(msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	data = append(data, '\n')
+	return c.writeData(append(data, '\n'))
+}
+
+// writeData writes one encoded message; it blocks while the server does not read.
+func (c *conn) writeData(data []byte) error {
 	select {
 	case <-c.closed:
 		return gomcp.ErrConnectionClosed
 	default:
 	}
 	c.wmu.Lock()
-	_, err = c.w.Write(data)
+	_, err := c.w.Write(data)
 	c.wmu.Unlock()
 	return err
 }
@@ -261,11 +392,31 @@ func (c *conn) write(msg jsonrpc.Message) error {
 // transport's shutdown signal) and ends Read. The process itself is stopped by its
 // Instance. Idempotent.
 func (c *conn) Close() error {
+	c.closeWith(nil)
+	return nil
+}
+
+// closeWith closes the connection; a non-nil err says why, is logged, and is what
+// Read returns from then on.
+func (c *conn) closeWith(err error) {
 	c.closeOnce.Do(func() {
+		if err != nil {
+			c.log.Log(hclog.Error, "closing the connection to the server", "server", c.server, "error", err)
+		}
+		c.err = err
 		close(c.closed)
 		c.w.Close() // also unblocks a Write stuck on a full pipe
 	})
-	return nil
+}
+
+// failure is why the host closed the connection, or nil.
+func (c *conn) failure() error {
+	select {
+	case <-c.closed:
+		return c.err
+	default:
+		return nil
+	}
 }
 
 // SessionID implements gomcp.Connection.

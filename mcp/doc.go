@@ -54,8 +54,12 @@
 // Config.MaxHeldBytes whatever it sends: a response is held until its request's
 // context ends, and past the budget its request fails with a *BudgetError; the
 // notifications the host acts on are handled as they are read, never queued; the
-// server's own requests are held until answered, at most 16 at once. A remote
-// server's messages are not gated (the go-sdk's connection cannot be wrapped).
+// server's own requests are held until their answers are written, at most 16 at
+// once. The connection's reader never writes (conn.go): the gate's refusals go to
+// a bounded queue a writer empties, so a server that stops reading cannot stall
+// the reading of the responses to the host's calls, and one that reads none of
+// them for a while is disconnected with a *NotReadingError. A remote server's
+// messages are not gated (the go-sdk's connection cannot be wrapped).
 //
 // # Results
 //
@@ -83,7 +87,9 @@
 // During a call, the server's progress notifications reach the call's
 // sdk.ReportProgress; its sampling/createMessage and elicitation/create requests
 // go to sdk.Sample and sdk.Ask on the call's context (whoever runs the call answers;
-// with nobody to answer, the server gets an error). MCP does not tie a server's
+// with nobody to answer, the server gets an error), within the server's
+// Config.Asks: how many wait at once and how often they come (asks.go); an ask
+// past them is refused with a JSON-RPC error and reaches no one. MCP does not tie a server's
 // request to a call, so with several calls in flight it goes to the one that
 // started last. Its notifications/message go to the host log at their level.
 //

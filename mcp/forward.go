@@ -57,6 +57,11 @@ func (inst *Instance) onElicit(ctx context.Context, req *gomcp.ElicitRequest) (*
 		return nil, err
 	}
 	defer done()
+	end, err := inst.asks.begin("elicitation/create")
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	schema, err := json.Marshal(req.Params.RequestedSchema)
 	if err != nil || req.Params.RequestedSchema == nil {
 		schema = []byte(`{"type":"object","properties":{}}`)
@@ -83,6 +88,11 @@ func (inst *Instance) onCreateMessage(ctx context.Context, req *gomcp.CreateMess
 		return nil, err
 	}
 	defer done()
+	end, err := inst.asks.begin("sampling/createMessage")
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	p := req.Params
 	sr := sdk.SampleRequest{SystemPrompt: p.SystemPrompt, MaxTokens: int(p.MaxTokens), StopSequences: p.StopSequences}
 	if p.Temperature != 0 {

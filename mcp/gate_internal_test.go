@@ -56,11 +56,23 @@ func TestGateBoundsTheServersRequests(t *testing.T) {
 	if held := g.b.held.Load(); held != maxServing*100 {
 		t.Errorf("held %d bytes, want %d", held, maxServing*100)
 	}
+	// An answer being written still counts: a server that does not read its
+	// answers keeps as many goroutines writing them as requests being answered.
+	var written []func()
 	for i := range maxServing {
-		g.sent(t.Context(), &jsonrpc.Response{ID: id(i), Result: json.RawMessage(`{}`)})
+		written = append(written, g.sent(t.Context(), &jsonrpc.Response{ID: id(i), Result: json.RawMessage(`{}`)}))
+	}
+	if pass, reply := g.admit(&jsonrpc.Request{ID: id(0), Method: "ping"}, 100); pass != nil || reply == nil || !strings.Contains(reply.Error.Error(), "being answered already") {
+		t.Fatalf("a request while %d answers are being written: pass %v, reply %v; want it answered with an error", maxServing, pass, reply)
+	}
+	for _, w := range written {
+		w()
 	}
 	if held := g.b.held.Load(); held != 0 {
 		t.Errorf("every request answered: held %d bytes, want 0", held)
+	}
+	if pass, reply := g.admit(&jsonrpc.Request{ID: id(0), Method: "ping"}, 100); pass == nil || reply != nil {
+		t.Errorf("a request once the answers are written: pass %v, reply %v; want it handed to the session", pass, reply)
 	}
 }
 

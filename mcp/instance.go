@@ -59,6 +59,7 @@ type Instance struct {
 	inFlight   atomic.Int64
 	logs       *loglimit.Logger // the server's notifications/message (log.go)
 	gate       *gate            // every message to and from the server (budget.go)
+	asks       *asks            // the server's elicitation and sampling requests (asks.go)
 
 	progressMu sync.Mutex
 	progress   map[string]*progressSink
@@ -95,7 +96,9 @@ func Start(ctx context.Context, parent *scope.Scope, cfg Config, target Target, 
 		logs: loglimit.New(cfg.Logger, 0, 0),
 	}
 	inst.gate = newGate(cfg.Name, cfg.MaxHeldBytes, inst.onNotification, inst.logs)
+	inst.asks = newAsks(cfg.Name, cfg.Asks, inst.logs)
 	_ = sc.Defer(ctx, func(context.Context) error { inst.logs.Close(); return nil }) // runs last
+	_ = sc.Defer(ctx, func(context.Context) error { inst.asks.close(); return nil }) // once the session is over
 	if err := inst.start(ctx); err != nil {
 		_ = sc.Close(context.WithoutCancel(ctx))
 		serr := &StartError{Server: cfg.Name, Err: err}
@@ -199,8 +202,8 @@ func (inst *Instance) startErr(ctx, sctx context.Context, step string, err error
 	select {
 	case <-inst.conn.ended:
 		// Its stdout ended: the server is exiting; let its status explain. (ended,
-		// not readDone: the reader hands the end over before its goroutine returns,
-		// so readDone may not be closed yet when the failed step reports it.)
+		// not conn.done: the reader hands the end over before its goroutine returns,
+		// so done may not be closed yet when the failed step reports it.)
 		t := time.NewTimer(time.Second)
 		defer t.Stop()
 		select {
@@ -329,6 +332,11 @@ func (inst *Instance) Crash() error {
 		}
 		return cerr
 	}
+	if err := inst.conn.failure(); err != nil {
+		cerr.Status = "session closed: " + err.Error()
+		cerr.Stderr = inst.proc.stderrTail.String()
+		return cerr
+	}
 	// The session may end (its stdout closed) a moment before the process is reaped:
 	// give the exit status a moment to say how it ended. A server that lives on with
 	// its stdout closed is killed by the scope's close that follows.
@@ -370,7 +378,7 @@ func (inst *Instance) stop(ctx context.Context) error {
 	}()
 	inst.proc.stop(grace)
 	<-closed // the process is gone, so the connection's reader has ended
-	<-inst.conn.readDone
+	<-inst.conn.done
 	inst.gate.ended()
 	return nil
 }
@@ -730,6 +738,7 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		if err != nil {
 			var tooLarge *MessageTooLargeError
 			var overBudget *BudgetError
+			var notReading *NotReadingError
 			switch {
 			case ctx.Err() != nil:
 				return sdk.Output{}, context.Cause(ctx)
@@ -742,7 +751,7 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 				return sdk.Output{}, tooLarge
 			case errors.As(err, &overBudget):
 				return sdk.Output{}, overBudget
-			case errors.Is(err, gomcp.ErrConnectionClosed):
+			case errors.Is(err, gomcp.ErrConnectionClosed), errors.As(err, &notReading):
 				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
 			}
 			select {

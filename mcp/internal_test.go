@@ -150,5 +150,5 @@ func TestConnOversizedResponse(t *testing.T) {
 		t.Errorf("at the end: err = %v, want EOF", err)
 	}
 	c.Close()
-	<-c.readDone
+	<-c.done
 }

@@ -6,17 +6,21 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/supervise"
 )
 
@@ -68,6 +72,44 @@ func (s *goServer) start(addr string) {
 	gomcp.AddTool(server, &gomcp.Tool{Name: "run", Description: "Says which run of the server answers."},
 		func(ctx context.Context, req *gomcp.CallToolRequest, _ struct{}) (*gomcp.CallToolResult, any, error) {
 			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Repeat("I", run)}}}, nil, nil
+		})
+	type askIn struct {
+		N int `json:"n"`
+	}
+	gomcp.AddTool(server, &gomcp.Tool{Name: "ask", Description: "Asks the person n questions at once; says how they were answered."},
+		func(ctx context.Context, req *gomcp.CallToolRequest, in askIn) (*gomcp.CallToolResult, any, error) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			var report struct {
+				Answered int
+				Refused  map[string]int // by code
+				Messages []string
+			}
+			report.Refused = map[string]int{}
+			for range in.N {
+				wg.Go(func() {
+					_, err := req.Session.Elicit(ctx, &gomcp.ElicitParams{Message: "Your name?",
+						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+					mu.Lock()
+					defer mu.Unlock()
+					var rpc *jsonrpc.Error
+					switch {
+					case err == nil:
+						report.Answered++
+					case errors.As(err, &rpc):
+						report.Refused[strconv.Itoa(int(rpc.Code))]++
+						if len(report.Messages) == 0 {
+							report.Messages = append(report.Messages, rpc.Message)
+						}
+					default:
+						report.Refused["?"]++
+						report.Messages = append(report.Messages, err.Error())
+					}
+				})
+			}
+			wg.Wait()
+			text, _ := json.Marshal(report)
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: string(text)}}}, nil, nil
 		})
 	var h http.Handler
 	if s.sse {
@@ -285,4 +327,64 @@ func TestRemoteServerRestartsMidSession(t *testing.T) {
 		t.Error("the crash was not logged")
 	}
 	_ = registry.Completed
+}
+
+// A remote server's asks are held to the same limits as a stdio server's: of 30
+// questions put at once, the person is asked one at a time, at most the burst in
+// all, and the server hears why the others were refused.
+func TestRemoteServerAsksAreBounded(t *testing.T) {
+	h := newBareHost(t)
+	srv := startGoServer(t, "", false)
+	h.supervise(h.remote("go", srv.URL(), nil))
+	p := &countingPerson{}
+	s, err := h.settle(sdk.WithInteractor(t.Context(), p), "go_ask", `{"n":30}`)
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("ask: %v %v", s, err)
+	}
+	var r struct {
+		Answered int
+		Refused  map[string]int
+		Messages []string
+	}
+	if err := json.Unmarshal([]byte(s.Text()), &r); err != nil {
+		t.Fatalf("ask: %q: %v", s.Text(), err)
+	}
+	asked, maxOpen := p.counts()
+	t.Logf("%+v; the person was asked %d, at most %d at once", r, asked, maxOpen)
+	if maxOpen != 1 || asked != r.Answered || asked > mcp.DefaultAskBurst || r.Refused["-32000"] != 30-asked {
+		t.Errorf("the person was asked %d, at most %d at once; the server got %d answers and refusals %v; want at most %d, one at a time, the rest refused with -32000",
+			asked, maxOpen, r.Answered, r.Refused, mcp.DefaultAskBurst)
+	}
+}
+
+// countingPerson answers every question, counting them and how many are open
+// at once.
+type countingPerson struct {
+	mu                   sync.Mutex
+	open, maxOpen, asked int
+}
+
+func (p *countingPerson) Ask(ctx context.Context, _ sdk.Question) (sdk.Answer, error) {
+	p.mu.Lock()
+	p.asked++
+	p.open++
+	p.maxOpen = max(p.maxOpen, p.open)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+	}()
+	runtime.Gosched() // give the other asks a chance to arrive meanwhile
+	return sdk.Answer{Action: sdk.Accepted, Content: []byte(`{"name":"Ada"}`)}, nil
+}
+
+func (p *countingPerson) Sample(context.Context, sdk.SampleRequest) (sdk.SampleResult, error) {
+	return sdk.SampleResult{}, &sdk.UnansweredError{Op: "sample", Reason: "this test answers questions only"}
+}
+
+func (p *countingPerson) counts() (asked, maxOpen int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asked, p.maxOpen
 }
