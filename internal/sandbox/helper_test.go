@@ -58,7 +58,10 @@ func helper() bool {
 		n := atoi(os.Getenv("SANDBOX_THREADS"))
 		var on unix.CPUSet
 		on.Set(atoi(os.Getenv("SANDBOX_CPU")))
-		runtime.GOMAXPROCS(n)
+		// A P more than the spinners: with asynchronous preemption off, a spinner
+		// that takes the P of a preempted main goroutine never gives it back, and
+		// "ready" was never written (seen: TestCPUQuota hung for 10 minutes).
+		runtime.GOMAXPROCS(n + 1)
 		for range n {
 			go func() {
 				runtime.LockOSThread()
