@@ -1,0 +1,233 @@
+//go:build linux
+
+package location_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/registry"
+)
+
+// TestHostilePluginPassesNothing: the hostile plugin, confined, tries what a
+// process holds besides paths. Descriptors: it sends one of its own (a memfd) to
+// every socket of its socket directory, the host's broker listeners among them,
+// looks for any queued on its own sockets, and meets a hostile plugin of another
+// Location, which listens on a path socket in its TMPDIR and in its socket
+// directory and on an abstract name, serving a descriptor of a file with its
+// Location's secret, and leaves files in its TMPDIR and /tmp. Processes: it
+// traces the host, a well-behaved plugin and the other Location's plugin, reads
+// their memory, their /proc files and descriptors (pidfd_getfd), stops them.
+// Execution: it runs a copy of itself as itself, through /proc/self/exe, written
+// to its TMPDIR, setuid there, and from a memfd (execveat); each must run as
+// confined as it (no capability, no_new_privs, its seccomp filter, the host's
+// secret unreadable). Cgroups: what /proc/self/cgroup shows it of the host's, and
+// writing the host's and the other plugins' cgroup files (moving itself out,
+// raising limits, freezing). Every attempt fails, in a world of its own and in the
+// fallback without one; the host holds no descriptor it sent, every cgroup file
+// is as it was, and the well-behaved plugin keeps working.
+func TestHostilePluginPassesNothing(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, world := range []bool{true, false} {
+		name := "World"
+		if !world {
+			name = "Fallback"
+		}
+		t.Run(name, func(t *testing.T) {
+			if !world {
+				t.Setenv(sandbox.OffEnv, "world")
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+
+			// The other Location: its hostile plugin waits for this one.
+			otherSecret := fmt.Sprintf("the other Location's secret %d", rand.Int64())
+			lo := e.activate(t, workspace(t, pluginsConfig(obj{"name": "hostile", "path": bin})))
+			abstract := fmt.Sprintf("toolhost-test-meet-%d", rand.Int64())
+			in, _ := json.Marshal(obj{"abstract": abstract, "secret": otherSecret})
+			s, err := settleIn(t, lo, "meet", string(in))
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("meet: %v, %v", s, err)
+			}
+			var met map[string]string
+			if err := json.Unmarshal(s.Structured, &met); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the other plugin: %v", met)
+			var peers, files []string
+			for _, k := range []string{"tmp socket", "socket dir socket"} {
+				if p := met[k]; strings.HasPrefix(p, "/") {
+					peers = append(peers, p)
+				}
+			}
+			for _, k := range []string{"file", "tmp file"} {
+				if p := met[k]; p != "" {
+					files = append(files, p)
+				}
+			}
+
+			// The Location under attack, beside a secret outside it.
+			parent := canonicalDir(t, t.TempDir())
+			secret := filepath.Join(parent, "secret-outside.txt")
+			os.WriteFile(secret, []byte("outside"), 0o600)
+			dir := filepath.Join(parent, "ws")
+			os.Mkdir(dir, 0o755)
+			setConfig(t, dir, pluginsConfig(echoPlugin("echo"), obj{"name": "hostile", "path": bin}))
+			l := e.activate(t, dir)
+			var hostilePID, echoPID int
+			for _, p := range l.Plugins() {
+				if p.Name() == "echo" {
+					echoPID = p.Current().PID()
+				} else {
+					hostilePID = p.Current().PID()
+				}
+			}
+			otherPID := lo.Plugins()[0].Current().PID()
+			pids := []int{os.Getpid(), echoPID, otherPID}
+			cgroups := cgroupFiles(append(pids, hostilePID))
+			before := readAll(cgroups)
+			ownCgroup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID))
+
+			planted := fmt.Sprintf("hostile-planted-%d", rand.Int64())
+			in, _ = json.Marshal(obj{"pids": pids, "planted": planted, "peers": peers, "abstract": []string{abstract},
+				"files": files, "secret": secret, "cgroups": cgroups})
+			s, err = settleIn(t, l, "red", string(in))
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("red: %v, %v", s, err)
+			}
+			var r map[string]string
+			if err := json.Unmarshal(s.Structured, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range slices.Sorted(func(yield func(string) bool) {
+				for k := range r {
+					if !yield(k) {
+						return
+					}
+				}
+			}) {
+				v := r[k]
+				t.Logf("%-70s %s", k, v)
+				switch {
+				case strings.HasPrefix(k, "control: ") || strings.HasPrefix(v, "control: ") || strings.HasPrefix(v, "denied: "):
+				case !world && sandbox.LandlockABI() < 9 && strings.HasPrefix(k, "meet at /"):
+					// The limit the design states: before Landlock's resolve_unix
+					// right (ABI 9), nothing but a world keeps a program from a path
+					// socket whose path it knows.
+					t.Logf("%s: the known limit of Landlock ABI %d", k, sandbox.LandlockABI())
+				default:
+					t.Errorf("%s: %s", k, v)
+				}
+			}
+			wants := []string{"receive a descriptor on its sockets", "see its host's cgroups in /proc/self/cgroup", "unshare a cgroup namespace",
+				"exec itself", "exec /proc/self/exe", "exec a copy written to TMPDIR", "exec a setuid copy in TMPDIR", "exec from a memfd (execveat)",
+				"meet at abstract @" + abstract}
+			for _, p := range peers {
+				wants = append(wants, "meet at "+p)
+			}
+			for _, pid := range pids {
+				wants = append(wants, fmt.Sprint("ptrace seize ", pid), fmt.Sprint("process_vm_readv ", pid), fmt.Sprintf("read /proc/%d/environ", pid))
+			}
+			for _, want := range wants {
+				if _, ok := r[want]; !ok {
+					t.Errorf("no attempt %q", want)
+				}
+			}
+			if len(peers) == 0 {
+				t.Errorf("the other plugin listens on no path socket: %v", met)
+			}
+			if n := r["control: sent a descriptor to sockets of its directory"]; n == "" || n == "0" {
+				t.Errorf("the plugin sent its descriptor to no socket (%q): the host's side is not tested", n)
+			}
+
+			// The host's side: no descriptor of the plugin's, cgroups as they were.
+			if fds := heldDescriptors(planted); len(fds) > 0 {
+				t.Errorf("the host holds the plugin's descriptor: %v", fds)
+			}
+			for f, was := range before {
+				if now, _ := os.ReadFile(f); string(now) != was {
+					t.Errorf("%s was %q, is %q", f, was, now)
+				}
+			}
+			if now, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID)); string(now) != string(ownCgroup) {
+				t.Errorf("the hostile plugin's cgroups were\n%s, are\n%s", ownCgroup, now)
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
+
+// cgroupFiles lists the cgroup files of pids' cgroups that a process could move
+// itself with, raise its limits or freeze a tree with (not cgroup.kill: a
+// successful attack must not end the test).
+func cgroupFiles(pids []int) []string {
+	var out []string
+	for _, pid := range pids {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			var dirs []string
+			if f[1] == "" {
+				dirs = []string{filepath.Join("/sys/fs/cgroup/unified", f[2]), filepath.Join("/sys/fs/cgroup", f[2])}
+			} else {
+				for _, c := range strings.Split(strings.TrimPrefix(f[1], "name="), ",") {
+					dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, f[2]))
+				}
+			}
+			for _, d := range dirs {
+				for _, name := range []string{"cgroup.procs", "pids.max", "cpu.shares", "cpu.max", "cpu.weight", "memory.max", "freezer.state", "cgroup.freeze"} {
+					p := filepath.Join(d, name)
+					if _, err := os.Stat(p); err == nil && !slices.Contains(out, p) {
+						if name == "freezer.state" && f[2] == "/" {
+							continue // the root has none to write
+						}
+						out = append(out, p)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readAll reads each of files but the cgroup.procs (which list processes that come
+// and go).
+func readAll(files []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range files {
+		if filepath.Base(f) != "cgroup.procs" {
+			data, _ := os.ReadFile(f)
+			m[f] = string(data)
+		}
+	}
+	return m
+}
+
+// heldDescriptors lists this process's descriptors whose target names name.
+func heldDescriptors(name string) []string {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.Contains(target, name) {
+			out = append(out, e.Name()+" -> "+target)
+		}
+	}
+	return out
+}
