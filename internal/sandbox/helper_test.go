@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -225,6 +226,22 @@ func helper() bool {
 		_, err = os.ReadFile("/proc/" + os.Getenv("SANDBOX_HOST_PID") + "/environ")
 		try("read-host-environ", err)
 		try("ptrace-host", unix.PtraceAttach(atoi(os.Getenv("SANDBOX_HOST_PID"))))
+		// Its cgroups as /proc/self/cgroup shows them: a path but "/" is the host's.
+		if data, err := os.ReadFile("/proc/self/cgroup"); err != nil {
+			try("see-host-cgroup", err)
+		} else {
+			var host []string
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				if !strings.HasSuffix(line, ":/") {
+					host = append(host, line)
+				}
+			}
+			if len(host) > 0 {
+				fmt.Println("see-host-cgroup ok", strings.Join(host, " "))
+			} else {
+				try("see-host-cgroup", errors.New("each of its cgroups is its root"))
+			}
+		}
 		if tmp := os.Getenv("TMPDIR"); tmp != "" { // none without Landlock or a world
 			try("write-tmp", os.WriteFile(tmp+"/x", []byte("x"), 0o600))
 			n, err := fill(tmp+"/big", 1<<20, atoi(os.Getenv("SANDBOX_FILL_MIB")))
