@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -120,6 +121,60 @@ func TestContainment(t *testing.T) {
 				if err := b.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
 					t.Errorf("wait: %v, want exit status 3", err)
 				}
+				proctest.AssertMarkedGone(t, marker)
+			})
+			t.Run("AForkChainEnds", func(t *testing.T) {
+				// Each link starts the next in the background, in a session of its
+				// own, and exits at once, so that a kill of its process group misses
+				// it and a sweep by pid finds mostly the dead; 3000 links at most, so
+				// that a chain that escapes ends by itself after the test fails.
+				marker := proctest.NewMarker()
+				script := filepath.Join(t.TempDir(), "chain")
+				os.WriteFile(script, []byte(`n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+if [ "$3" = stay ]; then exec sleep "$1"; fi
+`), 0o644)
+				b, err := sandbox.Command(sandbox.Spec{Name: "chain", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "3000", "stay"}, "/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Start(); err != nil {
+					t.Fatal(err)
+				}
+				proctest.WaitMarked(t, marker, 3)
+				b.Kill()
+				b.Wait()
+				proctest.AssertMarkedGone(t, marker)
+			})
+			t.Run("ADeepTreeEnds", func(t *testing.T) {
+				// A chain of sleeping processes, each the parent of the next and
+				// each in a session of its own: SourceOf knows the deepest, and
+				// killed, none is left (a sweep of the launcher's children only,
+				// one level a round, outlasted the second Box.Kill gives it).
+				marker := proctest.NewMarker()
+				script := filepath.Join(t.TempDir(), "deep")
+				os.WriteFile(script, []byte(`n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+exec sleep "$1"
+`), 0o644)
+				b, err := sandbox.Command(sandbox.Spec{Name: "deep", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "200"}, "/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Start(); err != nil {
+					t.Fatal(err)
+				}
+				pids := proctest.WaitMarked(t, marker, 201)
+				// SourceOf knows every one of them, the deepest too.
+				for _, pid := range pids {
+					if name, ok := sandbox.SourceOf(pid); !ok || name != "deep" {
+						t.Errorf("SourceOf(%d) = %q, %v", pid, name, ok)
+					}
+				}
+				start := time.Now()
+				b.Kill()
+				b.Wait()
+				t.Logf("killed in %v", time.Since(start))
 				proctest.AssertMarkedGone(t, marker)
 			})
 			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
