@@ -31,8 +31,10 @@ import (
 // secret unreadable). Cgroups: what /proc/self/cgroup shows it of the host's, and
 // writing the host's and the other plugins' cgroup files (moving itself out,
 // raising limits, freezing). Every attempt fails, in a world of its own and in the
-// fallback without one; the host holds no descriptor it sent, every cgroup file
-// is as it was, and the well-behaved plugin keeps working.
+// fallback without one, but for the limit the design states: in the fallback,
+// before Landlock ABI 9 (resolve_unix), it meets the other plugin at a path socket
+// whose path it was told (logged, not failed). The host holds no descriptor it
+// sent, every cgroup file is as it was, and the well-behaved plugin keeps working.
 func TestHostilePluginPassesNothing(t *testing.T) {
 	bin := buildHostile(t)
 	if sandbox.LandlockABI() == 0 {
