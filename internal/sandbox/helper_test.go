@@ -75,8 +75,15 @@ func helper() bool {
 		select {}
 	case "host":
 		// A host that starts a contained forker, says ready, and waits to be killed.
+		// With SANDBOX_SCRIPT, the program is that shell script, with the marker,
+		// SANDBOX_SCRIPT_N and "stay".
+		program, argv, env := self, []string{self}, []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker}
+		script := os.Getenv("SANDBOX_SCRIPT")
+		if script != "" {
+			program, argv, env = "/bin/sh", []string{"sh", script, marker, os.Getenv("SANDBOX_SCRIPT_N"), "stay"}, nil
+		}
 		b, err := sandbox.Command(sandbox.Spec{Name: "h", Contain: true, Mode: sandbox.Mode(os.Getenv("SANDBOX_MODE"))},
-			self, []string{self}, "/", []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker})
+			program, argv, "/", env)
 		if err != nil {
 			fmt.Println(err)
 			os.Exit(1)
@@ -86,8 +93,12 @@ func helper() bool {
 			fmt.Println(err)
 			os.Exit(1)
 		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		fmt.Print(line)
+		if script != "" {
+			fmt.Println("ready")
+		} else {
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			fmt.Print(line)
+		}
 		time.Sleep(time.Hour) // until the test kills it
 	case "worldhost":
 		// A host that starts three confined forkers (in worlds where the machine

@@ -85,6 +85,21 @@ func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) 
 	return b, r
 }
 
+// chainScript, run by /bin/sh with a marker, a count and "stay": each link starts
+// the next (count-1) in the background, in a session of its own, and exits at
+// once (the first stays, as a sleep).
+const chainScript = `n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+if [ "$3" = stay ]; then exec sleep "$1"; fi
+`
+
+// deepScript, run by /bin/sh with a marker and a count: a chain of count+1
+// sleeping processes, each the parent of the next, each in a session of its own.
+const deepScript = `n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+exec sleep "$1"
+`
+
 func TestContainment(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
@@ -130,10 +145,7 @@ func TestContainment(t *testing.T) {
 				// that a chain that escapes ends by itself after the test fails.
 				marker := proctest.NewMarker()
 				script := filepath.Join(t.TempDir(), "chain")
-				os.WriteFile(script, []byte(`n=$2
-if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
-if [ "$3" = stay ]; then exec sleep "$1"; fi
-`), 0o644)
+				os.WriteFile(script, []byte(chainScript), 0o644)
 				b, err := sandbox.Command(sandbox.Spec{Name: "chain", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "3000", "stay"}, "/", nil)
 				if err != nil {
 					t.Fatal(err)
@@ -153,10 +165,7 @@ if [ "$3" = stay ]; then exec sleep "$1"; fi
 				// one level a round, outlasted the second Box.Kill gives it).
 				marker := proctest.NewMarker()
 				script := filepath.Join(t.TempDir(), "deep")
-				os.WriteFile(script, []byte(`n=$2
-if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
-exec sleep "$1"
-`), 0o644)
+				os.WriteFile(script, []byte(deepScript), 0o644)
 				b, err := sandbox.Command(sandbox.Spec{Name: "deep", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "200"}, "/", nil)
 				if err != nil {
 					t.Fatal(err)
@@ -177,6 +186,32 @@ exec sleep "$1"
 				t.Logf("killed in %v", time.Since(start))
 				proctest.AssertMarkedGone(t, marker)
 			})
+			for _, c := range []struct {
+				name, script, n string
+				running         int
+			}{{"AForkChainEndsWithItsHost", chainScript, "3000", 3}, {"ADeepTreeEndsWithItsHost", deepScript, "50", 51}} {
+				t.Run(c.name, func(t *testing.T) {
+					marker := proctest.NewMarker()
+					script := filepath.Join(t.TempDir(), "script")
+					os.WriteFile(script, []byte(c.script), 0o644)
+					host := exec.Command(self(t))
+					host.Env = []string{"SANDBOX_HELPER=host", "SANDBOX_MARKER=" + marker, "SANDBOX_MODE=" + string(mode),
+						"SANDBOX_SCRIPT=" + script, "SANDBOX_SCRIPT_N=" + c.n}
+					out, _ := host.StdoutPipe()
+					if err := host.Start(); err != nil {
+						t.Fatal(err)
+					}
+					if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+						host.Process.Kill()
+						host.Wait()
+						t.Fatalf("host said %q", line)
+					}
+					proctest.WaitMarked(t, marker, c.running)
+					host.Process.Kill()
+					host.Wait()
+					proctest.AssertMarkedGone(t, marker)
+				})
+			}
 			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
 				marker := proctest.NewMarker()
 				host := exec.Command(self(t))
