@@ -12,8 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/registry"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
+	"github.com/toolhost/toolhost/server"
 )
 
 // TestHostilePluginPassesNothing: the hostile plugin, confined, tries what a
@@ -232,4 +237,56 @@ func heldDescriptors(name string) []string {
 		}
 	}
 	return out
+}
+
+// TestHostileDeepProcessIsASource: the serve API refuses a connection from a
+// process of a source's tree at any depth. The hostile plugin, confined in the
+// subreaper mode (where a source's tree is the launcher's descendants, and before
+// Landlock ABI 9 nothing but the peer check keeps it from a path socket), connects
+// to the host's serve socket from a process 80 levels below it: the server refuses
+// it and names the source (SourceOf stopped its walk at 64 levels, and served it).
+func TestHostileDeepProcessIsASource(t *testing.T) {
+	bin := buildHostile(t)
+	if err := sandbox.Supported(sandbox.ModeSubreaper); err != nil {
+		t.Skip(err)
+	}
+	logs := &testio.SyncBuffer{}
+	sock := filepath.Join(shortDir(t), server.SocketName)
+	ul, err := server.ListenUnix(sock, hclog.New(&hclog.LoggerOptions{Output: logs}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SERVED!!!"))
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		ul.Close()
+		<-served
+	})
+	e := newEnv(t)
+	e.opts.SocketDir = shortDir(t)
+	e.opts.SandboxMode = sandboxcfg.ModeSubreaper
+	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "hostile", "path": bin, "sandbox": obj{"processes": 200}})))
+	in, _ := json.Marshal(obj{"socket": sock, "depth": 80})
+	s, err := settleIn(t, l, "deep", string(in))
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("deep: %v, %v", s, err)
+	}
+	got := strings.Trim(s.Text(), `"`)
+	t.Log(got)
+	if !strings.HasPrefix(got, "refused") && !strings.HasPrefix(got, "denied") {
+		t.Errorf("a process 80 levels below the plugin: %s", got)
+	}
+	if strings.HasPrefix(got, "refused") && !strings.Contains(logs.String(), "source=hostile") {
+		t.Errorf("the serve socket's log %q does not name the refused source", logs.String())
+	}
 }

@@ -167,6 +167,9 @@ func role() bool {
 		execMemfd()
 	case "subreaper":
 		subreaper()
+	case "connect":
+		connectRole()
+		return true
 	}
 	return false
 }

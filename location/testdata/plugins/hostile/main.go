@@ -6,8 +6,8 @@
 // allocates without bound, "forkbomb" starts processes until refused, "reach" tries
 // IPC, the host's process group and terminals, "red" passes descriptors, traces
 // other processes, executes programs and writes cgroups, "meet" listens for
-// another plugin, "swap" and "cut" replace its socket
-// with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
+// another plugin, "deep" connects to a socket from deep in its tree, "swap" and
+// "cut" replace its socket with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
 // hostile handshake of its own instead of serving (see handshake).
 package main
 
@@ -88,6 +88,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "cut", Description: "cuts the host off", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "reach", Description: "tries what is not a file path", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "red", Description: "passes descriptors, traces, executes, writes cgroups", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "deep", Description: "connects from deep in its tree", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "meet", Description: "waits for another plugin", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
@@ -127,6 +128,13 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		var in redInput
 		json.Unmarshal(req.Input, &in)
 		return reply(stream, redOS(in))
+	case "deep":
+		var in struct {
+			Socket string
+			Depth  int
+		}
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, deepConnect(in.Socket, in.Depth))
 	case "meet":
 		var in meetInput
 		json.Unmarshal(req.Input, &in)

@@ -468,3 +468,37 @@ func subreaper() {
 		}
 	}
 }
+
+// deepConnect connects to the unix socket target from a process depth levels
+// below itself (a chain of shells, each waiting for the next), and reports what
+// the server did: "ok: SERVED ..." when it answered, else "refused: ...".
+func deepConnect(target string, depth int) string {
+	const level = `if [ "$1" -gt 0 ]; then sh -c "$0" "$0" $(($1-1)); else exec "$HOSTILE_SELF"; fi`
+	self, _ := os.Executable()
+	c := exec.Command("/bin/sh", "-c", level, level, strconv.Itoa(depth))
+	c.Env = append(os.Environ(), "HOSTILE_ROLE=connect", "HOSTILE_TARGET="+target, "HOSTILE_SELF="+self)
+	out, err := c.Output()
+	if err != nil {
+		return fmt.Sprintf("failed: %v (%s)", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// connectRole is the "connect" role: it connects to HOSTILE_TARGET and prints
+// what the server said.
+func connectRole() {
+	c, err := net.DialTimeout("unix", os.Getenv("HOSTILE_TARGET"), 2*time.Second)
+	if err != nil {
+		fmt.Println("denied:", err)
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if n > 0 {
+		fmt.Printf("ok: SERVED %q\n", buf[:n])
+		return
+	}
+	fmt.Println("refused:", err)
+}
