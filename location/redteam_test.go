@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,8 @@ import (
 // looks for any queued on its own sockets, and meets a hostile plugin of another
 // Location, which listens on a path socket in its TMPDIR and in its socket
 // directory and on an abstract name, serving a descriptor of a file with its
-// Location's secret, and leaves files in its TMPDIR and /tmp. Processes: it
+// Location's secret, and leaves files in its TMPDIR and /tmp; and it connects to a
+// host service's path socket (as a session bus or an ssh-agent listens). Processes: it
 // traces the host, a well-behaved plugin and the other Location's plugin, reads
 // their memory, their /proc files and descriptors (pidfd_getfd), stops them.
 // Execution: it runs a copy of itself as itself, through /proc/self/exe, written
@@ -37,8 +39,8 @@ import (
 // writing the host's and the other plugins' cgroup files (moving itself out,
 // raising limits, freezing). Every attempt fails, in a world of its own and in the
 // fallback without one, but for the limit the design states: in the fallback,
-// before Landlock ABI 9 (resolve_unix), it meets the other plugin at a path socket
-// whose path it was told (logged, not failed). The host holds no descriptor it
+// before Landlock ABI 9 (resolve_unix), it connects to a path socket whose path it
+// knows, the other plugin's or the host service's (logged, not failed). The host holds no descriptor it
 // sent, every cgroup file is as it was, and the well-behaved plugin keeps working.
 func TestHostilePluginPassesNothing(t *testing.T) {
 	bin := buildHostile(t)
@@ -84,6 +86,26 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 					files = append(files, p)
 				}
 			}
+
+			// A host service on a path socket, as the user's session bus or an
+			// ssh-agent is.
+			bus := filepath.Join(shortDir(t), "bus")
+			bl, err := net.Listen("unix", bus)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { bl.Close() })
+			go func() {
+				for {
+					c, err := bl.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("BUS"))
+					c.Close()
+				}
+			}()
+			peers = append(peers, bus)
 
 			// The Location under attack, beside a secret outside it.
 			parent := canonicalDir(t, t.TempDir())
@@ -132,7 +154,8 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 				case !world && sandbox.LandlockABI() < 9 && strings.HasPrefix(k, "meet at /"):
 					// The limit the design states: before Landlock's resolve_unix
 					// right (ABI 9), nothing but a world keeps a program from a path
-					// socket whose path it knows.
+					// socket whose path it knows (the other plugin's, a host
+					// service's).
 					t.Logf("%s: the known limit of Landlock ABI %d", k, sandbox.LandlockABI())
 				default:
 					t.Errorf("%s: %s", k, v)
@@ -168,8 +191,17 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 					t.Errorf("%s was %q, is %q", f, was, now)
 				}
 			}
-			if now, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID)); string(now) != string(ownCgroup) {
+			// Each of its cgroups is the one it had, or one the host made inside it
+			// (the host moves a busy program into a cpu cgroup of its own).
+			now, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID))
+			was, is := strings.Split(string(ownCgroup), "\n"), strings.Split(string(now), "\n")
+			if len(was) != len(is) {
 				t.Errorf("the hostile plugin's cgroups were\n%s, are\n%s", ownCgroup, now)
+			}
+			for i := range min(len(was), len(is)) {
+				if is[i] != was[i] && !strings.HasPrefix(is[i], strings.TrimSuffix(was[i], "/")+"/") {
+					t.Errorf("the hostile plugin's cgroup %s is now %s", was[i], is[i])
+				}
 			}
 			if out := callEcho(t, l, "still here"); out.Text != "still here" {
 				t.Errorf("the well-behaved plugin: %+v", out)
