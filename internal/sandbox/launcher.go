@@ -284,11 +284,15 @@ func descendantsOf(root int) []int {
 		}
 	}
 	var out []int
+	seen := map[int]bool{root: true} // the scan is not atomic: a reused pid could loop
 	for next := children[root]; len(next) > 0; {
-		out = append(out, next...)
 		var below []int
 		for _, pid := range next {
-			below = append(below, children[pid]...)
+			if !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+				below = append(below, children[pid]...)
+			}
 		}
 		next = below
 	}
@@ -298,12 +302,12 @@ func descendantsOf(root int) []int {
 // killDescendant SIGKILLs pid, which the scan found in tree (the launcher and its
 // descendants), through a pidfd when its parent is still one of tree: a
 // grandchild's pid could have been reaped by its parent and reused by another
-// process since the scan. Where there is no pidfd (before Linux 5.3), it is killed
-// by pid.
+// process since the scan. Where it cannot have a pidfd (before Linux 5.3, or out
+// of descriptors), it is killed by pid.
 func killDescendant(pid int, tree map[int]bool) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		if errors.Is(err, unix.ENOSYS) {
+		if !errors.Is(err, unix.ESRCH) { // gone; else (no pidfd here) by pid, as before
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		return
