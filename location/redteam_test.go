@@ -38,7 +38,7 @@ import (
 // secret unreadable). Cgroups: what /proc/self/cgroup shows it of the host's, and
 // writing the host's and the other plugins' cgroup files (moving itself out,
 // raising limits, freezing). Every attempt fails, in a world of its own and in the
-// fallback without one, but for the limit the design states: in the fallback,
+// fallback without one (in the namespace, cgroup and subreaper modes), but for the limit the design states: in the fallback,
 // before Landlock ABI 9 (resolve_unix), it connects to a path socket whose path it
 // knows, the other plugin's or the host service's (logged, not failed). The host holds no descriptor it
 // sent, every cgroup file is as it was, and the well-behaved plugin keeps working.
@@ -47,12 +47,17 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 	if sandbox.LandlockABI() == 0 {
 		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
 	}
-	for _, world := range []bool{true, false} {
-		name := "World"
-		if !world {
-			name = "Fallback"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		mode  sandbox.Mode
+		world bool
+	}{{"World", sandbox.ModeNamespace, true}, {"Fallback", sandbox.ModeNamespace, false},
+		{"FallbackCgroup", sandbox.ModeCgroup, false}, {"FallbackSubreaper", sandbox.ModeSubreaper, false}} {
+		world := c.world
+		t.Run(c.name, func(t *testing.T) {
+			if err := sandbox.Supported(c.mode); err != nil {
+				t.Skip(err)
+			}
 			if !world {
 				t.Setenv(sandbox.OffEnv, "world")
 			} else if ok, why := sandbox.WorldAvailable(); !ok {
@@ -60,6 +65,7 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 			}
 			e := newEnv(t)
 			e.opts.SocketDir = shortDir(t)
+			e.opts.SandboxMode = sandboxcfg.Mode(c.mode)
 
 			// The other Location: its hostile plugin waits for this one.
 			otherSecret := fmt.Sprintf("the other Location's secret %d", rand.Int64())

@@ -111,9 +111,13 @@ func redOS(in redInput) map[string]string {
 		try(fmt.Sprintf("list /proc/%d/fd", pid), err)
 		_, err = os.Open(fmt.Sprintf("/proc/%d/fd/0", pid))
 		try(fmt.Sprintf("open /proc/%d/fd/0", pid), err)
+		// A pidfd itself only tells when the process ends; what it is for (its
+		// descriptors, a signal) is tried with it.
 		pidfd, err := unix.PidfdOpen(pid, 0)
-		try(fmt.Sprint("pidfd_open ", pid), err)
-		if err == nil {
+		if err != nil {
+			try(fmt.Sprint("pidfd_open ", pid), err)
+		} else {
+			r[fmt.Sprint("control: pidfd_open ", pid)] = "opened"
 			var got []int
 			for fd := range 32 {
 				if nfd, err := unix.PidfdGetfd(pidfd, fd, 0); err == nil {
