@@ -286,10 +286,12 @@ func prefixed(p string, ss []string) []string {
 }
 
 // The leftover processes of each kind of source: the hostile plugin's (a shell's
-// background child, a setsid'd one, a double-forked setsid'd one), the MCP server
-// command's (a background and a setsid'd child) and an in-flight manifest call's
-// (a background child, a setsid'd one, and the command itself).
-const leftovers = 3 + 2 + 3
+// background child, a setsid'd one, a double-forked setsid'd one, a sleep in a
+// session of its own that ignores SIGTERM, SIGHUP and SIGINT, and a child
+// subreaper that ignores them too with the double-forked grandchild it adopted),
+// the MCP server command's (a background and a setsid'd child) and an in-flight
+// manifest call's (a background child, a setsid'd one, and the command itself).
+const leftovers = 6 + 2 + 3
 
 func leftoverConfig(t *testing.T, marker string) string {
 	bin := buildHostile(t)
@@ -338,12 +340,24 @@ func editShout(ctx context.Context, l *location.Location, dir, marker string) er
 
 // TestSourceTreesEnd: every process a source leaves behind ends when its Location
 // is deactivated or its host is SIGKILLed, also while a changed manifest tool's call
-// is still draining on its old definition after a reload.
+// is still draining on its old definition after a reload; in each containment
+// mode, and in the namespace mode without a world too (the confined plugin then
+// starts from a host thread or a launcher, see the design's Fallback).
 func TestSourceTreesEnd(t *testing.T) {
-	for _, mode := range []sandbox.Mode{sandbox.ModeNamespace, sandbox.ModeCgroup, sandbox.ModeSubreaper} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, c := range []struct {
+		mode  sandbox.Mode
+		world bool
+	}{{sandbox.ModeNamespace, true}, {sandbox.ModeNamespace, false}, {sandbox.ModeCgroup, true}, {sandbox.ModeSubreaper, true}} {
+		mode, name := c.mode, string(c.mode)
+		if !c.world {
+			name += "WithoutWorld"
+		}
+		t.Run(name, func(t *testing.T) {
 			if err := sandbox.Supported(mode); err != nil {
 				t.Skip(err)
+			}
+			if !c.world {
+				t.Setenv(sandbox.OffEnv, "world") // the helper host inherits it
 			}
 			for _, drain := range []bool{false, true} {
 				name := ""

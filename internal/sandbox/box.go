@@ -682,8 +682,9 @@ func Expected(spec Spec) (mode Mode, confined bool) {
 }
 
 // Layers names what holds the program, once started, for status and logs: its
-// namespaces ("pid", "mount", "ipc", "net", "user") and its TMPDIR's "tmpfs" caps
-// where it has a world of its own (see startWorld), else the containment mode;
+// namespaces ("pid", "mount", "ipc", "cgroupns", "net", "user") and its TMPDIR's
+// "tmpfs" caps where it has a world of its own (see startWorld), else the
+// containment mode;
 // "keyring" (a session keyring of its own), "fds" (nothing the host inherited),
 // "landlock N" (Landlock at ABI N), "seccomp", and how its processes and CPU are
 // capped ("pids cgroup" or "nproc").

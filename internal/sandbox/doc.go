@@ -21,8 +21,8 @@
 // Confinement (Spec.Confine): where the kernel allows namespaces (WorldAvailable,
 // probed once), a confined program starts in a world of its own, built from
 // nothing by the child of one clone3 before its execve (startWorld): new PID,
-// mount, IPC and network (unless Network) namespaces, and a user namespace without
-// root; a root of its own holding only its binary, the system's shared files
+// mount, IPC and network (unless Network) namespaces, a cgroup namespace rooted at
+// its own cgroups, and a user namespace without root; a root of its own holding only its binary, the system's shared files
 // (SystemRead), its Read and Write paths and the host's shared directories, four
 // devices, its own /proc and a capped tmpfs as TMPDIR (world_linux.go); a new
 // session keyring; no descriptor but its own; its limits, no_new_privs, no

@@ -135,6 +135,7 @@ const (
 	stepUserMap = iota + 1
 	stepProcessGroup
 	stepParentDeath
+	stepCgroupNS
 	stepPrivate
 	stepRoot
 	stepPivot
@@ -157,6 +158,7 @@ var stepNames = map[uint32]string{
 	stepUserMap:      "map its user and group ids in its user namespace",
 	stepProcessGroup: "make its process group",
 	stepParentDeath:  "set its parent-death signal",
+	stepCgroupNS:     "make its cgroup namespace",
 	stepPrivate:      "make its mounts private",
 	stepRoot:         "mount its root",
 	stepPivot:        "make it its root (pivot_root)",
@@ -235,6 +237,12 @@ func forkWorld(a *childArgs) (pid int, err syscall.Errno) {
 	}
 	step = stepParentDeath
 	if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0, 0); e != 0 {
+		goto fail
+	}
+	// A cgroup namespace rooted at the cgroups it is in now (those it was cloned
+	// into, or joined by its thread): what it sees of cgroups stops there.
+	step = stepCgroupNS
+	if _, _, e = syscall.RawSyscall(unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP, 0, 0); e != 0 {
 		goto fail
 	}
 

@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -77,8 +78,15 @@ func helper() bool {
 		select {}
 	case "host":
 		// A host that starts a contained forker, says ready, and waits to be killed.
+		// With SANDBOX_SCRIPT, the program is that shell script, with the marker,
+		// SANDBOX_SCRIPT_N and "stay".
+		program, argv, env := self, []string{self}, []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker}
+		script := os.Getenv("SANDBOX_SCRIPT")
+		if script != "" {
+			program, argv, env = "/bin/sh", []string{"sh", script, marker, os.Getenv("SANDBOX_SCRIPT_N"), "stay"}, nil
+		}
 		b, err := sandbox.Command(sandbox.Spec{Name: "h", Contain: true, Mode: sandbox.Mode(os.Getenv("SANDBOX_MODE"))},
-			self, []string{self}, "/", []string{"SANDBOX_HELPER=forker", "SANDBOX_MARKER=" + marker})
+			program, argv, "/", env)
 		if err != nil {
 			fmt.Println(err)
 			os.Exit(1)
@@ -88,8 +96,12 @@ func helper() bool {
 			fmt.Println(err)
 			os.Exit(1)
 		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		fmt.Print(line)
+		if script != "" {
+			fmt.Println("ready")
+		} else {
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			fmt.Print(line)
+		}
 		time.Sleep(time.Hour) // until the test kills it
 	case "worldhost":
 		// A host that starts three confined forkers (in worlds where the machine
@@ -228,6 +240,22 @@ func helper() bool {
 		_, err = os.ReadFile("/proc/" + os.Getenv("SANDBOX_HOST_PID") + "/environ")
 		try("read-host-environ", err)
 		try("ptrace-host", unix.PtraceAttach(atoi(os.Getenv("SANDBOX_HOST_PID"))))
+		// Its cgroups as /proc/self/cgroup shows them: a path but "/" is the host's.
+		if data, err := os.ReadFile("/proc/self/cgroup"); err != nil {
+			try("see-host-cgroup", err)
+		} else {
+			var host []string
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				if !strings.HasSuffix(line, ":/") {
+					host = append(host, line)
+				}
+			}
+			if len(host) > 0 {
+				fmt.Println("see-host-cgroup ok", strings.Join(host, " "))
+			} else {
+				try("see-host-cgroup", errors.New("each of its cgroups is its root"))
+			}
+		}
 		if tmp := os.Getenv("TMPDIR"); tmp != "" { // none without Landlock or a world
 			try("write-tmp", os.WriteFile(tmp+"/x", []byte("x"), 0o600))
 			n, err := fill(tmp+"/big", 1<<20, atoi(os.Getenv("SANDBOX_FILL_MIB")))

@@ -238,21 +238,104 @@ func stopTree(p plan) {
 	}
 }
 
-// sweep kills every child and reaps it until none is left; an orphaned grandchild
-// is reparented to the launcher (a subreaper) before its parent can be reaped, so
-// it is seen by the next round.
+// sweep kills the launcher's whole tree and reaps its children until none is
+// left. Each round kills every descendant one scan of /proc finds, not only the
+// launcher's children: a tree as deep as its processes cap (each process the
+// parent of the next, each in a session of its own) ends in a round, where killing
+// children only took a round per level — longer than the host waits for the
+// launcher before killing it (Box.Kill), which let the rest of the tree outlive
+// it. A process forked after the scan has a parent the round kills, and is
+// reparented to the launcher (a subreaper) before that parent can be reaped, so
+// the next round finds it.
 func sweep() {
 	me := os.Getpid()
 	for {
-		for _, pid := range childrenOf(me) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		found := descendantsOf(me)
+		tree := map[int]bool{me: true}
+		for _, pid := range found {
+			tree[pid] = true
 		}
-		_, err := syscall.Wait4(-1, nil, 0, nil)
-		if errors.Is(err, syscall.ECHILD) {
+		for _, pid := range found {
+			killDescendant(pid, tree)
+		}
+		if _, err := syscall.Wait4(-1, nil, 0, nil); errors.Is(err, syscall.ECHILD) {
 			return
+		}
+		for { // every other child already dead, before the next scan
+			if pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != nil || pid <= 0 {
+				break
+			}
 		}
 	}
 }
+
+// descendantsOf lists the live processes below root, parents before their children,
+// from one scan of /proc.
+func descendantsOf(root int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(pid); ok {
+			children[pp] = append(children[pp], pid)
+		}
+	}
+	var out []int
+	seen := map[int]bool{root: true} // the scan is not atomic: a reused pid could loop
+	for next := children[root]; len(next) > 0; {
+		var below []int
+		for _, pid := range next {
+			if !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+				below = append(below, children[pid]...)
+			}
+		}
+		next = below
+	}
+	return out
+}
+
+// killDescendant SIGKILLs pid, which the scan found in tree (the launcher and its
+// descendants), through a pidfd when its parent is still one of tree: a
+// grandchild's pid could have been reaped by its parent and reused by another
+// process since the scan. Where it cannot have a pidfd (before Linux 5.3, or out
+// of descriptors), it is killed by pid.
+func killDescendant(pid int, tree map[int]bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if !errors.Is(err, unix.ESRCH) { // gone; else (no pidfd here) by pid, as before
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return
+	}
+	defer unix.Close(fd)
+	if pp, ok := parentOf(pid); ok && tree[pp] {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// inTree reports whether pid is below root, by its chain of parents.
+func inTree(pid, root int) bool {
+	for range maxTreeDepth {
+		pp, ok := parentOf(pid)
+		if !ok || pp <= 1 {
+			return false
+		}
+		if pp == root {
+			return true
+		}
+		pid = pp
+	}
+	return false
+}
+
+// maxTreeDepth bounds a walk up a chain of parents: the kernel's largest pid_max,
+// more processes than a chain can hold.
+const maxTreeDepth = 1 << 22
 
 // childrenOf lists the live processes whose parent is ppid.
 func childrenOf(ppid int) []int {

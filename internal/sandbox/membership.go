@@ -84,18 +84,9 @@ func (b *Box) contains(pid int, p *procInfo) bool {
 		return *p.cgroup != "" && strings.HasSuffix(b.cgroup, *p.cgroup) && strings.HasSuffix(*p.cgroup, "/"+lastElem(b.cgroup))
 	default:
 		// Subreaper and none: every orphan of the tree is reparented to the
-		// launcher, so the tree is the launcher's descendants.
-		for range 64 {
-			pp, ok := parentOf(pid)
-			if !ok || pp <= 1 {
-				return false
-			}
-			if pp == root {
-				return true
-			}
-			pid = pp
-		}
-		return false
+		// launcher, so the tree is the launcher's descendants, at any depth (a
+		// bound on the walk would let a process below it pass for the host's).
+		return inTree(pid, root)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -84,6 +85,21 @@ func startForker(t *testing.T, spec sandbox.Spec, marker string, env ...string) 
 	return b, r
 }
 
+// chainScript, run by /bin/sh with a marker, a count and "stay": each link starts
+// the next (count-1) in the background, in a session of its own, and exits at
+// once (the first stays, as a sleep).
+const chainScript = `n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+if [ "$3" = stay ]; then exec sleep "$1"; fi
+`
+
+// deepScript, run by /bin/sh with a marker and a count: a chain of count+1
+// sleeping processes, each the parent of the next, each in a session of its own.
+const deepScript = `n=$2
+if [ "$n" -gt 0 ]; then setsid /bin/sh "$0" "$1" $((n-1)) & fi
+exec sleep "$1"
+`
+
 func TestContainment(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
@@ -122,6 +138,80 @@ func TestContainment(t *testing.T) {
 				}
 				proctest.AssertMarkedGone(t, marker)
 			})
+			t.Run("AForkChainEnds", func(t *testing.T) {
+				// Each link starts the next in the background, in a session of its
+				// own, and exits at once, so that a kill of its process group misses
+				// it and a sweep by pid finds mostly the dead; 3000 links at most, so
+				// that a chain that escapes ends by itself after the test fails.
+				marker := proctest.NewMarker()
+				script := filepath.Join(t.TempDir(), "chain")
+				os.WriteFile(script, []byte(chainScript), 0o644)
+				b, err := sandbox.Command(sandbox.Spec{Name: "chain", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "3000", "stay"}, "/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Start(); err != nil {
+					t.Fatal(err)
+				}
+				proctest.WaitMarked(t, marker, 2) // the sleep and a link (a third only by chance)
+				b.Kill()
+				b.Wait()
+				proctest.AssertMarkedGone(t, marker)
+			})
+			t.Run("ADeepTreeEnds", func(t *testing.T) {
+				// A chain of sleeping processes, each the parent of the next and
+				// each in a session of its own: SourceOf knows the deepest, and
+				// killed, none is left (a sweep of the launcher's children only,
+				// one level a round, outlasted the second Box.Kill gives it).
+				marker := proctest.NewMarker()
+				script := filepath.Join(t.TempDir(), "deep")
+				os.WriteFile(script, []byte(deepScript), 0o644)
+				b, err := sandbox.Command(sandbox.Spec{Name: "deep", Contain: true, Mode: mode}, "/bin/sh", []string{"sh", script, marker, "200"}, "/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Start(); err != nil {
+					t.Fatal(err)
+				}
+				pids := proctest.WaitMarked(t, marker, 201)
+				// SourceOf knows every one of them, the deepest too.
+				for _, pid := range pids {
+					if name, ok := sandbox.SourceOf(pid); !ok || name != "deep" {
+						t.Errorf("SourceOf(%d) = %q, %v", pid, name, ok)
+					}
+				}
+				start := time.Now()
+				b.Kill()
+				b.Wait()
+				t.Logf("killed in %v", time.Since(start))
+				proctest.AssertMarkedGone(t, marker)
+			})
+			for _, c := range []struct {
+				name, script, n string
+				running         int
+			}{{"AForkChainEndsWithItsHost", chainScript, "3000", 2}, {"ADeepTreeEndsWithItsHost", deepScript, "50", 51}} {
+				t.Run(c.name, func(t *testing.T) {
+					marker := proctest.NewMarker()
+					script := filepath.Join(t.TempDir(), "script")
+					os.WriteFile(script, []byte(c.script), 0o644)
+					host := exec.Command(self(t))
+					host.Env = []string{"SANDBOX_HELPER=host", "SANDBOX_MARKER=" + marker, "SANDBOX_MODE=" + string(mode),
+						"SANDBOX_SCRIPT=" + script, "SANDBOX_SCRIPT_N=" + c.n}
+					out, _ := host.StdoutPipe()
+					if err := host.Start(); err != nil {
+						t.Fatal(err)
+					}
+					if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+						host.Process.Kill()
+						host.Wait()
+						t.Fatalf("host said %q", line)
+					}
+					proctest.WaitMarked(t, marker, c.running)
+					host.Process.Kill()
+					host.Wait()
+					proctest.AssertMarkedGone(t, marker)
+				})
+			}
 			t.Run("HostSIGKILLEndsTree", func(t *testing.T) {
 				marker := proctest.NewMarker()
 				host := exec.Command(self(t))

@@ -24,7 +24,8 @@ import (
 // TestWorldHolds runs a program that tries what issue 23 found open — descriptors
 // the host holds without close-on-exec (a file and a TCP connection), the user's
 // key, metadata and inotify outside, a host path socket and abstract name, a name
-// of its own a host client connects to, filling TMPDIR — and more, with every
+// of its own a host client connects to, filling TMPDIR — and more (its host's
+// cgroups seen in /proc/self/cgroup among them), with every
 // layer on, then with each layer alone (the others turned off through
 // sandbox.OffEnv), and through the fallback where there is no world.
 func TestWorldHolds(t *testing.T) {
@@ -112,7 +113,7 @@ func TestWorldHolds(t *testing.T) {
 		}
 	}
 	world := []string{"stat-outside", "chmod-outside", "inotify-outside", "connect-host-socket", "connect-host-abstract",
-		"host-connects-to-impostor", "read-host-environ", "ptrace-host", "key-read", "mount"}
+		"host-connects-to-impostor", "read-host-environ", "ptrace-host", "key-read", "mount", "see-host-cgroup"}
 	capped := func(t *testing.T, res map[string]string) {
 		t.Helper()
 		var n int
@@ -127,7 +128,7 @@ func TestWorldHolds(t *testing.T) {
 		res, layers := run(t, "")
 		expect(t, res, append(world, "key-add", "unshare-user")...)
 		capped(t, res)
-		for _, want := range []string{"pid", "mount", "net", "ipc", "keyring", "fds", "seccomp"} {
+		for _, want := range []string{"pid", "mount", "net", "ipc", "cgroupns", "keyring", "fds", "seccomp"} {
 			if !slices.Contains(layers, want) {
 				t.Errorf("layers %v, want %q", layers, want)
 			}

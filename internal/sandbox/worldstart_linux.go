@@ -45,8 +45,10 @@ func newWorldPlan(program string, c *Confinement, extraWrite []string, dir strin
 //   - a PID namespace (the program is its init: its tree ends with it), a mount
 //     namespace whose root holds only its world (world_linux.go), an IPC namespace,
 //     a network namespace unless Network (loopback only, down: no socket but a path
-//     in its world reaches past it, and abstract unix names are its own), and,
-//     without root, a user namespace that maps the host's ids to themselves;
+//     in its world reaches past it, and abstract unix names are its own), a cgroup
+//     namespace rooted at the cgroups it starts in (the child unshares it once it
+//     is in them: /proc/self/cgroup names none of the host's), and, without root, a
+//     user namespace that maps the host's ids to themselves;
 //   - a new session keyring, and the keyring calls refused by its seccomp filter;
 //   - no descriptor but its standard ones and Cmd.ExtraFiles (every other one is
 //     closed at the execve, whatever the host inherited);
@@ -437,7 +439,7 @@ func (b *Box) childFDs() (fds []int, opened []*os.File, err error) {
 
 // worldLayers names what holds the program of a world.
 func worldLayers(a *childArgs, w *worldPlan, b *Box, skipped []int) []string {
-	l := []string{"pid", "mount", "ipc"}
+	l := []string{"pid", "mount", "ipc", "cgroupns"}
 	if a.clone.flags&unix.CLONE_NEWNET != 0 {
 		l = append(l, "net")
 	}

@@ -140,7 +140,7 @@ func connectUnix(p string) string {
 }
 
 // spawn starts processes meant to outlive the plugin: a shell's background child, a
-// setsid'd one, and a double-forked child that calls setsid. Each sleeps marker
+// setsid'd one, and a double-forked child that calls setsid (and spawnMore's). Each sleeps marker
 // seconds, so a test can find them.
 func spawn(marker string) error {
 	if err := exec.Command("/bin/sh", "-c", "sleep "+marker+" & setsid sleep "+marker+" &").Run(); err != nil {
@@ -160,6 +160,16 @@ func role() bool {
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		_ = c.Start()
 		os.Exit(0)
+	case "check":
+		check()
+		return true
+	case "memfd":
+		execMemfd()
+	case "subreaper":
+		subreaper()
+	case "connect":
+		connectRole()
+		return true
 	}
 	return false
 }

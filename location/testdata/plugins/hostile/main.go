@@ -4,8 +4,10 @@
 // system (files, sockets, signals), "spawn" leaves processes behind, "register"
 // takes names, "hang" never ends, "flood" returns a huge output and "alloc"
 // allocates without bound, "forkbomb" starts processes until refused, "reach" tries
-// IPC, the host's process group and terminals, "swap" and "cut" replace its socket
-// with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
+// IPC, the host's process group and terminals, "red" passes descriptors, traces
+// other processes, executes programs and writes cgroups, "meet" listens for
+// another plugin, "deep" connects to a socket from deep in its tree, "swap" and
+// "cut" replace its socket with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
 // hostile handshake of its own instead of serving (see handshake).
 package main
 
@@ -85,6 +87,9 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "swap", Description: "points its socket elsewhere", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "cut", Description: "cuts the host off", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "reach", Description: "tries what is not a file path", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "red", Description: "passes descriptors, traces, executes, writes cgroups", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "deep", Description: "connects from deep in its tree", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "meet", Description: "waits for another plugin", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "spawn", Description: "leaves processes behind", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "register", Description: "takes names", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "hang", Description: "never ends", InputSchema: []byte(`{"type":"object"}`)},
@@ -119,10 +124,28 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		var in reachInput
 		json.Unmarshal(req.Input, &in)
 		return reply(stream, reachOS(in))
+	case "red":
+		var in redInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, redOS(in))
+	case "deep":
+		var in struct {
+			Socket string
+			Depth  int
+		}
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, deepConnect(in.Socket, in.Depth))
+	case "meet":
+		var in meetInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, listenMeet(in))
 	case "spawn":
 		var in struct{ Marker string }
 		json.Unmarshal(req.Input, &in)
 		if err := spawn(in.Marker); err != nil {
+			return err
+		}
+		if err := spawnMore(in.Marker); err != nil {
 			return err
 		}
 		return reply(stream, "spawned")

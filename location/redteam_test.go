@@ -1,0 +1,330 @@
+//go:build linux
+
+package location_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/sandbox"
+	"github.com/toolhost/toolhost/internal/testio"
+	"github.com/toolhost/toolhost/registry"
+	sandboxcfg "github.com/toolhost/toolhost/sandbox"
+	"github.com/toolhost/toolhost/server"
+)
+
+// TestHostilePluginPassesNothing: the hostile plugin, confined, tries what a
+// process holds besides paths. Descriptors: it sends one of its own (a memfd) to
+// every socket of its socket directory, the host's broker listeners among them,
+// looks for any queued on its own sockets, and meets a hostile plugin of another
+// Location, which listens on a path socket in its TMPDIR and in its socket
+// directory and on an abstract name, serving a descriptor of a file with its
+// Location's secret, and leaves files in its TMPDIR and /tmp; and it connects to a
+// host service's path socket (as a session bus or an ssh-agent listens). Processes: it
+// traces the host, a well-behaved plugin and the other Location's plugin, reads
+// their memory, their /proc files and descriptors (pidfd_getfd), stops them.
+// Execution: it runs a copy of itself as itself, through /proc/self/exe, written
+// to its TMPDIR, setuid there, and from a memfd (execveat); each must run as
+// confined as it (no capability, no_new_privs, its seccomp filter, the host's
+// secret unreadable). Cgroups: what /proc/self/cgroup shows it of the host's, and
+// writing the host's and the other plugins' cgroup files (moving itself out,
+// raising limits, freezing). Every attempt fails, in a world of its own and in the
+// fallback without one (in the namespace, cgroup and subreaper modes), but for the limit the design states: in the fallback,
+// before Landlock ABI 9 (resolve_unix), it connects to a path socket whose path it
+// knows, the other plugin's or the host service's (logged, not failed). The host holds no descriptor it
+// sent, every cgroup file is as it was, and the well-behaved plugin keeps working.
+func TestHostilePluginPassesNothing(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, c := range []struct {
+		name  string
+		mode  sandbox.Mode
+		world bool
+	}{{"World", sandbox.ModeNamespace, true}, {"Fallback", sandbox.ModeNamespace, false},
+		{"FallbackCgroup", sandbox.ModeCgroup, false}, {"FallbackSubreaper", sandbox.ModeSubreaper, false}} {
+		world := c.world
+		t.Run(c.name, func(t *testing.T) {
+			if err := sandbox.Supported(c.mode); err != nil {
+				t.Skip(err)
+			}
+			if !world {
+				t.Setenv(sandbox.OffEnv, "world")
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			e.opts.SandboxMode = sandboxcfg.Mode(c.mode)
+
+			// The other Location: its hostile plugin waits for this one.
+			otherSecret := fmt.Sprintf("the other Location's secret %d", rand.Int64())
+			lo := e.activate(t, workspace(t, pluginsConfig(obj{"name": "hostile", "path": bin})))
+			abstract := fmt.Sprintf("toolhost-test-meet-%d", rand.Int64())
+			in, _ := json.Marshal(obj{"abstract": abstract, "secret": otherSecret})
+			s, err := settleIn(t, lo, "meet", string(in))
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("meet: %v, %v", s, err)
+			}
+			var met map[string]string
+			if err := json.Unmarshal(s.Structured, &met); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the other plugin: %v", met)
+			var peers, files []string
+			for _, k := range []string{"tmp socket", "socket dir socket"} {
+				if p := met[k]; strings.HasPrefix(p, "/") {
+					peers = append(peers, p)
+				}
+			}
+			for _, k := range []string{"file", "tmp file"} {
+				if p := met[k]; p != "" {
+					files = append(files, p)
+				}
+			}
+
+			// A host service on a path socket, as the user's session bus or an
+			// ssh-agent is.
+			bus := filepath.Join(shortDir(t), "bus")
+			bl, err := net.Listen("unix", bus)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { bl.Close() })
+			go func() {
+				for {
+					c, err := bl.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("BUS"))
+					c.Close()
+				}
+			}()
+			peers = append(peers, bus)
+
+			// The Location under attack, beside a secret outside it.
+			parent := canonicalDir(t, t.TempDir())
+			secret := filepath.Join(parent, "secret-outside.txt")
+			os.WriteFile(secret, []byte("outside"), 0o600)
+			dir := filepath.Join(parent, "ws")
+			os.Mkdir(dir, 0o755)
+			setConfig(t, dir, pluginsConfig(echoPlugin("echo"), obj{"name": "hostile", "path": bin}))
+			l := e.activate(t, dir)
+			var hostilePID, echoPID int
+			for _, p := range l.Plugins() {
+				if p.Name() == "echo" {
+					echoPID = p.Current().PID()
+				} else {
+					hostilePID = p.Current().PID()
+				}
+			}
+			otherPID := lo.Plugins()[0].Current().PID()
+			pids := []int{os.Getpid(), echoPID, otherPID}
+			cgroups := cgroupFiles(append(pids, hostilePID))
+			before := readAll(cgroups)
+			ownCgroup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID))
+
+			planted := fmt.Sprintf("hostile-planted-%d", rand.Int64())
+			in, _ = json.Marshal(obj{"pids": pids, "planted": planted, "peers": peers, "abstract": []string{abstract},
+				"files": files, "secret": secret, "cgroups": cgroups})
+			s, err = settleIn(t, l, "red", string(in))
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("red: %v, %v", s, err)
+			}
+			var r map[string]string
+			if err := json.Unmarshal(s.Structured, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range slices.Sorted(func(yield func(string) bool) {
+				for k := range r {
+					if !yield(k) {
+						return
+					}
+				}
+			}) {
+				v := r[k]
+				t.Logf("%-70s %s", k, v)
+				switch {
+				case strings.HasPrefix(k, "control: ") || strings.HasPrefix(v, "control: ") || strings.HasPrefix(v, "denied: "):
+				case !world && sandbox.LandlockABI() < 9 && strings.HasPrefix(k, "meet at /"):
+					// The limit the design states: before Landlock's resolve_unix
+					// right (ABI 9), nothing but a world keeps a program from a path
+					// socket whose path it knows (the other plugin's, a host
+					// service's).
+					t.Logf("%s: the known limit of Landlock ABI %d", k, sandbox.LandlockABI())
+				default:
+					t.Errorf("%s: %s", k, v)
+				}
+			}
+			wants := []string{"receive a descriptor on its sockets", "see its host's cgroups in /proc/self/cgroup", "unshare a cgroup namespace",
+				"exec itself", "exec /proc/self/exe", "exec a copy written to TMPDIR", "exec a setuid copy in TMPDIR", "exec from a memfd (execveat)",
+				"meet at abstract @" + abstract}
+			for _, p := range peers {
+				wants = append(wants, "meet at "+p)
+			}
+			for _, pid := range pids {
+				wants = append(wants, fmt.Sprint("ptrace seize ", pid), fmt.Sprint("process_vm_readv ", pid), fmt.Sprintf("read /proc/%d/environ", pid))
+			}
+			for _, want := range wants {
+				if _, ok := r[want]; !ok {
+					t.Errorf("no attempt %q", want)
+				}
+			}
+			if len(peers) == 0 {
+				t.Errorf("the other plugin listens on no path socket: %v", met)
+			}
+			if n := r["control: sent a descriptor to sockets of its directory"]; n == "" || n == "0" {
+				t.Errorf("the plugin sent its descriptor to no socket (%q): the host's side is not tested", n)
+			}
+
+			// The host's side: no descriptor of the plugin's, cgroups as they were.
+			if fds := heldDescriptors(planted); len(fds) > 0 {
+				t.Errorf("the host holds the plugin's descriptor: %v", fds)
+			}
+			for f, was := range before {
+				if now, _ := os.ReadFile(f); string(now) != was {
+					t.Errorf("%s was %q, is %q", f, was, now)
+				}
+			}
+			// Each of its cgroups is the one it had, or one the host made inside it
+			// (the host moves a busy program into a cpu cgroup of its own).
+			now, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostilePID))
+			was, is := strings.Split(string(ownCgroup), "\n"), strings.Split(string(now), "\n")
+			if len(was) != len(is) {
+				t.Errorf("the hostile plugin's cgroups were\n%s, are\n%s", ownCgroup, now)
+			}
+			for i := range min(len(was), len(is)) {
+				if is[i] != was[i] && !strings.HasPrefix(is[i], strings.TrimSuffix(was[i], "/")+"/") {
+					t.Errorf("the hostile plugin's cgroup %s is now %s", was[i], is[i])
+				}
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
+
+// cgroupFiles lists the cgroup files of pids' cgroups that a process could move
+// itself with, raise its limits or freeze a tree with (not cgroup.kill: a
+// successful attack must not end the test).
+func cgroupFiles(pids []int) []string {
+	var out []string
+	for _, pid := range pids {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			var dirs []string
+			if f[1] == "" {
+				dirs = []string{filepath.Join("/sys/fs/cgroup/unified", f[2]), filepath.Join("/sys/fs/cgroup", f[2])}
+			} else {
+				for _, c := range strings.Split(strings.TrimPrefix(f[1], "name="), ",") {
+					dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, f[2]))
+				}
+			}
+			for _, d := range dirs {
+				for _, name := range []string{"cgroup.procs", "pids.max", "cpu.shares", "cpu.max", "cpu.weight", "memory.max", "freezer.state", "cgroup.freeze"} {
+					p := filepath.Join(d, name)
+					if _, err := os.Stat(p); err == nil && !slices.Contains(out, p) {
+						if name == "freezer.state" && f[2] == "/" {
+							continue // the root has none to write
+						}
+						out = append(out, p)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readAll reads each of files but the cgroup.procs (which list processes that come
+// and go).
+func readAll(files []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range files {
+		if filepath.Base(f) != "cgroup.procs" {
+			data, _ := os.ReadFile(f)
+			m[f] = string(data)
+		}
+	}
+	return m
+}
+
+// heldDescriptors lists this process's descriptors whose target names name.
+func heldDescriptors(name string) []string {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.Contains(target, name) {
+			out = append(out, e.Name()+" -> "+target)
+		}
+	}
+	return out
+}
+
+// TestHostileDeepProcessIsASource: the serve API refuses a connection from a
+// process of a source's tree at any depth. The hostile plugin, confined in the
+// subreaper mode (where a source's tree is the launcher's descendants, and before
+// Landlock ABI 9 nothing but the peer check keeps it from a path socket), connects
+// to the host's serve socket from a process 80 levels below it: the server refuses
+// it and names the source (SourceOf stopped its walk at 64 levels, and served it).
+func TestHostileDeepProcessIsASource(t *testing.T) {
+	bin := buildHostile(t)
+	if err := sandbox.Supported(sandbox.ModeSubreaper); err != nil {
+		t.Skip(err)
+	}
+	logs := &testio.SyncBuffer{}
+	sock := filepath.Join(shortDir(t), server.SocketName)
+	ul, err := server.ListenUnix(sock, hclog.New(&hclog.LoggerOptions{Output: logs}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SERVED!!!"))
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		ul.Close()
+		<-served
+	})
+	e := newEnv(t)
+	e.opts.SocketDir = shortDir(t)
+	e.opts.SandboxMode = sandboxcfg.ModeSubreaper
+	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "hostile", "path": bin, "sandbox": obj{"processes": 200}})))
+	in, _ := json.Marshal(obj{"socket": sock, "depth": 80})
+	s, err := settleIn(t, l, "deep", string(in))
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("deep: %v, %v", s, err)
+	}
+	got := strings.Trim(s.Text(), `"`)
+	t.Log(got)
+	if !strings.HasPrefix(got, "refused") && !strings.HasPrefix(got, "denied") {
+		t.Errorf("a process 80 levels below the plugin: %s", got)
+	}
+	if strings.HasPrefix(got, "refused") && !strings.Contains(logs.String(), "source=hostile") {
+		t.Errorf("the serve socket's log %q does not name the refused source", logs.String())
+	}
+}
