@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/toolhost/toolhost/internal/oauthtest"
 	"github.com/toolhost/toolhost/mcp"
@@ -100,4 +103,30 @@ func TestLoginNotNeeded(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	_ = gomcp.Implementation{}
+}
+
+// TestTokenEndpointDownIsNoLoginError: a stored token that expired while its token
+// endpoint cannot be reached fails the session with the refresh's error, which
+// says it is tried again, and not as a server that requires a login.
+func TestTokenEndpointDownIsNoLoginError(t *testing.T) {
+	h := newBareHost(t)
+	as := oauthtest.New(t)
+	srv := &goServer{t: t}
+	protected(as, srv)
+	srv.start("127.0.0.1:0")
+	t.Cleanup(srv.kill)
+	cfg := h.remote("secure", srv.URL(), nil)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	g := &mcp.Grant{Server: srv.URL(), ClientID: "client-x", TokenURL: down.URL + "/token",
+		Token: &oauth2.Token{AccessToken: "access-x", TokenType: "Bearer", RefreshToken: "refresh-x", Expiry: time.Now().Add(-time.Minute)}}
+	if err := (mcp.TokenStore{Dir: cfg.TokenDir}).Save(srv.URL(), g); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.start(cfg)
+	var need *mcp.AuthRequiredError
+	var re *mcp.RefreshError
+	if errors.As(err, &need) || !errors.As(err, &re) || !strings.Contains(err.Error(), "tried again at the next use") {
+		t.Fatalf("with the token endpoint down: %v; want the refresh's error, not a login request", err)
+	}
 }

@@ -343,6 +343,13 @@ func (inst *Instance) explain(err error) error {
 		hint = "toolhost mcp-login " + cfg.Name
 	}
 	if tokenErr != nil {
+		var re *RefreshError
+		if errors.As(tokenErr, &re) && re.Code == "" && !errors.Is(re.Err, errNoRefreshToken) {
+			// The token endpoint was not reached, or answered no OAuth error: the
+			// grant may be good still, so logging in again is not the remedy, and
+			// the next start tries the refresh again.
+			return tokenErr
+		}
 		return &AuthRequiredError{Server: cfg.Name, Reason: "the stored OAuth token has expired and could not be refreshed: " + tokenErr.Error(), Hint: hint}
 	}
 	if bad == nil {
