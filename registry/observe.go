@@ -39,7 +39,10 @@ type Settling interface {
 	// Resolved names the source of the tool the call's name was captured for.
 	Resolved(source Source)
 	// Step says step begins; ctx is the settlement's context at that point. It
-	// returns the context the step runs under.
+	// returns the context the step runs under: the registry runs the code of
+	// others (the tool in StepExecute, hooks in StepBeforeHooks and
+	// StepAfterHooks) under it, and does not use it for the steps that run only
+	// its own code.
 	Step(ctx context.Context, step Step) context.Context
 	// End ends the settlement with what Settle returns: a Settlement, or an error.
 	End(s *Settlement, err error)

@@ -34,9 +34,10 @@ type settling struct {
 	inputBytes  int
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
-	source string
-	span   trace.Span            // the settlement's, nil when traces are off
-	attrs  [8]attribute.KeyValue // what End sets on span, here so as not to be allocated apart
+	source      string
+	span        trace.Span // the settlement's, nil when traces are off
+	outcome     string     // set by End
+	outputBytes int        // set by End; -1: no Settlement
 
 	// A sampled settlement (sampled set) records its span and its steps' in
 	// spans (see stepSpan): spans[0] is the settlement's, with the span context
@@ -46,7 +47,6 @@ type settling struct {
 	sc       trace.SpanContext
 	parent   trace.SpanContext
 	spans    [1 + maxSteps]stepSpan
-	rootX    stepExtra    // spans[0]'s extra, here so as not to be allocated apart
 	provider stepProvider // the spans' TracerProvider
 	nsteps   int
 	cur      *stepSpan
@@ -119,8 +119,7 @@ func (s *settling) startSpan(ctx context.Context) context.Context {
 	root := &s.spans[0]
 	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.start
 	if len(res.Attributes) > 0 {
-		s.rootX.attrs = res.Attributes
-		root.extra = &s.rootX
+		root.extra = &stepExtra{attrs: res.Attributes}
 	}
 	s.span = root
 	return trace.ContextWithSpan(ctx, root)
@@ -138,6 +137,17 @@ func init() {
 		registry.StepValidateOutput, registry.StepProject, registry.StepBound, registry.StepAfterHooks} {
 		stepNames[st] = "toolhost." + string(st)
 	}
+}
+
+// runsOthersCode reports whether step runs code other than the registry's (a tool,
+// a hook), which may start spans under the step's: the registry uses the context
+// Step returns for those steps only.
+func runsOthersCode(step registry.Step) bool {
+	switch step {
+	case registry.StepValidateInput, registry.StepValidateOutput, registry.StepProject, registry.StepBound:
+		return false
+	}
+	return true
 }
 
 // Step ends the current step's span and begins step's, a child of the settlement
@@ -167,6 +177,9 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	st := &s.spans[s.nsteps]
 	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, now
 	s.cur = st
+	if !runsOthersCode(step) {
+		return ctx // the registry does not use it (see registry.Settling)
+	}
 	return trace.ContextWithSpan(ctx, st)
 }
 
@@ -179,25 +192,20 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		s.cur.end(now)
 	}
 	if s.span != nil {
-		attrs := &s.attrs
-		attrs[0] = attribute.String("toolhost.location", s.key.location)
-		attrs[1] = attribute.String("toolhost.tool", s.tool)
-		attrs[2] = attribute.String("toolhost.session", s.key.session)
-		attrs[3] = attribute.String("toolhost.tool_call_id", s.key.call)
-		attrs[4] = attribute.Int("toolhost.input.bytes", s.inputBytes)
-		attrs[5] = attribute.String("toolhost.outcome", outcome)
-		n := 6
-		if s.source != "" {
-			attrs[n], n = attribute.String("toolhost.source", s.source), n+1
-		}
+		s.outcome, s.outputBytes = outcome, -1
 		if st != nil {
-			attrs[n], n = attribute.Int("toolhost.output.bytes", outputBytes(st)), n+1
+			s.outputBytes = outputBytes(st)
 		}
 		if s.sampled {
-			s.endRoot(now, attrs[:n], err != nil, outcome)
+			// The attributes are made when the span is exported (rootAttributes).
+			root := &s.spans[0]
+			if err != nil {
+				root.SetStatus(codes.Error, outcome)
+			}
+			root.end(now)
 			t.batch.onEndSteps(s.spans[:1+s.nsteps])
 		} else {
-			s.span.SetAttributes(attrs[:n]...)
+			s.span.SetAttributes(s.appendAttributes(nil)...)
 			if err != nil {
 				s.span.SetStatus(codes.Error, outcome)
 			}
@@ -242,22 +250,50 @@ func (s *settling) End(st *registry.Settlement, err error) {
 	}
 }
 
-// endRoot sets attrs on the settlement's recorded span, as SetAttributes would,
-// and an error status when failed, and ends it at t.
-func (s *settling) endRoot(t time.Time, attrs []attribute.KeyValue, failed bool, outcome string) {
-	root := &s.spans[0]
-	if root.extra == nil { // nothing else set: attrs, in place
-		s.mu.Lock()
-		s.rootX.attrs = attrs
-		root.extra = &s.rootX
-		s.mu.Unlock()
-	} else {
-		root.SetAttributes(attrs...)
+// appendAttributes appends the settlement span's attributes, known once it ended.
+func (s *settling) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
+	attrs = append(attrs,
+		attribute.String("toolhost.location", s.key.location),
+		attribute.String("toolhost.tool", s.tool),
+		attribute.String("toolhost.session", s.key.session),
+		attribute.String("toolhost.tool_call_id", s.key.call),
+		attribute.Int("toolhost.input.bytes", s.inputBytes),
+		attribute.String("toolhost.outcome", s.outcome))
+	if s.source != "" {
+		attrs = append(attrs, attribute.String("toolhost.source", s.source))
 	}
-	if failed {
-		root.SetStatus(codes.Error, outcome)
+	if s.outputBytes >= 0 {
+		attrs = append(attrs, attribute.Int("toolhost.output.bytes", s.outputBytes))
 	}
-	root.end(t)
+	return attrs
+}
+
+// rootAttributes are the recorded settlement span's attributes, made for its
+// exporter: what its sampler or others set on it, but for the keys the settlement
+// sets at its end, which replace them as SetAttributes would, then those.
+func (s *settling) rootAttributes() []attribute.KeyValue {
+	var set []attribute.KeyValue
+	if x := s.spans[0].extra; x != nil {
+		set = x.attrs
+	}
+	attrs := make([]attribute.KeyValue, 0, len(set)+8)
+	for _, a := range set {
+		switch a.Key {
+		case "toolhost.location", "toolhost.tool", "toolhost.session", "toolhost.tool_call_id",
+			"toolhost.input.bytes", "toolhost.outcome":
+			continue
+		case "toolhost.source":
+			if s.source != "" {
+				continue
+			}
+		case "toolhost.output.bytes":
+			if s.outputBytes >= 0 {
+				continue
+			}
+		}
+		attrs = append(attrs, a)
+	}
+	return s.appendAttributes(attrs)
 }
 
 // outcomeOf is the Settlement's outcome, or the kind of error that ended the call.

@@ -241,6 +241,9 @@ func (st *stepSpan) StartTime() time.Time     { return st.start }
 func (st *stepSpan) EndTime() time.Time       { return st.fin }
 
 func (st *stepSpan) Attributes() []attribute.KeyValue {
+	if st == &st.s.spans[0] {
+		return st.s.rootAttributes()
+	}
 	if st.extra == nil {
 		return nil
 	}

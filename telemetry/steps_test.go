@@ -109,8 +109,14 @@ func TestStepSpansAreSpansToTheStepsCode(t *testing.T) {
 	if settle == nil {
 		t.Fatalf("no settlement span; spans: %v", names(spans))
 	}
-	if a := attributes(settle); a["toolhost.tool"] != "work" || a["toolhost.outcome"] != "completed" || a["toolhost.source"] != "plugin:test" {
-		t.Errorf("settlement attributes %v", a)
+	if a := attributes(settle); a["toolhost.tool"] != "work" || a["toolhost.outcome"] != "completed" || a["toolhost.source"] != "plugin:test" ||
+		a["toolhost.session"] != "s" || a["toolhost.tool_call_id"] != "c" || a["toolhost.location"] != registry.Application || len(settle.Attributes) != 8 {
+		t.Errorf("settlement attributes %v", settle.Attributes)
+	}
+	for _, kv := range settle.Attributes {
+		if want := map[string]int64{"toolhost.input.bytes": 12, "toolhost.output.bytes": 1}[kv.Key]; want != 0 && kv.Value.GetIntValue() != want {
+			t.Errorf("settlement attribute %s = %v, want %d", kv.Key, kv.Value, want)
+		}
 	}
 	var prevEnd uint64
 	for _, name := range []string{"validate_input", "execute", "validate_output", "project", "bound"} {
