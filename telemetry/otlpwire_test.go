@@ -132,7 +132,7 @@ func fullRequest() *coltracepb.ExportTraceServiceRequest {
 			TraceId: id(16, 1), SpanId: id(8, 2), TraceState: "vendor=x", ParentSpanId: id(8, 3), Flags: 0x301,
 			Name: name, Kind: tracepb.Span_SPAN_KIND_CLIENT, StartTimeUnixNano: 1, EndTimeUnixNano: math.MaxUint64,
 			Attributes: attrs, DroppedAttributesCount: 4,
-			Events: []*tracepb.Span_Event{{}, {TimeUnixNano: 5, Name: "exception", Attributes: kvs("e"), DroppedAttributesCount: 1}},
+			Events:             []*tracepb.Span_Event{{}, {TimeUnixNano: 5, Name: "exception", Attributes: kvs("e"), DroppedAttributesCount: 1}},
 			DroppedEventsCount: 300,
 			Links: []*tracepb.Span_Link{{}, {TraceId: id(16, 4), SpanId: id(8, 5), TraceState: "a=b", Attributes: kvs("l"),
 				DroppedAttributesCount: 2, Flags: 0x100}},
