@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -11,23 +13,33 @@ import (
 type callAttrKey struct{ location, source, tool, outcome string }
 
 // maxCachedAttrSets bounds attrCache: tool names come from sources, so their
-// number is not ours to bound.
+// number is not ours to bound. It is above the SDK's own limit of attribute sets
+// per instrument (2000), past which the SDK reports measurements under the
+// overflow set anyway.
 const maxCachedAttrSets = 4096
 
-// callOpts are the measurement options of one breakdown of the call metrics, as
-// the slices Add and Record take, so that recording allocates no slice for them.
+// callOpts is one breakdown of the call metrics: its calls so far, which the
+// toolhost.calls counter reports when read, and its attribute set (sorted and
+// hashed once) as the options Record and Observe take, so that a settlement
+// records its duration without building a set.
 type callOpts struct {
-	add    []metric.AddOption
-	record []metric.RecordOption
+	calls   atomic.Int64
+	set     attribute.Set
+	record  []metric.RecordOption
+	observe []metric.ObserveOption
 }
 
-// attrCache keeps the measurement options (an attribute set, sorted and hashed
-// once) of each breakdown of the call metrics, so that a settlement records them
-// without building a set. Past maxCachedAttrSets entries it builds a set per call.
-// It is safe for concurrent use.
+func newCallOpts(set attribute.Set) *callOpts {
+	return &callOpts{set: set, record: []metric.RecordOption{metric.WithAttributeSet(set)}, observe: []metric.ObserveOption{metric.WithAttributeSet(set)}}
+}
+
+// attrCache keeps the breakdowns of the call metrics. Past maxCachedAttrSets it
+// counts a new breakdown under the overflow set, {otel.metric.overflow=true}, as
+// the SDK does past its limit. It is safe for concurrent use.
 type attrCache struct {
-	mu   sync.RWMutex
-	sets map[callAttrKey]*callOpts
+	mu       sync.RWMutex
+	sets     map[callAttrKey]*callOpts
+	overflow *callOpts
 }
 
 func (c *attrCache) get(k callAttrKey) *callOpts {
@@ -37,20 +49,41 @@ func (c *attrCache) get(k callAttrKey) *callOpts {
 	if ok {
 		return opts
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if opts, ok := c.sets[k]; ok {
+		return opts
+	}
+	if c.sets == nil {
+		c.sets = map[callAttrKey]*callOpts{}
+	}
+	if len(c.sets) >= maxCachedAttrSets {
+		if c.overflow == nil {
+			c.overflow = newCallOpts(attribute.NewSet(attribute.Bool("otel.metric.overflow", true)))
+		}
+		return c.overflow
+	}
+	opts = newCallOpts(attribute.NewSet(
 		attribute.String("toolhost.location", k.location),
 		attribute.String("toolhost.source", k.source),
 		attribute.String("toolhost.tool", k.tool),
 		attribute.String("toolhost.outcome", k.outcome),
 	))
-	opts = &callOpts{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
-	c.mu.Lock()
-	if c.sets == nil {
-		c.sets = map[callAttrKey]*callOpts{}
-	}
-	if len(c.sets) < maxCachedAttrSets {
-		c.sets[k] = opts
-	}
-	c.mu.Unlock()
+	c.sets[k] = opts
 	return opts
+}
+
+// observeCalls reports every breakdown's calls so far to the toolhost.calls
+// counter: a callback of the meter, run when the metrics are read. Counting in
+// the breakdown rather than through the SDK's Add spares each settlement the
+// SDK's check of the attribute set, which it makes by reflection on every Add.
+func (c *attrCache) observeCalls(_ context.Context, o metric.Observer, calls metric.Int64ObservableCounter) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, opts := range c.sets {
+		o.ObserveInt64(calls, opts.calls.Load(), opts.observe...)
+	}
+	if c.overflow != nil {
+		o.ObserveInt64(calls, c.overflow.calls.Load(), c.overflow.observe...)
+	}
 }

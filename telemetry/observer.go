@@ -214,9 +214,8 @@ func (s *settling) End(st *registry.Settlement, err error) {
 	}
 	if t.inst != nil {
 		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source, s.tool, outcome})
-		ctx := context.Background()
-		t.inst.calls.Add(ctx, 1, opts.add...)
-		t.inst.duration.Record(ctx, elapsed.Seconds(), opts.record...)
+		opts.calls.Add(1)
+		t.inst.duration.Record(context.Background(), elapsed.Seconds(), opts.record...)
 	}
 	if t.audit != nil {
 		t.mu.Lock()

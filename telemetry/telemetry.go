@@ -231,7 +231,6 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 
 // instruments are the metrics toolhost records.
 type instruments struct {
-	calls     metric.Int64Counter
 	duration  metric.Float64Histogram
 	decisions metric.Int64Counter
 	callAttrs attrCache // of calls and duration
@@ -240,8 +239,9 @@ type instruments struct {
 func newInstruments(m metric.Meter, t *Telemetry) (*instruments, error) {
 	var in instruments
 	var errs [7]error
-	in.calls, errs[0] = m.Int64Counter("toolhost.calls", metric.WithUnit("{call}"),
+	calls, e0 := m.Int64ObservableCounter("toolhost.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Settled calls, by Location, source, tool and outcome."))
+	errs[0] = e0
 	in.duration, errs[1] = m.Float64Histogram("toolhost.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a call's start to its settlement, by Location, source, tool and outcome."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
@@ -259,10 +259,11 @@ func newInstruments(m metric.Meter, t *Telemetry) (*instruments, error) {
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}
-	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		in.callAttrs.observeCalls(ctx, o, calls)
 		t.observeSources(o, sourceState, sourceRestarts, sourceContained, storageBytes)
 		return nil
-	}, sourceState, sourceRestarts, sourceContained, storageBytes)
+	}, calls, sourceState, sourceRestarts, sourceContained, storageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}
