@@ -31,6 +31,7 @@ type settling struct {
 	tool        string
 	agent       string
 	start       time.Time
+	startNano   int64 // start in Unix nanoseconds, for recorded spans' times (see at)
 	inputBytes  int
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
@@ -117,13 +118,19 @@ func (s *settling) startSpan(ctx context.Context) context.Context {
 	s.sampled, s.sc, s.parent = true, trace.NewSpanContext(cfg), parent
 	s.provider.s, s.provider.tracer.s = s, s
 	root := &s.spans[0]
-	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.start
+	s.startNano = s.start.UnixNano()
+	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.startNano
 	if len(res.Attributes) > 0 {
 		root.extra = &stepExtra{attrs: res.Attributes}
 	}
 	s.span = root
 	return trace.ContextWithSpan(ctx, root)
 }
+
+// at is t in Unix nanoseconds, measured from the settlement's start on the
+// monotonic clock when t has a reading of it, so that a step's times follow the
+// settlement's whatever the wall clock does meanwhile.
+func (s *settling) at(t time.Time) int64 { return s.startNano + int64(t.Sub(s.start)) }
 
 // Resolved keeps the source's name for End, which sets it on the span with the
 // other attributes known only then.
@@ -175,7 +182,7 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	}
 	s.nsteps++
 	st := &s.spans[s.nsteps]
-	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, now
+	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, s.at(now)
 	s.cur = st
 	if !runsOthersCode(step) {
 		return ctx // the registry does not use it (see registry.Settling)

@@ -45,8 +45,8 @@ type stepSpan struct {
 	name       string
 	id, parent trace.SpanID // parent: the settlement's, or a step's for a child
 	kind       trace.SpanKind
-	child      bool // a span started under a step (see stepTracer), ended by End
-	start, fin time.Time
+	child      bool  // a span started under a step (see stepTracer), ended by End
+	start, fin int64 // Unix nanoseconds (see settling.at)
 	ended      atomic.Bool
 	extra      *stepExtra // guarded by s.mu; nil unless the step's code set something
 }
@@ -93,7 +93,7 @@ func newSpanID() trace.SpanID {
 // end ends the span at t; called by the settling goroutine only.
 func (st *stepSpan) end(t time.Time) {
 	st.s.mu.Lock()
-	st.fin = t
+	st.fin = st.s.at(t)
 	st.ended.Store(true)
 	st.s.mu.Unlock()
 }
@@ -130,7 +130,7 @@ func (st *stepSpan) End(options ...trace.SpanEndOption) {
 		st.s.mu.Unlock()
 		return
 	}
-	st.fin = fin
+	st.fin = st.s.at(fin)
 	st.ended.Store(true)
 	st.s.mu.Unlock()
 	st.s.t.batch.OnEnd(st)
@@ -237,8 +237,8 @@ func (st *stepSpan) Parent() trace.SpanContext {
 }
 
 func (st *stepSpan) SpanKind() trace.SpanKind { return st.kind }
-func (st *stepSpan) StartTime() time.Time     { return st.start }
-func (st *stepSpan) EndTime() time.Time       { return st.fin }
+func (st *stepSpan) StartTime() time.Time     { return time.Unix(0, st.start) }
+func (st *stepSpan) EndTime() time.Time       { return time.Unix(0, st.fin) }
 
 func (st *stepSpan) Attributes() []attribute.KeyValue {
 	if st == &st.s.spans[0] {
@@ -318,7 +318,7 @@ func (tr *stepTracer) Start(ctx context.Context, name string, options ...trace.S
 	}
 	sp := &childSpan{stepSpan: stepSpan{
 		s: p.s, name: name, id: newSpanID(), parent: p.id, kind: trace.ValidateSpanKind(c.SpanKind()),
-		child: true, start: start,
+		child: true, start: p.s.at(start),
 	}}
 	sp.x.attrs = c.Attributes()
 	for _, l := range c.Links() {
