@@ -47,8 +47,8 @@ type settling struct {
 	sampled  bool
 	sc       trace.SpanContext
 	parent   trace.SpanContext
-	spans    [1 + maxSteps]stepSpan
-	provider stepProvider // the spans' TracerProvider
+	spans    *[1 + maxSteps]stepSpan // made when sampled
+	provider stepProvider            // the spans' TracerProvider
 	nsteps   int
 	cur      *stepSpan
 
@@ -117,6 +117,7 @@ func (s *settling) startSpan(ctx context.Context) context.Context {
 	cfg.TraceFlags = parent.TraceFlags() | trace.FlagsSampled
 	s.sampled, s.sc, s.parent = true, trace.NewSpanContext(cfg), parent
 	s.provider.s, s.provider.tracer.s = s, s
+	s.spans = new([1 + maxSteps]stepSpan)
 	root := &s.spans[0]
 	s.startNano = s.start.UnixNano()
 	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.startNano
