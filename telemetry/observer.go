@@ -212,7 +212,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 			}
 			root.end(now)
 			t.batch.onEndSteps(s.spans[:1+s.nsteps])
-		} else {
+		} else if s.span.IsRecording() { // the SDK's, recorded but not sampled
 			s.span.SetAttributes(s.appendAttributes(nil)...)
 			if err != nil {
 				s.span.SetStatus(codes.Error, outcome)
