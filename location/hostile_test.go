@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -174,13 +175,7 @@ func TestHostilePlugin(t *testing.T) {
 		if err := json.Unmarshal(s.Structured, &r); err != nil {
 			t.Fatal(err)
 		}
-		attempts := slices.Sorted(func(yield func(string) bool) {
-			for k := range r {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		attempts := slices.Sorted(maps.Keys(r))
 		for _, k := range attempts {
 			t.Logf("%-60s %s", k, r[k])
 			if !strings.HasPrefix(r[k], "denied: ") && !strings.HasPrefix(r[k], "refused: ") {

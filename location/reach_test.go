@@ -5,6 +5,7 @@ package location_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -86,13 +87,7 @@ func TestHostilePluginReachesNoHostIPC(t *testing.T) {
 			if err := json.Unmarshal(s.Structured, &r); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range slices.Sorted(func(yield func(string) bool) {
-				for k := range r {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
+			for _, k := range slices.Sorted(maps.Keys(r)) {
 				v := r[k]
 				t.Logf("%-60s %s", k, v)
 				// In a world, what it makes is in its own IPC namespace: no one else's.

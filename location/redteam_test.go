@@ -5,6 +5,7 @@ package location_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -146,13 +147,7 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 			if err := json.Unmarshal(s.Structured, &r); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range slices.Sorted(func(yield func(string) bool) {
-				for k := range r {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
+			for _, k := range slices.Sorted(maps.Keys(r)) {
 				v := r[k]
 				t.Logf("%-70s %s", k, v)
 				switch {

@@ -5,6 +5,7 @@ package location_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -99,13 +100,7 @@ func TestHostilePluginFindsAWorld(t *testing.T) {
 	} else {
 		r["host client connects to @"+impostor] = "denied: " + err.Error()
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range r {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(r)) {
 		v := r[k]
 		t.Logf("%-70s %s", k, v)
 		switch {
