@@ -180,6 +180,18 @@ func (e *NotReadingError) Error() string {
 	return fmt.Sprintf("mcp: server %q does not read what the host writes: %d answers to its requests waited %s to be written, so the host closed the connection (a server must read its stdin while it sends requests)", e.Server, e.Queued, e.Waited)
 }
 
+// StdinStalledError reports a server that stopped reading its stdin while the host
+// wrote a message to it, until the call that wrote it ended: the part written
+// cannot be followed by anything, so the host closed the connection.
+type StdinStalledError struct {
+	Server        string
+	Written, Size int // bytes of the message written, of its whole
+}
+
+func (e *StdinStalledError) Error() string {
+	return fmt.Sprintf("mcp: server %q stopped reading its stdin: the call ended with %d of a message's %d bytes written, so the host closed the connection (a server must keep reading its stdin)", e.Server, e.Written, e.Size)
+}
+
 // ConnectionError reports a call that could not complete because the session with
 // the server ended (the server exited or closed its stdout).
 type ConnectionError struct {

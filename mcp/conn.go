@@ -50,8 +50,10 @@ type conn struct {
 	log    *loglimit.Logger // the server's log budget: what it prints must not flood the host's log
 	gate   *gate
 
-	w   *os.File
-	wmu sync.Mutex
+	w *os.File
+	// wsem is held by the one writing to w: a semaphore rather than a mutex, so
+	// that a call whose context ends stops waiting for it.
+	wsem chan struct{}
 
 	incoming chan readResult
 	// The gate's answers to refused requests, encoded: those queued and how
@@ -89,6 +91,7 @@ const (
 func newConn(server string, limit int, log *loglimit.Logger, g *gate, w *os.File, r io.Reader) *conn {
 	c := &conn{
 		server: server, limit: limit, grace: notReadingGrace, log: log, gate: g, w: w,
+		wsem:     make(chan struct{}, 1),
 		incoming: make(chan readResult), wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		closed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -312,7 +315,7 @@ func (c *conn) writeLoop() {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := c.writeData(batch); err != nil {
+		if err := c.writeData(context.Background(), batch); err != nil {
 			c.log.Log(hclog.Debug, "could not answer refused requests", "server", c.server, "error", err)
 		}
 		c.gate.b.give(int64(len(batch)))
@@ -359,7 +362,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return err
 	}
 	written := c.gate.sent(ctx, msg)
-	err := c.write(msg)
+	err := c.write(ctx, msg)
 	written()
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
 		c.log.Log(hclog.Debug, "sent notifications/cancelled", "server", c.server, "params", string(req.Params), "error", err)
@@ -367,24 +370,44 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-func (c *conn) write(msg jsonrpc.Message) error {
+func (c *conn) write(ctx context.Context, msg jsonrpc.Message) error {
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
-	return c.writeData(append(data, '\n'))
+	return c.writeData(ctx, append(data, '\n'))
 }
 
-// writeData writes one encoded message; it blocks while the server does not read.
-func (c *conn) writeData(data []byte) error {
+// writeData writes encoded messages. While the server does not read, it waits for
+// its turn and for the pipe, but no longer than ctx (where the pipe takes a write
+// deadline: not on Windows). A write that ctx ends part way leaves part of a
+// message on the server's stdin, which nothing can follow: it closes the
+// connection with a *StdinStalledError, and the server ends as a crash.
+func (c *conn) writeData(ctx context.Context, data []byte) error {
 	select {
 	case <-c.closed:
 		return gomcp.ErrConnectionClosed
-	default:
+	case <-ctx.Done():
+		return ctx.Err()
+	case c.wsem <- struct{}{}:
 	}
-	c.wmu.Lock()
-	_, err := c.w.Write(data)
-	c.wmu.Unlock()
+	defer func() { <-c.wsem }()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		c.w.SetWriteDeadline(time.Now())
+	})
+	n, err := c.w.Write(data)
+	if !stop() {
+		<-fired
+		c.w.SetWriteDeadline(time.Time{})
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if n > 0 {
+			c.closeWith(&StdinStalledError{Server: c.server, Written: n, Size: len(data)})
+		}
+		return ctx.Err()
+	}
 	return err
 }
 
