@@ -180,16 +180,18 @@ func (e *NotReadingError) Error() string {
 	return fmt.Sprintf("mcp: server %q does not read what the host writes: %d answers to its requests waited %s to be written, so the host closed the connection (a server must read its stdin while it sends requests)", e.Server, e.Queued, e.Waited)
 }
 
-// StdinStalledError reports a server that stopped reading its stdin while the host
-// wrote a message to it, until the call that wrote it ended: the part written
-// cannot be followed by anything, so the host closed the connection.
+// StdinStalledError reports a server that stopped reading its stdin part way
+// through a message of the host's: the call that wrote it ended, the host went
+// on writing the rest for Waited, and the server read none of it, so the host
+// closed the connection (nothing could follow half a message).
 type StdinStalledError struct {
 	Server        string
 	Written, Size int // bytes of the message written, of its whole
+	Waited        time.Duration
 }
 
 func (e *StdinStalledError) Error() string {
-	return fmt.Sprintf("mcp: server %q stopped reading its stdin: the call ended with %d of a message's %d bytes written, so the host closed the connection (a server must keep reading its stdin)", e.Server, e.Written, e.Size)
+	return fmt.Sprintf("mcp: server %q stopped reading its stdin: %d of a message's %d bytes were written and it read no more for %s, so the host closed the connection (a server must keep reading its stdin)", e.Server, e.Written, e.Size, e.Waited)
 }
 
 // ConnectionError reports a call that could not complete because the session with

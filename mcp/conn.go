@@ -380,9 +380,8 @@ func (c *conn) write(ctx context.Context, msg jsonrpc.Message) error {
 
 // writeData writes encoded messages. While the server does not read, it waits for
 // its turn and for the pipe, but no longer than ctx (where the pipe takes a write
-// deadline: not on Windows). A write that ctx ends part way leaves part of a
-// message on the server's stdin, which nothing can follow: it closes the
-// connection with a *StdinStalledError, and the server ends as a crash.
+// deadline: not on Windows). A message ctx ends part way must still be finished,
+// or nothing could follow it: finish writes the rest without the call.
 func (c *conn) writeData(ctx context.Context, data []byte) error {
 	select {
 	case <-c.closed:
@@ -391,7 +390,6 @@ func (c *conn) writeData(ctx context.Context, data []byte) error {
 		return ctx.Err()
 	case c.wsem <- struct{}{}:
 	}
-	defer func() { <-c.wsem }()
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(fired)
@@ -402,13 +400,31 @@ func (c *conn) writeData(ctx context.Context, data []byte) error {
 		<-fired
 		c.w.SetWriteDeadline(time.Time{})
 	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		if n > 0 {
-			c.closeWith(&StdinStalledError{Server: c.server, Written: n, Size: len(data)})
-		}
-		return ctx.Err()
+	switch {
+	case err == nil || !errors.Is(err, os.ErrDeadlineExceeded):
+		<-c.wsem
+		return err
+	case n > 0:
+		go c.finish(data[n:], len(data)) // keeps the turn
+	default:
+		<-c.wsem
 	}
-	return err
+	return ctx.Err()
+}
+
+// finish writes the rest of a message whose call ended part way through it, for
+// as long as a server that reads would take (the grace); a server that has not
+// read it by then is not reading, and the connection is closed with a
+// *StdinStalledError (the server ends as a crash). It holds the writer's turn,
+// and gives it back.
+func (c *conn) finish(rest []byte, size int) {
+	defer func() { <-c.wsem }()
+	c.w.SetWriteDeadline(time.Now().Add(c.grace))
+	n, err := c.w.Write(rest)
+	c.w.SetWriteDeadline(time.Time{})
+	if err != nil {
+		c.closeWith(&StdinStalledError{Server: c.server, Written: size - len(rest) + n, Size: size, Waited: c.grace})
+	}
 }
 
 // Close implements gomcp.Connection: it closes the server's stdin (the stdio

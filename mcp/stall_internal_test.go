@@ -3,12 +3,14 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,50 +20,69 @@ import (
 	"github.com/toolhost/toolhost/internal/proctest"
 )
 
-// TestWriteToAServerThatStoppedReadingEndsWithItsCall: a call's request to a
-// server that does not read its stdin waits for the pipe only as long as the call:
-// a second call waiting its turn returns when its context ends, and the call whose
-// message was cut short returns too, and closes the connection with a
-// *StdinStalledError (what was written cannot be followed), which Read returns.
-func TestWriteToAServerThatStoppedReadingEndsWithItsCall(t *testing.T) {
-	r, w, err := os.Pipe() // the server's stdout, silent
+// stallHarness is a conn whose server's stdout stays silent and whose stdin the
+// test reads, or not.
+type stallHarness struct {
+	c    *conn
+	sink *os.File // the server's stdin, read end
+}
+
+func newStallHarness(t *testing.T, grace time.Duration) *stallHarness {
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	sink, sinkW, err := os.Pipe() // the server's stdin, which it never reads
+	sink, sinkW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
 	logs := loglimit.New(hclog.NewNullLogger(), 0, 0)
-	defer logs.Close()
-	g := newGate("srv", 1<<30, func(string, json.RawMessage) {}, logs)
-	c := newConn("srv", 1<<20, logs, g, sinkW, r)
-	defer func() {
+	c := newConn("srv", 1<<20, logs, newGate("srv", 1<<30, func(string, json.RawMessage) {}, logs), sinkW, r)
+	c.grace = grace
+	t.Cleanup(func() {
 		c.Close()
 		w.Close()
 		<-c.done
-	}()
+		sink.Close()
+		r.Close()
+		logs.Close()
+	})
+	return &stallHarness{c: c, sink: sink}
+}
 
-	call := func(ctx context.Context, id string) <-chan error {
-		done := make(chan error, 1)
-		rid, _ := jsonrpc.MakeID(id)
-		params := `{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 256<<10) + `"}}`
-		go func() {
-			done <- c.Write(ctx, &jsonrpc.Request{ID: rid, Method: "tools/call", Params: []byte(params)})
-		}()
-		return done
-	}
-	first, cancelFirst := context.WithCancel(t.Context())
-	firstDone := call(first, "first")
-	// The pipe holds part of the first message: its write has begun and waits.
+// call writes a tools/call request of id, larger than a pipe holds, under ctx.
+func (h *stallHarness) call(ctx context.Context, id string, size int) <-chan error {
+	done := make(chan error, 1)
+	rid, _ := jsonrpc.MakeID(id)
+	params := `{"name":"echo","arguments":{"text":"` + strings.Repeat("x", size) + `"}}`
+	go func() {
+		done <- h.c.Write(ctx, &jsonrpc.Request{ID: rid, Method: "tools/call", Params: []byte(params)})
+	}()
+	return done
+}
+
+// waitStarted waits until the pipe holds part of a message: a write has begun.
+func (h *stallHarness) waitStarted(t *testing.T) {
 	proctest.Until(t, func() bool {
-		n, err := unix.IoctlGetInt(int(sink.Fd()), unix.TIOCINQ) // FIONREAD
+		n, err := unix.IoctlGetInt(int(h.sink.Fd()), unix.TIOCINQ) // FIONREAD
 		return err == nil && n > 0
 	})
+}
+
+// TestWriteToAServerThatStoppedReadingEndsWithItsCall: a call's request to a
+// server that does not read its stdin waits for the pipe only as long as the call:
+// a second call waiting its turn returns when its context ends, and so does the
+// call whose message was cut short; the host finishes that message without it,
+// and when the server reads none of it within the grace, closes the connection
+// with a *StdinStalledError, which Read returns. (Without the call's context, the
+// writes hung.)
+func TestWriteToAServerThatStoppedReadingEndsWithItsCall(t *testing.T) {
+	h := newStallHarness(t, time.Millisecond)
+	first, cancelFirst := context.WithCancel(t.Context())
+	firstDone := h.call(first, "first", 256<<10)
+	h.waitStarted(t)
 	second, cancelSecond := context.WithCancel(t.Context())
-	secondDone := call(second, "second")
+	secondDone := h.call(second, "second", 16)
 	cancelSecond()
 	if err := <-secondDone; !errors.Is(err, context.Canceled) {
 		t.Errorf("the call waiting its turn: %v, want context.Canceled", err)
@@ -71,7 +92,41 @@ func TestWriteToAServerThatStoppedReadingEndsWithItsCall(t *testing.T) {
 		t.Errorf("the call whose message was cut short: %v, want context.Canceled", err)
 	}
 	var stalled *StdinStalledError
-	if _, err := c.Read(t.Context()); !errors.As(err, &stalled) || stalled.Server != "srv" || stalled.Written == 0 || stalled.Written >= stalled.Size {
+	if _, err := h.c.Read(t.Context()); !errors.As(err, &stalled) || stalled.Server != "srv" || stalled.Written == 0 || stalled.Written >= stalled.Size {
 		t.Errorf("Read after a message was cut short: %v, want a *StdinStalledError with part of it written", err)
+	}
+}
+
+// TestACallEndedPartWayLeavesAWholeMessage: a server that reads slowly keeps its
+// connection when a call ends part way through its request: the host finishes the
+// message, and the next one follows it whole.
+func TestACallEndedPartWayLeavesAWholeMessage(t *testing.T) {
+	h := newStallHarness(t, time.Minute)
+	first, cancelFirst := context.WithCancel(t.Context())
+	firstDone := h.call(first, "first", 256<<10)
+	h.waitStarted(t)
+	cancelFirst()
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call whose message was cut short: %v, want context.Canceled", err)
+	}
+	secondDone := h.call(t.Context(), "second", 16)
+	in := bufio.NewReaderSize(h.sink, 1<<20)
+	for _, id := range []string{"first", "second"} {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if req, ok := msg.(*jsonrpc.Request); err != nil || !ok || req.ID.Raw() != id {
+			t.Fatalf("the server read %.80q… (%v); want the whole request %q", line, err, id)
+		}
+	}
+	if err := <-secondDone; err != nil {
+		t.Errorf("the call after: %v", err)
+	}
+	select {
+	case <-h.c.closed:
+		t.Errorf("the connection was closed: %v", h.c.err)
+	default:
 	}
 }
