@@ -97,8 +97,8 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 }
 
-// onEndSteps queues the ended step spans of a sampled settlement, as OnEnd queues
-// an SDK span.
+// onEndSteps queues the ended spans of a sampled settlement (its own and its
+// steps'), as OnEnd queues an SDK span.
 func (b *batcher) onEndSteps(steps []stepSpan) {
 	ready := false
 	b.mu.Lock()

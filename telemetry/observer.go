@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -276,31 +277,22 @@ func (s *settling) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 }
 
 // rootAttributes are the recorded settlement span's attributes, made for its
-// exporter: what its sampler or others set on it, but for the keys the settlement
-// sets at its end, which replace them as SetAttributes would, then those.
+// exporter: those the settlement sets at its end, then any others set on it (by
+// its sampler, or through the span) under keys of their own, as SetAttributes
+// would leave them.
 func (s *settling) rootAttributes() []attribute.KeyValue {
 	var set []attribute.KeyValue
 	if x := s.spans[0].extra; x != nil {
 		set = x.attrs
 	}
-	attrs := make([]attribute.KeyValue, 0, len(set)+8)
+	attrs := s.appendAttributes(make([]attribute.KeyValue, 0, 8+len(set)))
+	own := attrs[:len(attrs):len(attrs)]
 	for _, a := range set {
-		switch a.Key {
-		case "toolhost.location", "toolhost.tool", "toolhost.session", "toolhost.tool_call_id",
-			"toolhost.input.bytes", "toolhost.outcome":
-			continue
-		case "toolhost.source":
-			if s.source != "" {
-				continue
-			}
-		case "toolhost.output.bytes":
-			if s.outputBytes >= 0 {
-				continue
-			}
+		if !slices.ContainsFunc(own, func(b attribute.KeyValue) bool { return b.Key == a.Key }) {
+			attrs = append(attrs, a)
 		}
-		attrs = append(attrs, a)
 	}
-	return s.appendAttributes(attrs)
+	return attrs
 }
 
 // outcomeOf is the Settlement's outcome, or the kind of error that ended the call.
