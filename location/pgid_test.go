@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/sandbox"
-	"github.com/toolhost/toolhost/registry"
 	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 )
 
@@ -47,14 +46,7 @@ func TestHostilePluginStaysOutOfTheHostsGroup(t *testing.T) {
 			signal.Notify(got, syscall.SIGUSR2)
 			defer signal.Stop(got)
 			in, _ := json.Marshal(obj{"host_pgid": syscall.Getpgrp(), "signal": int(syscall.SIGUSR2)})
-			s, err := settleIn(t, l, "reach", string(in))
-			if err != nil || s.Outcome != registry.Completed {
-				t.Fatalf("reach: %v, %v", s, err)
-			}
-			var r map[string]string
-			if err := json.Unmarshal(s.Structured, &r); err != nil {
-				t.Fatal(err)
-			}
+			r := report(t, l, "reach", string(in))
 			for _, k := range []string{fmt.Sprint("setpgid into the host's group ", syscall.Getpgrp()), fmt.Sprint("killpg the host's group ", syscall.Getpgrp())} {
 				t.Logf("%-50s %s", k, r[k])
 				if !strings.HasPrefix(r[k], "denied: ") {

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolhost/toolhost/internal/sandbox"
-	"github.com/toolhost/toolhost/registry"
 )
 
 // TestHostilePluginReachesNoHostIPC: what a process reaches that is not a file
@@ -79,14 +78,7 @@ func TestHostilePluginReachesNoHostIPC(t *testing.T) {
 			e.opts.SocketDir = shortDir(t)
 			l := e.activate(t, workspace(t, pluginsConfig(echoPlugin("echo"), obj{"name": "hostile", "path": bin})))
 			in, _ := json.Marshal(obj{"shm_key": key, "shm_id": shm, "msg_key": key, "sem_key": key, "mq": mq, "host_pgid": syscall.Getpgrp()})
-			s, err := settleIn(t, l, "reach", string(in))
-			if err != nil || s.Outcome != registry.Completed {
-				t.Fatalf("reach: %v, %v", s, err)
-			}
-			var r map[string]string
-			if err := json.Unmarshal(s.Structured, &r); err != nil {
-				t.Fatal(err)
-			}
+			r := report(t, l, "reach", string(in))
 			for _, k := range slices.Sorted(maps.Keys(r)) {
 				v := r[k]
 				t.Logf("%-60s %s", k, v)

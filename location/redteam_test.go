@@ -73,14 +73,7 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 			lo := e.activate(t, workspace(t, pluginsConfig(obj{"name": "hostile", "path": bin})))
 			abstract := fmt.Sprintf("toolhost-test-meet-%d", rand.Int64())
 			in, _ := json.Marshal(obj{"abstract": abstract, "secret": otherSecret})
-			s, err := settleIn(t, lo, "meet", string(in))
-			if err != nil || s.Outcome != registry.Completed {
-				t.Fatalf("meet: %v, %v", s, err)
-			}
-			var met map[string]string
-			if err := json.Unmarshal(s.Structured, &met); err != nil {
-				t.Fatal(err)
-			}
+			met := report(t, lo, "meet", string(in))
 			t.Logf("the other plugin: %v", met)
 			var peers, files []string
 			for _, k := range []string{"tmp socket", "socket dir socket"} {
@@ -139,14 +132,7 @@ func TestHostilePluginPassesNothing(t *testing.T) {
 			planted := fmt.Sprintf("hostile-planted-%d", rand.Int64())
 			in, _ = json.Marshal(obj{"pids": pids, "planted": planted, "peers": peers, "abstract": []string{abstract},
 				"files": files, "secret": secret, "cgroups": cgroups})
-			s, err = settleIn(t, l, "red", string(in))
-			if err != nil || s.Outcome != registry.Completed {
-				t.Fatalf("red: %v, %v", s, err)
-			}
-			var r map[string]string
-			if err := json.Unmarshal(s.Structured, &r); err != nil {
-				t.Fatal(err)
-			}
+			r := report(t, l, "red", string(in))
 			for _, k := range slices.Sorted(maps.Keys(r)) {
 				v := r[k]
 				t.Logf("%-70s %s", k, v)

@@ -39,6 +39,21 @@ func settleIn(t *testing.T, l *location.Location, name, input string) (*registry
 		Invocation: sdk.Invocation{SessionID: "ses", ToolCallID: "call"}})
 }
 
+// report settles tool in l with input and returns the report it completes with:
+// what each attempt of a hostile plugin's came to.
+func report(t *testing.T, l *location.Location, tool, input string) map[string]string {
+	t.Helper()
+	s, err := settleIn(t, l, tool, input)
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("%s: %v, %v", tool, s, err)
+	}
+	var r map[string]string
+	if err := json.Unmarshal(s.Structured, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestNamesBelongToSources(t *testing.T) {
 	allowRead := obj{"action": "read", "resource": "*", "effect": "allow"}
 	t.Run("UntrustedPluginTakingReadIsRefusedNamingTheBuiltin", func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/sandbox"
-	"github.com/toolhost/toolhost/registry"
 )
 
 // TestHostilePluginFindsAWorld: the hostile plugin tries each class of issue 23 —
@@ -85,14 +84,7 @@ func TestHostilePluginFindsAWorld(t *testing.T) {
 		"fill_mib":   40,
 		"fill_files": 1000,
 	})
-	s, err := settleIn(t, l, "escape", string(in))
-	if err != nil || s.Outcome != registry.Completed {
-		t.Fatalf("escape: %v, %v", s, err)
-	}
-	var r map[string]string
-	if err := json.Unmarshal(s.Structured, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := report(t, l, "escape", string(in))
 	// A host client that connects to the name the plugin listens on.
 	if c, err := net.Dial("unix", "@"+impostor); err == nil {
 		c.Close()
