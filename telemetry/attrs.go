@@ -7,10 +7,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/toolhost/toolhost/registry"
 )
 
-// callAttrKey is what the call metrics are broken down by.
-type callAttrKey struct{ location, source, tool, outcome string }
+// callAttrKey is what the call metrics are broken down by. The source is kept as
+// its kind and name, so that a settlement looks its breakdown up without making
+// the source's ID (registry.Source.ID).
+type callAttrKey struct{ location, sourceKind, sourceName, tool, outcome string }
 
 // maxCachedAttrSets bounds attrCache: tool names come from sources, so their
 // number is not ours to bound. It is above the SDK's own limit of attribute sets
@@ -65,7 +69,7 @@ func (c *attrCache) get(k callAttrKey) *callOpts {
 	}
 	opts = newCallOpts(attribute.NewSet(
 		attribute.String("toolhost.location", k.location),
-		attribute.String("toolhost.source", k.source),
+		attribute.String("toolhost.source", registry.Source{Kind: k.sourceKind, Name: k.sourceName}.ID()),
 		attribute.String("toolhost.tool", k.tool),
 		attribute.String("toolhost.outcome", k.outcome),
 	))

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/metrics"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +29,41 @@ import (
 // of its own, as a local collector is, metrics read by a periodic OTLP reader),
 // each Location with its own copy of the plugin. It reports each side's median and
 // their ratio (on / off), and fails unless the receiver got every span.
+//
+// It runs against two receivers: the OpenTelemetry Collector's own (otlpreceiver,
+// testdata/collector), what an operator runs as the local receiver, and one serving
+// the protocol's reference types (testdata/receiver), whose decoding by reflection
+// costs several times the Collector's. On a machine of two CPUs the receiver's CPU
+// is taken from the calls', so the ratio depends on which receiver runs.
 func BenchmarkTelemetryAlternating(b *testing.B) {
-	addr, receiverPid, receivedSpans := startReceiverProcess(b)
+	b.Run("receiver=collector", func(b *testing.B) { benchmarkTelemetryAlternating(b, collectorBin(b)) })
+	b.Run("receiver=reference", func(b *testing.B) { benchmarkTelemetryAlternating(b, receiverBin) })
+}
+
+var collector struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// collectorBin builds testdata/collector, a module of its own, once, and returns
+// the binary's path.
+func collectorBin(b *testing.B) string {
+	collector.once.Do(func() {
+		collector.bin = filepath.Join(filepath.Dir(receiverBin), "collector")
+		out, err := exec.Command("go", "build", "-C", "testdata/collector", "-o", collector.bin, ".").CombinedOutput()
+		if err != nil {
+			collector.err = fmt.Errorf("build testdata/collector: %v\n%s", err, out)
+		}
+	})
+	if collector.err != nil {
+		b.Fatal(collector.err)
+	}
+	return collector.bin
+}
+
+func benchmarkTelemetryAlternating(b *testing.B, receiver string) {
+	addr, receiverPid, receivedSpans := startReceiverProcess(b, receiver)
 	otlpEnv(b, addr)
 	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	// The loop settles calls back to back, faster than a runner would: on a loaded
@@ -140,10 +175,11 @@ func (u *usage) add(before, after usage) {
 	u.allocs += after.allocs - before.allocs
 }
 
-// startReceiverProcess starts testdata/receiver and returns its address, its pid
-// and a function that ends it and returns how many spans it received.
-func startReceiverProcess(b *testing.B) (addr string, pid int, spans func() int64) {
-	cmd := exec.Command(receiverBin)
+// startReceiverProcess starts the receiver bin (testdata/receiver or
+// testdata/collector) and returns its address, its pid and a function that ends it
+// and returns how many spans it received.
+func startReceiverProcess(b *testing.B, bin string) (addr string, pid int, spans func() int64) {
+	cmd := exec.Command(bin)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -193,7 +229,7 @@ func startReceiverProcess(b *testing.B) (addr string, pid int, spans func() int6
 // (and says so at the end): the exporter's own share is counted fully only by
 // BenchmarkTelemetryAlternating.
 func BenchmarkObservedSettle(b *testing.B) {
-	addr, _, _ := startReceiverProcess(b)
+	addr, _, _ := startReceiverProcess(b, receiverBin)
 	otlpEnv(b, addr)
 	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	tel, err := telemetry.Start(b.Context(), telemetry.Options{})

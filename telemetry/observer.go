@@ -36,10 +36,10 @@ type settling struct {
 	inputBytes  int
 	inputSHA256 [sha256.Size]byte // only with an audit trail
 
-	source      string
-	span        trace.Span // the settlement's, nil when traces are off
-	outcome     string     // set by End
-	outputBytes int        // set by End; -1: no Settlement
+	source      registry.Source // set by Resolved; its ID is made only when exported or written
+	span        trace.Span      // the settlement's, nil when traces are off
+	outcome     string          // set by End
+	outputBytes int             // set by End; -1: no Settlement
 
 	// A sampled settlement (sampled set) records its span and its steps' in
 	// spans (see stepSpan): spans[0] is the settlement's, with the span context
@@ -134,9 +134,9 @@ func (s *settling) startSpan(ctx context.Context) context.Context {
 // settlement's whatever the wall clock does meanwhile.
 func (s *settling) at(t time.Time) int64 { return s.startNano + int64(t.Sub(s.start)) }
 
-// Resolved keeps the source's name for End, which sets it on the span with the
-// other attributes known only then.
-func (s *settling) Resolved(src registry.Source) { s.source = src.ID() }
+// Resolved keeps the source for End, which sets it on the span with the other
+// attributes known only then.
+func (s *settling) Resolved(src registry.Source) { s.source = src }
 
 // stepNames are the span names of the steps, made once.
 var stepNames = map[registry.Step]string{}
@@ -206,7 +206,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 			s.outputBytes = outputBytes(st)
 		}
 		if s.sampled {
-			// The attributes are made when the span is exported (rootAttributes).
+			// The attributes are made when the span is exported (appendRootAttributes).
 			root := &s.spans[0]
 			if err != nil {
 				root.SetStatus(codes.Error, outcome)
@@ -222,7 +222,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 		}
 	}
 	if t.inst != nil {
-		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source, s.tool, outcome})
+		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source.Kind, s.source.Name, s.tool, outcome})
 		opts.calls.Add(1)
 		t.inst.duration.Record(context.Background(), elapsed.Seconds(), opts.record...)
 	}
@@ -237,7 +237,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 			Session:     s.key.session,
 			Agent:       s.agent,
 			ToolCallID:  s.key.call,
-			Source:      s.source,
+			Source:      s.sourceID(),
 			Tool:        s.tool,
 			Outcome:     outcome,
 			DurationMS:  float64(elapsed.Microseconds()) / 1000,
@@ -258,6 +258,15 @@ func (s *settling) End(st *registry.Settlement, err error) {
 	}
 }
 
+// sourceID is the ID of the source that ran the call, or "" when none was
+// resolved.
+func (s *settling) sourceID() string {
+	if s.source.Kind == "" {
+		return ""
+	}
+	return s.source.ID()
+}
+
 // appendAttributes appends the settlement span's attributes, known once it ended.
 func (s *settling) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
 	attrs = append(attrs,
@@ -267,8 +276,8 @@ func (s *settling) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		attribute.String("toolhost.tool_call_id", s.key.call),
 		attribute.Int("toolhost.input.bytes", s.inputBytes),
 		attribute.String("toolhost.outcome", s.outcome))
-	if s.source != "" {
-		attrs = append(attrs, attribute.String("toolhost.source", s.source))
+	if id := s.sourceID(); id != "" {
+		attrs = append(attrs, attribute.String("toolhost.source", id))
 	}
 	if s.outputBytes >= 0 {
 		attrs = append(attrs, attribute.Int("toolhost.output.bytes", s.outputBytes))
@@ -276,20 +285,19 @@ func (s *settling) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 	return attrs
 }
 
-// rootAttributes are the recorded settlement span's attributes, made for its
-// exporter: those the settlement sets at its end, then any others set on it (by
-// its sampler, or through the span) under keys of their own, as SetAttributes
-// would leave them.
-func (s *settling) rootAttributes() []attribute.KeyValue {
-	var set []attribute.KeyValue
+// appendRootAttributes appends the recorded settlement span's attributes, made
+// for its exporter: those the settlement sets at its end, then any others set on
+// it (by its sampler, or through the span) under keys of their own, as
+// SetAttributes would leave them.
+func (s *settling) appendRootAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
+	from := len(attrs)
+	attrs = s.appendAttributes(attrs)
 	if x := s.spans[0].extra; x != nil {
-		set = x.attrs
-	}
-	attrs := s.appendAttributes(make([]attribute.KeyValue, 0, 8+len(set)))
-	own := attrs[:len(attrs):len(attrs)]
-	for _, a := range set {
-		if !slices.ContainsFunc(own, func(b attribute.KeyValue) bool { return b.Key == a.Key }) {
-			attrs = append(attrs, a)
+		own := attrs[from:len(attrs):len(attrs)]
+		for _, a := range x.attrs {
+			if !slices.ContainsFunc(own, func(b attribute.KeyValue) bool { return b.Key == a.Key }) {
+				attrs = append(attrs, a)
+			}
 		}
 	}
 	return attrs

@@ -24,16 +24,19 @@ import (
 type otlpUpload struct {
 	client otlptrace.Client
 
-	// Reused from one batch to the next; grown, never shrunk.
-	spans  []tracepb.Span
-	ptrs   []*tracepb.Span
-	ids    []spanIDs
-	status []tracepb.Status
-	kvs    []commonpb.KeyValue
-	kvptrs []*commonpb.KeyValue
-	values []commonpb.AnyValue
-	strs   []commonpb.AnyValue_StringValue
-	ints   []commonpb.AnyValue_IntValue
+	// Reused from one batch to the next; grown, never shrunk. attrs holds the
+	// batch's attributes, span i's ending at attrEnd[i].
+	attrs   []attribute.KeyValue
+	attrEnd []int
+	spans   []tracepb.Span
+	ptrs    []*tracepb.Span
+	ids     []spanIDs
+	status  []tracepb.Status
+	kvs     []commonpb.KeyValue
+	kvptrs  []*commonpb.KeyValue
+	values  []commonpb.AnyValue
+	strs    []commonpb.AnyValue_StringValue
+	ints    []commonpb.AnyValue_IntValue
 
 	// The resources and scopes met so far, converted once.
 	resources map[*resource.Resource]*resourcepb.Resource
@@ -47,10 +50,17 @@ type spanIDs struct {
 
 // export converts batch and uploads it within ctx.
 func (u *otlpUpload) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) error {
-	nattrs := 0
-	for _, s := range batch {
-		nattrs += len(s.Attributes())
+	u.attrs = u.attrs[:0]
+	u.attrEnd = grow(u.attrEnd, len(batch))
+	for i, s := range batch {
+		if st, ok := s.(*stepSpan); ok {
+			u.attrs = st.appendAttributes(u.attrs) // without a slice of its own
+		} else {
+			u.attrs = append(u.attrs, s.Attributes()...)
+		}
+		u.attrEnd[i] = len(u.attrs)
 	}
+	nattrs := len(u.attrs)
 	u.spans = grow(u.spans, len(batch))
 	u.ptrs = grow(u.ptrs, len(batch))
 	u.ids = grow(u.ids, len(batch))
@@ -114,6 +124,7 @@ func (u *otlpUpload) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) 
 	err := u.client.UploadTraces(ctx, rss)
 	clear(u.ptrs) // the spans may be collected; the messages stay for the next batch
 	clear(u.kvptrs)
+	clear(u.attrs)
 	return err
 }
 
@@ -127,22 +138,26 @@ func grow[T any](s []T, n int) []T {
 	return s
 }
 
-// span converts s into the i-th reused message, its attributes into the reused
-// key-values from *kv on.
+// span converts s, the batch's i-th span, into the i-th reused message, its
+// attributes (u.attrs) into the reused key-values from *kv on.
 func (u *otlpUpload) span(i int, s sdktrace.ReadOnlySpan, kv *int) *tracepb.Span {
 	sc, parent := s.SpanContext(), s.Parent()
 	ids := &u.ids[i]
 	ids.trace, ids.span, ids.parent = sc.TraceID(), sc.SpanID(), parent.SpanID()
-	st := s.Status()
-	status := &u.status[i]
-	switch st.Code {
-	case codes.Ok:
-		status.Code = tracepb.Status_STATUS_CODE_OK
-	case codes.Error:
-		status.Code = tracepb.Status_STATUS_CODE_ERROR
-	}
-	status.Message = st.Description
 	sp := &u.spans[i]
+	// An unset status is left out, as proto3 lets it be (the exporter sends an
+	// empty message, which a receiver decodes into a message of its own per span).
+	if st := s.Status(); st.Code != codes.Unset || st.Description != "" {
+		status := &u.status[i]
+		switch st.Code {
+		case codes.Ok:
+			status.Code = tracepb.Status_STATUS_CODE_OK
+		case codes.Error:
+			status.Code = tracepb.Status_STATUS_CODE_ERROR
+		}
+		status.Message = st.Description
+		sp.Status = status
+	}
 	sp.TraceId, sp.SpanId = ids.trace[:], ids.span[:]
 	if ids.parent.IsValid() {
 		sp.ParentSpanId = ids.parent[:]
@@ -153,8 +168,11 @@ func (u *otlpUpload) span(i int, s sdktrace.ReadOnlySpan, kv *int) *tracepb.Span
 	sp.Kind = spanKind(s.SpanKind())
 	sp.StartTimeUnixNano = uint64(max(0, s.StartTime().UnixNano()))
 	sp.EndTimeUnixNano = uint64(max(0, s.EndTime().UnixNano()))
-	sp.Status = status
-	if attrs := s.Attributes(); len(attrs) > 0 {
+	from := 0
+	if i > 0 {
+		from = u.attrEnd[i-1]
+	}
+	if attrs := u.attrs[from:u.attrEnd[i]]; len(attrs) > 0 {
 		start := *kv
 		for _, a := range attrs {
 			u.kvptrs[*kv] = u.keyValue(*kv, a)

@@ -40,9 +40,11 @@ func (c *keepClient) UploadTraces(_ context.Context, rss []*tracepb.ResourceSpan
 
 // TestOTLPUploadSendsWhatTheExporterSends converts the same spans with the OTLP
 // exporter and with otlpUpload, twice in a row (the second time on the messages of
-// the first), and requires identical messages: what a collector receives does not
-// change. The spans carry every kind of attribute value, events, links, statuses,
-// a remote parent, a trace state, and two instrumentation scopes.
+// the first), and requires identical messages but for an unset status, which
+// otlpUpload leaves out where the exporter sends an empty one (the same to a
+// receiver: proto3 reads an absent message as an empty one): what a collector
+// receives does not change. The spans carry every kind of attribute value, events,
+// links, statuses, a remote parent, a trace state, and two instrumentation scopes.
 func TestOTLPUploadSendsWhatTheExporterSends(t *testing.T) {
 	res := resource.NewSchemaless(attribute.String("service.name", "toolhost"), attribute.Int("n", 1))
 	ts, err := trace.ParseTraceState("vendor=x")
@@ -85,6 +87,20 @@ func TestOTLPUploadSendsWhatTheExporterSends(t *testing.T) {
 	}
 	if err := exp.ExportSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
+	}
+	unset := 0
+	for _, rs := range want.uploads[0] {
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				if proto.Equal(sp.Status, &tracepb.Status{}) {
+					sp.Status = nil
+					unset++
+				}
+			}
+		}
+	}
+	if unset != 2 {
+		t.Fatalf("the exporter sent %d empty statuses, want 2 (the spans without one)", unset)
 	}
 	got := &keepClient{}
 	u := &otlpUpload{client: got}

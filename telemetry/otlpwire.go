@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 
@@ -19,12 +20,22 @@ import (
 // Marshal most of an export's cost) and leaves every other message, and every
 // reply, to gRPC's proto codec. It is named "proto", as that codec is, so the
 // content type on the wire is unchanged.
+//
+// It refuses to send a request of more than max bytes, with the error the
+// exporter gives for it, in the exporter's stead (see newSpanExporter).
 type otlpCodec struct {
 	proto encoding.CodecV2
+	max   int
 	last  atomic.Int64 // the size of the last request, the next one's first guess
 }
 
-func newOTLPCodec() *otlpCodec { return &otlpCodec{proto: encoding.GetCodecV2("proto")} }
+// maxExportRequest is the OTLP exporter's default limit on an export request's
+// encoded size, 64 MiB (otlptracegrpc.WithMaxRequestSize).
+const maxExportRequest = 64 << 20
+
+func newOTLPCodec(max int) *otlpCodec {
+	return &otlpCodec{proto: encoding.GetCodecV2("proto"), max: max}
+}
 
 func (*otlpCodec) Name() string { return "proto" }
 
@@ -34,6 +45,9 @@ func (c *otlpCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return c.proto.Marshal(v)
 	}
 	b := appendExportRequest(make([]byte, 0, c.last.Load()), req)
+	if len(b) > c.max {
+		return nil, fmt.Errorf("request message too large: exceeded %d bytes", c.max)
+	}
 	c.last.Store(int64(len(b)))
 	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }

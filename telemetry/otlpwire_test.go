@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ func TestOTLPWireWritesWhatProtoMarshalWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := newOTLPCodec().Marshal(req)
+		got, err := newOTLPCodec(maxExportRequest).Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func TestOTLPWireWritesWhatProtoMarshalWrites(t *testing.T) {
 	}
 	// Any other message goes to the proto codec.
 	other := &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 3, ErrorMessage: "x"}}
-	got, err := newOTLPCodec().Marshal(other)
+	got, err := newOTLPCodec(maxExportRequest).Marshal(other)
 	if want, _ := proto.Marshal(other); err != nil || !bytes.Equal(got.Materialize(), want) {
 		t.Errorf("a response: %x, %v; want %x", got.Materialize(), err, want)
 	}
@@ -160,4 +161,19 @@ func fullRequest() *coltracepb.ExportTraceServiceRequest {
 		},
 		{Resource: &resourcepb.Resource{}},
 	}}
+}
+
+// TestOTLPWireRefusesARequestOverTheLimit: the codec holds requests to the limit
+// the exporter would have (its own check is turned off, see newSpanExporter), and
+// sends one at the limit.
+func TestOTLPWireRefusesARequestOverTheLimit(t *testing.T) {
+	req := fullRequest()
+	n := proto.Size(req)
+	if _, err := newOTLPCodec(n).Marshal(req); err != nil {
+		t.Errorf("a request of %d bytes, the limit: %v", n, err)
+	}
+	_, err := newOTLPCodec(n - 1).Marshal(req)
+	if want := fmt.Sprintf("request message too large: exceeded %d bytes", n-1); err == nil || err.Error() != want {
+		t.Errorf("a request of %d bytes over a limit of %d: %v, want %q", n, n-1, err, want)
+	}
 }

@@ -242,12 +242,23 @@ func (st *stepSpan) EndTime() time.Time       { return time.Unix(0, st.fin) }
 
 func (st *stepSpan) Attributes() []attribute.KeyValue {
 	if st == &st.s.spans[0] {
-		return st.s.rootAttributes()
+		return st.s.appendRootAttributes(nil)
 	}
 	if st.extra == nil {
 		return nil
 	}
 	return st.extra.attrs
+}
+
+// appendAttributes appends Attributes to attrs, which the exporter reuses.
+func (st *stepSpan) appendAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
+	if st == &st.s.spans[0] {
+		return st.s.appendRootAttributes(attrs)
+	}
+	if st.extra == nil {
+		return attrs
+	}
+	return append(attrs, st.extra.attrs...)
 }
 
 func (st *stepSpan) Links() []sdktrace.Link {
