@@ -170,10 +170,11 @@ func (inst *Instance) bounded(authored string, exec sdk.Executor) sdk.Executor {
 // progress listener streams (Execute); one without takes a single round trip (Call),
 // fetching a result too large for one message with Fetch.
 func (inst *Instance) executor(registration uint64, name string) sdk.Executor {
+	source := registry.Source{Kind: "plugin", Name: inst.cfg.Name}.ID()
 	return func(ctx context.Context, inv sdk.Invocation, input json.RawMessage) (sdk.Output, error) {
 		inst.inFlight.Add(1)
 		defer inst.inFlight.Add(-1)
-		ctx, span := tracectx.StartPluginCall(ctx, inst.cfg.Name, name)
+		ctx, span := tracectx.StartPluginCall(ctx, source, name)
 		defer span.End()
 		// The request, its invocation and its trace context in one allocation; no
 		// invocation at all when it is empty (the plugin's sdk takes nil as empty).

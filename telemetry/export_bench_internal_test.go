@@ -44,7 +44,7 @@ func BenchmarkExportBatch(b *testing.B) {
 		for _, step := range []registry.Step{registry.StepValidateInput, registry.StepExecute, registry.StepValidateOutput, registry.StepProject, registry.StepBound} {
 			sctx := s.Step(ctx, step)
 			if step == registry.StepExecute {
-				_, span := tracectx.StartPluginCall(sctx, "test", "echo")
+				_, span := tracectx.StartPluginCall(sctx, "plugin:test", "echo")
 				span.End()
 			}
 		}

@@ -51,10 +51,12 @@ type stepSpan struct {
 	extra      *stepExtra // guarded by s.mu; nil unless the step's code set something
 }
 
-// childSpan is a stepSpan started under a step, with room for what it starts with.
+// childSpan is a stepSpan started under a step, with room for what it starts with:
+// a client span's two attributes (see StartClient) need no allocation of their own.
 type childSpan struct {
 	stepSpan
-	x stepExtra
+	x  stepExtra
+	kv [2]attribute.KeyValue
 }
 
 // stepExtra is what a step's code set on its span.
@@ -327,16 +329,33 @@ func (tr *stepTracer) Start(ctx context.Context, name string, options ...trace.S
 	if start.IsZero() {
 		start = time.Now()
 	}
-	sp := &childSpan{stepSpan: stepSpan{
-		s: p.s, name: name, id: newSpanID(), parent: p.id, kind: trace.ValidateSpanKind(c.SpanKind()),
-		child: true, start: p.s.at(start),
-	}}
+	sp := newChild(p, name, trace.ValidateSpanKind(c.SpanKind()), start)
 	sp.x.attrs = c.Attributes()
 	for _, l := range c.Links() {
 		if l.SpanContext.IsValid() || len(l.Attributes) > 0 {
 			sp.x.links = append(sp.x.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes})
 		}
 	}
+	return trace.ContextWithSpan(ctx, &sp.stepSpan), &sp.stepSpan
+}
+
+func newChild(p *stepSpan, name string, kind trace.SpanKind, start time.Time) *childSpan {
+	sp := &childSpan{stepSpan: stepSpan{s: p.s, name: name, id: newSpanID(), parent: p.id, kind: kind, child: true, start: p.s.at(start)}}
 	sp.extra = &sp.x
+	return sp
+}
+
+var _ tracectx.ClientStarter = (*stepProvider)(nil)
+
+// StartClient starts a plugin or MCP call's client span as Start would, with its
+// attributes in the span's own room.
+func (p *stepProvider) StartClient(ctx context.Context, name, source, tool string) (context.Context, trace.Span) {
+	parent, ok := trace.SpanFromContext(ctx).(*stepSpan)
+	if !ok || parent.s != p.s || !parent.IsRecording() {
+		return ctx, nil
+	}
+	sp := newChild(parent, name, trace.SpanKindClient, time.Now())
+	sp.kv = [2]attribute.KeyValue{tracectx.SourceKey.String(source), tracectx.ToolKey.String(tool)}
+	sp.x.attrs = sp.kv[:]
 	return trace.ContextWithSpan(ctx, &sp.stepSpan), &sp.stepSpan
 }

@@ -159,6 +159,9 @@ func TestTraceFromAServeClientThroughAPluginToOneSettlement(t *testing.T) {
 	if len(call) != 1 || len(exec) != 1 || string(call[0].ParentSpanId) != string(exec[0].SpanId) {
 		t.Fatalf("want one plugin.call span under the execute step; spans: %v", names(spans))
 	}
+	if a := attributes(call[0]); call[0].Kind != tracepb.Span_SPAN_KIND_CLIENT || len(a) != 2 || a["toolhost.source"] != "plugin:test" || a["toolhost.tool"] != "traced" {
+		t.Errorf("plugin.call: kind %v, attributes %v; want a client span with the source and tool", call[0].Kind, a)
+	}
 	work := byName["plugin.work"]
 	if len(work) != 1 || string(work[0].ParentSpanId) != string(call[0].SpanId) {
 		t.Fatalf("want the plugin's own span under plugin.call; spans: %v", names(spans))

@@ -131,27 +131,50 @@ func ToMeta(ctx context.Context, meta map[string]any) map[string]any {
 // is recording (the settlement's execute step, when tracing is on), and returns ctx
 // with it. Otherwise it returns ctx and ctx's span, so that a trace continues
 // through a host that does not record it: the caller sends ctx's span context along
-// (see AppendBinary). End the returned span.
-func StartPluginCall(ctx context.Context, plugin, tool string) (context.Context, trace.Span) {
-	return startClient(ctx, "plugin.call", "plugin", plugin, tool)
+// (see AppendBinary). source is the plugin's source ID ("plugin:NAME",
+// registry.Source.ID), made once by the caller rather than on every call. End the
+// returned span.
+func StartPluginCall(ctx context.Context, source, tool string) (context.Context, trace.Span) {
+	return startClient(ctx, "plugin.call", source, tool)
 }
 
-// StartMCPCall is StartPluginCall for a tools/call to an MCP server; the caller
-// puts the trace context into the request's _meta (see ToMeta).
+// StartMCPCall is StartPluginCall for a tools/call to an MCP server, named by its
+// server name; the caller puts the trace context into the request's _meta (see
+// ToMeta).
 func StartMCPCall(ctx context.Context, server, tool string) (context.Context, trace.Span) {
-	return startClient(ctx, "mcp.call", "mcp", server, tool)
-}
-
-func startClient(ctx context.Context, name, kind, source, tool string) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, parent
 	}
-	ctx, span := parent.TracerProvider().Tracer(Scope).Start(ctx, name,
+	return startClient(ctx, "mcp.call", "mcp:"+server, tool)
+}
+
+// The attributes of a plugin or MCP call's client span.
+const (
+	SourceKey = attribute.Key("toolhost.source")
+	ToolKey   = attribute.Key("toolhost.tool")
+)
+
+// ClientStarter is a TracerProvider that starts the client span of a plugin or MCP
+// call itself (telemetry's, under a settlement's step), sparing the call the
+// allocations of a tracer's options. StartClient returns a nil span when ctx's span
+// is not one it starts children under; a tracer then starts it.
+type ClientStarter interface {
+	StartClient(ctx context.Context, name, source, tool string) (context.Context, trace.Span)
+}
+
+func startClient(ctx context.Context, name, source, tool string) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent
+	}
+	tp := parent.TracerProvider()
+	if cs, ok := tp.(ClientStarter); ok {
+		if cctx, span := cs.StartClient(ctx, name, source, tool); span != nil {
+			return cctx, span
+		}
+	}
+	return tp.Tracer(Scope).Start(ctx, name,
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("toolhost.source", kind+":"+source),
-			attribute.String("toolhost.tool", tool),
-		))
-	return ctx, span
+		trace.WithAttributes(SourceKey.String(source), ToolKey.String(tool)))
 }
