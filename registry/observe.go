@@ -25,10 +25,10 @@ const (
 // settling goroutines, and must not block.
 type Observer interface {
 	// StartSettle is called as Request.Settle begins, before the name resolves, with
-	// the Request's Location and the call (which it must not modify or keep). It
-	// returns the context the settlement runs under from then on (carrying, say, its
-	// span) and the Settling that follows this settlement.
-	StartSettle(ctx context.Context, location string, call *Call) (context.Context, Settling)
+	// the Request's Location and a copy of the call (whose Input it must not modify
+	// or keep). It returns the context the settlement runs under from then on
+	// (carrying, say, its span) and the Settling that follows this settlement.
+	StartSettle(ctx context.Context, location string, call Call) (context.Context, Settling)
 }
 
 // Settling follows one settlement. Its methods are called from the settling
@@ -48,18 +48,18 @@ type Settling interface {
 	End(s *Settlement, err error)
 }
 
-// observation is a call's Settling, or nil when the Registry has no Observer: its
+// observation holds a call's Settling, or none when the Registry has no Observer: its
 // methods are then a nil check.
 type observation struct{ s Settling }
 
-func (o *observation) resolved(src Source) {
-	if o != nil {
+func (o observation) resolved(src Source) {
+	if o.s != nil {
 		o.s.Resolved(src)
 	}
 }
 
-func (o *observation) step(ctx context.Context, st Step) context.Context {
-	if o == nil {
+func (o observation) step(ctx context.Context, st Step) context.Context {
+	if o.s == nil {
 		return ctx
 	}
 	return o.s.Step(ctx, st)
@@ -67,11 +67,11 @@ func (o *observation) step(ctx context.Context, st Step) context.Context {
 
 // observed is Settle with the Registry's Observer watching.
 func (q *Request) observed(ctx context.Context, o Observer, call Call) (*Settlement, error) {
-	ctx, s := o.StartSettle(ctx, q.location, &call)
+	ctx, s := o.StartSettle(ctx, q.location, call)
 	if s == nil {
 		return q.settleCall(ctx, call)
 	}
-	call.obs = &observation{s}
+	call.obs = observation{s}
 	st, err := q.settleCall(ctx, call)
 	s.End(st, err)
 	return st, err

@@ -28,7 +28,7 @@ func (r *recorder) add(ev string) {
 	r.events = append(r.events, ev)
 }
 
-func (r *recorder) StartSettle(ctx context.Context, location string, call *registry.Call) (context.Context, registry.Settling) {
+func (r *recorder) StartSettle(ctx context.Context, location string, call registry.Call) (context.Context, registry.Settling) {
 	r.add("start " + location + " " + call.Name)
 	return ctx, &recording{r: r}
 }

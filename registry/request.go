@@ -51,7 +51,7 @@ type Call struct {
 	// concurrent use and must not block for long.
 	Progress func(tool.Progress)
 
-	obs *observation // the Observer's view of this settlement; nil without one
+	obs observation // the Observer's view of this settlement; empty without one
 }
 
 // Outcome classifies a settlement. Its value is the stable string runners persist and
@@ -138,7 +138,7 @@ func (q *Request) Settle(ctx context.Context, call Call) (*Settlement, error) {
 	if o := q.reg.observer; o != nil {
 		return q.observed(ctx, o, call)
 	}
-	call.obs = nil // a Call a hook passed on from another Registry's settlement
+	call.obs = observation{} // a Call a hook passed on from another Registry's settlement
 	return q.settleCall(ctx, call)
 }
 

@@ -49,7 +49,7 @@ func TestSchemasThatUnfoldTooFarAreRefused(t *testing.T) {
 // its input, a moment later.
 type stepCanceller struct{ cancel context.CancelFunc }
 
-func (o stepCanceller) StartSettle(ctx context.Context, _ string, _ *registry.Call) (context.Context, registry.Settling) {
+func (o stepCanceller) StartSettle(ctx context.Context, _ string, _ registry.Call) (context.Context, registry.Settling) {
 	return ctx, o
 }
 func (stepCanceller) Resolved(registry.Source) {}

@@ -37,7 +37,7 @@ func BenchmarkExportBatch(b *testing.B) {
 	src := registry.Source{Kind: "plugin", Name: "test"}
 	settlement := &registry.Settlement{Outcome: registry.Completed, Content: []tool.Part{{Type: tool.PartText, Text: "0123456789012345678901234567890123456789012345678901"}}}
 	for range 73 {
-		call := &registry.Call{Name: "echo", Input: []byte(`{"text":"0123456789012345678901234567890123456789012345678901"}`),
+		call := registry.Call{Name: "echo", Input: []byte(`{"text":"0123456789012345678901234567890123456789012345678901"}`),
 			Invocation: sdk.Invocation{SessionID: "s", ToolCallID: "c"}}
 		ctx, s := obs.StartSettle(context.Background(), "/tmp/BenchmarkTelemetryAlternating3562127621/005", call)
 		s.Resolved(src)

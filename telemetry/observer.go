@@ -64,7 +64,7 @@ const (
 	outcomeOperational = "operational_failure"
 )
 
-func (o observer) StartSettle(ctx context.Context, location string, call *registry.Call) (context.Context, registry.Settling) {
+func (o observer) StartSettle(ctx context.Context, location string, call registry.Call) (context.Context, registry.Settling) {
 	t := o.t
 	s := &settling{
 		t:          t,
