@@ -48,7 +48,7 @@ type settling struct {
 	sampled  bool
 	sc       trace.SpanContext
 	parent   trace.SpanContext
-	spans    *[1 + maxSteps]stepSpan // made when sampled
+	spans    *[1 + maxSteps]stepSpan // a recordedSettling's, when sampled
 	provider stepProvider            // the spans' TracerProvider
 	nsteps   int
 	cur      *stepSpan
@@ -64,18 +64,34 @@ const (
 	outcomeOperational = "operational_failure"
 )
 
+// recordedSettling is a sampled settlement with its span records, in one
+// allocation.
+type recordedSettling struct {
+	settling
+	spans [1 + maxSteps]stepSpan
+}
+
 func (o observer) StartSettle(ctx context.Context, location string, call registry.Call) (context.Context, registry.Settling) {
 	t := o.t
-	s := &settling{
-		t:          t,
-		key:        callKey{location, call.Invocation.SessionID, call.Invocation.ToolCallID},
-		tool:       call.Name,
-		agent:      call.Invocation.Agent,
-		start:      time.Now(),
-		inputBytes: len(call.Input),
-	}
+	var smp sampling
 	if t.tracer != nil {
-		ctx = s.startSpan(ctx)
+		smp = t.sample(ctx)
+	}
+	var s *settling
+	if smp.res.Decision == sdktrace.RecordAndSample {
+		r := new(recordedSettling)
+		s = &r.settling
+		s.spans = &r.spans
+	} else {
+		s = new(settling)
+	}
+	s.t = t
+	s.key = callKey{location, call.Invocation.SessionID, call.Invocation.ToolCallID}
+	s.tool, s.agent = call.Name, call.Invocation.Agent
+	s.start = time.Now()
+	s.inputBytes = len(call.Input)
+	if t.tracer != nil {
+		ctx = s.startSpan(ctx, smp)
 	}
 	if t.audit != nil {
 		s.inputSHA256 = sha256.Sum256(call.Input)
@@ -89,21 +105,35 @@ func (o observer) StartSettle(ctx context.Context, location string, call registr
 // settleSpanName is the name of a settlement's span.
 const settleSpanName = "toolhost.settle"
 
-// startSpan starts the settlement's span under ctx's span context and returns ctx
-// with it. The span is sampled as the SDK would sample it, by the same sampler
-// (Telemetry.sampler). A sampled one is recorded in place (spans[0]), as its steps
-// are: what the SDK would do for it (a recording span, its context, a snapshot at
-// End) costs more than all the steps. A dropped one is a non-recording span that
-// carries its span context on. Its attributes are set at End, all at once, so no
-// sampler reads them, as none that toolhost configures does.
-func (s *settling) startSpan(ctx context.Context) context.Context {
-	t := s.t
+// sampling is the sampler's decision on a settlement's span, and what it was made
+// from.
+type sampling struct {
+	parent trace.SpanContext // ctx's: the runner's, or none
+	tid    trace.TraceID     // the parent's trace, or a new one
+	res    sdktrace.SamplingResult
+}
+
+// sample decides a settlement's span under ctx's span context as the SDK would
+// decide it, by the same sampler (Telemetry.sampler), and before the span's
+// attributes are known: none of the samplers toolhost configures reads them.
+func (t *Telemetry) sample(ctx context.Context) sampling {
 	parent := trace.SpanContextFromContext(ctx)
 	tid := parent.TraceID()
 	if !tid.IsValid() {
 		tid = newTraceID()
 	}
 	res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: tid, Name: settleSpanName, Kind: trace.SpanKindInternal})
+	return sampling{parent, tid, res}
+}
+
+// startSpan starts the settlement's span as smp decided and returns ctx with it. A
+// sampled one is recorded in place (spans[0], made with the settling), as its
+// steps are: what the SDK would do for it (a recording span, its context, a
+// snapshot at End) costs more than all the steps. A dropped one is a non-recording
+// span that carries its span context on. Its attributes are set at End, all at
+// once.
+func (s *settling) startSpan(ctx context.Context, smp sampling) context.Context {
+	t, parent, tid, res := s.t, smp.parent, smp.tid, smp.res
 	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID(), TraceState: res.Tracestate}
 	switch res.Decision {
 	case sdktrace.Drop:
@@ -118,10 +148,9 @@ func (s *settling) startSpan(ctx context.Context) context.Context {
 	cfg.TraceFlags = parent.TraceFlags() | trace.FlagsSampled
 	s.sampled, s.sc, s.parent = true, trace.NewSpanContext(cfg), parent
 	s.provider.s, s.provider.tracer.s = s, s
-	s.spans = new([1 + maxSteps]stepSpan)
 	root := &s.spans[0]
 	s.startNano = s.start.UnixNano()
-	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, trace.SpanKindInternal, s.startNano
+	root.s, root.name, root.id, root.kind, root.start = s, settleSpanName, cfg.SpanID, uint8(trace.SpanKindInternal), s.startNano
 	if len(res.Attributes) > 0 {
 		root.extra = &stepExtra{attrs: res.Attributes}
 	}
@@ -184,7 +213,7 @@ func (s *settling) Step(ctx context.Context, step registry.Step) context.Context
 	}
 	s.nsteps++
 	st := &s.spans[s.nsteps]
-	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), trace.SpanKindInternal, s.at(now)
+	st.s, st.name, st.id, st.parent, st.kind, st.start = s, name, newSpanID(), s.sc.SpanID(), uint8(trace.SpanKindInternal), s.at(now)
 	s.cur = st
 	if !runsOthersCode(step) {
 		return ctx // the registry does not use it (see registry.Settling)

@@ -44,11 +44,11 @@ type stepSpan struct {
 	s          *settling
 	name       string
 	id, parent trace.SpanID // parent: the settlement's, or a step's for a child
-	kind       trace.SpanKind
-	child      bool  // a span started under a step (see stepTracer), ended by End
-	start, fin int64 // Unix nanoseconds (see settling.at)
+	start, fin int64        // Unix nanoseconds (see settling.at)
+	extra      *stepExtra   // guarded by s.mu; nil unless the step's code set something
 	ended      atomic.Bool
-	extra      *stepExtra // guarded by s.mu; nil unless the step's code set something
+	kind       uint8 // a trace.SpanKind, in a byte: a settlement holds 8 stepSpans
+	child      bool  // a span started under a step (see stepTracer), ended by End
 }
 
 // childSpan is a stepSpan started under a step, with room for what it starts with:
@@ -238,7 +238,7 @@ func (st *stepSpan) Parent() trace.SpanContext {
 	return st.s.sc.WithSpanID(st.parent)
 }
 
-func (st *stepSpan) SpanKind() trace.SpanKind { return st.kind }
+func (st *stepSpan) SpanKind() trace.SpanKind { return trace.SpanKind(st.kind) }
 func (st *stepSpan) StartTime() time.Time     { return time.Unix(0, st.start) }
 func (st *stepSpan) EndTime() time.Time       { return time.Unix(0, st.fin) }
 
@@ -340,7 +340,7 @@ func (tr *stepTracer) Start(ctx context.Context, name string, options ...trace.S
 }
 
 func newChild(p *stepSpan, name string, kind trace.SpanKind, start time.Time) *childSpan {
-	sp := &childSpan{stepSpan: stepSpan{s: p.s, name: name, id: newSpanID(), parent: p.id, kind: kind, child: true, start: p.s.at(start)}}
+	sp := &childSpan{stepSpan: stepSpan{s: p.s, name: name, id: newSpanID(), parent: p.id, kind: uint8(kind), child: true, start: p.s.at(start)}}
 	sp.extra = &sp.x
 	return sp
 }
