@@ -25,6 +25,7 @@ import (
 type batcher struct {
 	exp      sdktrace.SpanExporter
 	up       *otlpUpload   // exports in exp's stead when traces go over OTLP
+	endpoint string        // up's, for its errors (ExportError)
 	delay    time.Duration // OTEL_BSP_SCHEDULE_DELAY
 	timeout  time.Duration // OTEL_BSP_EXPORT_TIMEOUT
 	maxQueue int           // OTEL_BSP_MAX_QUEUE_SIZE
@@ -34,6 +35,8 @@ type batcher struct {
 	queue   []sdktrace.ReadOnlySpan
 	dropped int
 	stopped bool
+	last    context.Context // Shutdown's, which bounds the last export
+	lastErr error           // the last export's, for Shutdown
 
 	full    chan struct{}   // a batch is ready; capacity 1
 	flushes chan chan error // ForceFlush's requests
@@ -48,12 +51,13 @@ var _ sdktrace.SpanProcessor = (*batcher)(nil)
 
 // newBatcher starts a batcher exporting to exp, configured by the OTEL_BSP_*
 // variables getenv reads (the SDK's defaults where unset or invalid). When exp is
-// an OTLP exporter, client is its started client: the batcher then converts and
-// uploads batches through it itself (otlpUpload), and exp only stops it at
-// Shutdown.
-func newBatcher(exp sdktrace.SpanExporter, client otlptrace.Client, getenv func(string) string) *batcher {
+// an OTLP exporter, client is its started client, sending to endpoint: the batcher
+// then converts and uploads batches through it itself (otlpUpload), and exp only
+// stops it at Shutdown.
+func newBatcher(exp sdktrace.SpanExporter, client otlptrace.Client, endpoint string, getenv func(string) string) *batcher {
 	b := &batcher{
 		exp:      exp,
+		endpoint: endpoint,
 		delay:    envMillis(getenv, "OTEL_BSP_SCHEDULE_DELAY", sdktrace.DefaultScheduleDelay),
 		timeout:  envMillis(getenv, "OTEL_BSP_EXPORT_TIMEOUT", sdktrace.DefaultExportTimeout),
 		maxQueue: envInt(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.DefaultMaxQueueSize),
@@ -145,17 +149,21 @@ func (b *batcher) run() {
 		var err error
 		select {
 		case <-b.full:
-			err = b.export(false)
+			err = b.export(context.Background(), false)
 		case <-timer.C:
-			err = b.export(true)
+			err = b.export(context.Background(), true)
 			timer.Reset(b.delay)
 		case reply := <-b.flushes:
-			reply <- b.export(true)
+			reply <- b.export(context.Background(), true)
 			continue
 		case <-b.quit:
-			if err := b.export(true); err != nil {
-				otel.Handle(err)
-			}
+			b.mu.Lock()
+			ctx := b.last
+			b.mu.Unlock()
+			err := b.export(ctx, true) // Shutdown returns it
+			b.mu.Lock()
+			b.lastErr = err
+			b.mu.Unlock()
 			return
 		}
 		if err != nil {
@@ -164,9 +172,11 @@ func (b *batcher) run() {
 	}
 }
 
-// export exports the queued spans in batches of at most maxBatch: all of them,
-// or (all false) only full batches.
-func (b *batcher) export(all bool) error {
+// export exports the queued spans in batches of at most maxBatch, each within
+// OTEL_BSP_EXPORT_TIMEOUT and parent: all of them, or (all false) only full
+// batches. An export that fails is an *ExportError; the spans of the batches after
+// it stay queued.
+func (b *batcher) export(parent context.Context, all bool) error {
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), b.maxBatch)
@@ -182,10 +192,13 @@ func (b *batcher) export(all bool) error {
 		if n == 0 {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		ctx, cancel := context.WithTimeout(parent, b.timeout)
 		var err error
 		if b.up != nil {
 			err = b.up.export(ctx, batch)
+			if err != nil {
+				err = &ExportError{Signal: "TRACES", Spans: len(batch), Endpoint: b.endpoint, Err: err}
+			}
 		} else {
 			err = b.exp.ExportSpans(ctx, batch)
 		}
@@ -216,28 +229,37 @@ func (b *batcher) ForceFlush(ctx context.Context) error {
 }
 
 // Shutdown exports what is queued and then shuts the exporter down, within ctx;
-// spans ended after it are not exported. A call after one that returned nil
-// returns nil.
+// spans ended after it are not exported. It returns the last export's error (an
+// *ExportError: what was lost, where it was going and why). A call after one that
+// returned nil returns nil.
 func (b *batcher) Shutdown(ctx context.Context) error {
 	b.stop.Do(func() {
 		b.mu.Lock()
-		b.stopped = true
+		b.stopped, b.last = true, ctx
 		b.mu.Unlock()
 		close(b.quit)
 	})
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		// The last export ends with ctx too: wait a moment for its own error.
+		select {
+		case <-b.done:
+		case <-time.After(time.Second):
+			return &ExportError{Signal: "TRACES", Endpoint: b.endpoint, Err: ctx.Err()}
+		}
 	}
 	b.shut.Do(func() {
 		b.mu.Lock()
-		dropped := b.dropped
+		dropped, lastErr := b.dropped, b.lastErr
 		b.mu.Unlock()
 		if dropped > 0 {
 			otel.Handle(fmt.Errorf("telemetry: %d spans were not exported: the span queue was full (OTEL_BSP_MAX_QUEUE_SIZE %d)", dropped, b.maxQueue))
 		}
 		b.shutErr = b.exp.Shutdown(ctx) // stops the OTLP client otlpUpload shares
+		if lastErr != nil {
+			b.shutErr = lastErr // what was lost and why, not the client's stop in the same ctx
+		}
 	})
 	return b.shutErr
 }

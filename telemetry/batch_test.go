@@ -25,7 +25,7 @@ func TestBatcherExportsEverySpanInBatches(t *testing.T) {
 		"OTEL_BSP_MAX_QUEUE_SIZE":        "25",
 		"OTEL_BSP_SCHEDULE_DELAY":        "3600000", // only full batches and flushes export
 	}
-	b := newBatcher(exp, nil, func(k string) string { return env[k] })
+	b := newBatcher(exp, nil, "", func(k string) string { return env[k] })
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	tr := tp.Tracer("test")
 	for i := range 23 {
@@ -131,7 +131,7 @@ func TestBatcherWaitsToFillABatch(t *testing.T) {
 			"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "10",
 			"OTEL_BSP_SCHEDULE_DELAY":        "60000",
 		}
-		b := newBatcher(exp, nil, func(k string) string { return env[k] })
+		b := newBatcher(exp, nil, "", func(k string) string { return env[k] })
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 		defer tp.Shutdown(context.Background())
 		tr := tp.Tracer("test")

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 )
@@ -57,13 +58,14 @@ func otlpProtocol(getenv func(string) string, signal string) (string, error) {
 // newSpanExporter returns the span exporter OTEL_TRACES_EXPORTER names: otlp (over
 // the protocol otlpProtocol says; its client reads the endpoint, headers and other
 // settings from the process environment), with its started client for the
-// batcher's own uploads, or console (stdout), with no client.
-func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, otlptrace.Client, error) {
+// batcher's own uploads and the endpoint it sends to, or console (stdout), with no
+// client.
+func newSpanExporter(ctx context.Context, getenv func(string) string) (_ sdktrace.SpanExporter, _ otlptrace.Client, endpoint string, _ error) {
 	switch name := exporterName(getenv, "TRACES"); name {
 	case "otlp":
 		proto, err := otlpProtocol(getenv, "TRACES")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		var c otlptrace.Client = otlptracehttp.NewClient()
 		if proto == "grpc" {
@@ -76,27 +78,28 @@ func newSpanExporter(ctx context.Context, getenv func(string) string) (sdktrace.
 		}
 		exp, err := otlptrace.New(ctx, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
-		return exp, c, nil
+		return exp, c, otlpEndpointOf(getenv, "TRACES", proto), nil
 	case "console":
 		exp, err := stdouttrace.New()
-		return exp, nil, err
+		return exp, nil, "", err
 	default:
-		return nil, nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q names no exporter toolhost has; set otlp, console or none", name)
+		return nil, nil, "", fmt.Errorf("OTEL_TRACES_EXPORTER=%q names no exporter toolhost has; set otlp, console or none", name)
 	}
 }
 
 // newMetricReader returns the metric reader OTEL_METRICS_EXPORTER names: otlp or
 // console, pushed periodically (OTEL_METRIC_EXPORT_INTERVAL, read by the SDK), or
 // prometheus, a pull endpoint at http://OTEL_EXPORTER_PROMETHEUS_HOST:OTEL_EXPORTER_PROMETHEUS_PORT/metrics
-// (default localhost:9464) that the returned reader's Shutdown closes.
-func newMetricReader(ctx context.Context, getenv func(string) string) (sdkmetric.Reader, error) {
+// (default localhost:9464) that the returned reader's Shutdown closes. With otlp,
+// it also returns the endpoint the metrics go to.
+func newMetricReader(ctx context.Context, getenv func(string) string) (_ sdkmetric.Reader, otlpEndpoint string, _ error) {
 	switch name := exporterName(getenv, "METRICS"); name {
 	case "otlp":
 		proto, err := otlpProtocol(getenv, "METRICS")
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		var exp sdkmetric.Exporter
 		if proto == "grpc" {
@@ -105,20 +108,39 @@ func newMetricReader(ctx context.Context, getenv func(string) string) (sdkmetric
 			exp, err = otlpmetrichttp.New(ctx)
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return sdkmetric.NewPeriodicReader(exp), nil
+		endpoint := otlpEndpointOf(getenv, "METRICS", proto)
+		return sdkmetric.NewPeriodicReader(metricExporter{exp, endpoint}), endpoint, nil
 	case "console":
 		exp, err := stdoutmetric.New()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return sdkmetric.NewPeriodicReader(exp), nil
+		return sdkmetric.NewPeriodicReader(exp), "", nil
 	case "prometheus":
-		return servePrometheus(ctx, getenv)
+		r, err := servePrometheus(ctx, getenv)
+		if err != nil {
+			return nil, "", err
+		}
+		return r, "", nil
 	default:
-		return nil, fmt.Errorf("OTEL_METRICS_EXPORTER=%q names no exporter toolhost has; set otlp, prometheus, console or none", name)
+		return nil, "", fmt.Errorf("OTEL_METRICS_EXPORTER=%q names no exporter toolhost has; set otlp, prometheus, console or none", name)
 	}
+}
+
+// metricExporter is an OTLP metric exporter whose failed exports are an
+// *ExportError naming its endpoint.
+type metricExporter struct {
+	sdkmetric.Exporter
+	endpoint string
+}
+
+func (e metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	if err := e.Exporter.Export(ctx, rm); err != nil {
+		return &ExportError{Signal: "METRICS", Endpoint: e.endpoint, Err: err}
+	}
+	return nil
 }
 
 // promServer is the reader behind OTEL_METRICS_EXPORTER=prometheus: a manual

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -46,6 +47,10 @@ type Options struct {
 	// AuditKeep is how many rotated files are kept; default 8.
 	AuditMaxBytes int64
 	AuditKeep     int
+	// Logger receives, as warnings, what telemetry could not do while it runs
+	// (spans or metrics not exported, and why), each kind at most once a minute.
+	// Default: standard error.
+	Logger hclog.Logger
 }
 
 // Telemetry is what Start configured: the tracer and meter providers, the
@@ -62,10 +67,12 @@ type Telemetry struct {
 	spanRes *resource.Resource
 	scope   instrumentation.Scope
 
-	mp    *sdkmetric.MeterProvider // nil: metrics off
-	inst  *instruments             // nil: metrics off
-	prom  *sdkmetric.ManualReader  // nil: no Prometheus endpoint
-	audit *auditLog                // nil: no audit trail
+	mp *sdkmetric.MeterProvider // nil: metrics off
+	// metricsEndpoint is where OTLP metrics go; "" when they do not.
+	metricsEndpoint string
+	inst            *instruments            // nil: metrics off
+	prom            *sdkmetric.ManualReader // nil: no Prometheus endpoint
+	audit           *auditLog               // nil: no audit trail
 
 	storage atomic.Pointer[registry.Storage]
 
@@ -87,6 +94,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		opts.ServiceName = "toolhost"
 	}
 	t := &Telemetry{locations: map[string]*location.Location{}, inflight: map[callKey]*settling{}}
+	reports.setLogger(opts.Logger)
 	traces, metrics := exporting(getenv, "TRACES"), exporting(getenv, "METRICS")
 	var res *resource.Resource
 	if traces || metrics || opts.Prometheus {
@@ -99,7 +107,7 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		}
 	}
 	if traces {
-		exp, client, err := newSpanExporter(ctx, getenv)
+		exp, client, endpoint, err := newSpanExporter(ctx, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: traces: %w", err)
 		}
@@ -114,18 +122,19 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 			spanRes = res
 		}
 		t.sampler, t.spanRes, t.scope = sampler, spanRes, instrumentation.Scope{Name: tracectx.Scope}
-		t.batch = newBatcher(exp, client, getenv)
+		t.batch = newBatcher(exp, client, endpoint, getenv)
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(spanRes), sdktrace.WithSampler(sampler))
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option
 	if metrics {
-		r, err := newMetricReader(ctx, getenv)
+		r, endpoint, err := newMetricReader(ctx, getenv)
 		if err != nil {
 			t.Shutdown(ctx)
 			return nil, fmt.Errorf("telemetry: metrics: %w", err)
 		}
 		readers = append(readers, sdkmetric.WithReader(r))
+		t.metricsEndpoint = endpoint
 	}
 	if opts.Prometheus {
 		t.prom = sdkmetric.NewManualReader()
@@ -210,23 +219,40 @@ func (t *Telemetry) Handler() http.Handler {
 }
 
 // Shutdown exports what is buffered, stops the exporters and closes the audit
-// trail, within ctx. It is idempotent only in that later calls do nothing useful;
-// call it once.
+// trail, within ctx. What could not be exported is an *ExportError among its
+// errors. It is idempotent only in that later calls do nothing useful; call it
+// once.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	var errs []error
-	if t.tp != nil {
-		errs = append(errs, t.tp.Shutdown(ctx))
+	add := func(err error) {
+		if ee := (*ExportError)(nil); errors.As(err, &ee) {
+			errs = append(errs, ee) // it says what was lost and why
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("telemetry: shut down: %w", err))
+		}
 	}
+	// Traces and metrics flush at once, each within ctx: an unreachable collector
+	// costs the caller ctx once, and neither starves the other of its time.
+	var metricsErr error
+	var wg sync.WaitGroup
 	if t.mp != nil {
-		errs = append(errs, t.mp.Shutdown(ctx))
+		wg.Go(func() {
+			metricsErr = t.mp.Shutdown(ctx)
+			if ee := (*ExportError)(nil); metricsErr != nil && !errors.As(metricsErr, &ee) && ctx.Err() != nil && t.metricsEndpoint != "" {
+				// The reader gave up before its last export.
+				metricsErr = &ExportError{Signal: "METRICS", Endpoint: t.metricsEndpoint, Err: ctx.Err()}
+			}
+		})
 	}
+	if t.tp != nil {
+		add(t.tp.Shutdown(ctx))
+	}
+	wg.Wait()
+	add(metricsErr)
 	if t.audit != nil {
-		errs = append(errs, t.audit.Close())
+		add(t.audit.Close())
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("telemetry: shut down: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // instruments are the metrics toolhost records.

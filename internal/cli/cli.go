@@ -260,14 +260,16 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
 
-	tel, stopTelemetry, err := startTelemetry(ctx, false)
+	tel, stopTelemetry, err := startTelemetry(ctx, false, logger)
 	if err != nil {
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure
 	}
 	defer func() {
 		if err := stopTelemetry(); err != nil {
-			a.errorf("toolhost %s: %v", cmd, err)
+			for _, err := range joined(err) {
+				a.errorf("toolhost %s: %v", cmd, err)
+			}
 		}
 	}()
 	reg, err := openObservedRegistry(tel)

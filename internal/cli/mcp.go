@@ -175,13 +175,15 @@ func (m *mcpRun) listen() (net.Listener, error) {
 // are activated (m.locOpts, m.root): nothing a client's initialize waits for beyond
 // these.
 func (m *mcpRun) start(ctx context.Context) error {
-	tel, stopTelemetry, err := startTelemetry(ctx, false)
+	tel, stopTelemetry, err := startTelemetry(ctx, false, m.logger)
 	if err != nil {
 		return err
 	}
 	m.undo = append(m.undo, func() {
 		if err := stopTelemetry(); err != nil {
-			m.app.errorf("toolhost mcp: %v", err)
+			for _, err := range joined(err) {
+				m.app.errorf("toolhost mcp: %v", err)
+			}
 		}
 	})
 	reg, err := openObservedRegistry(tel)

@@ -141,14 +141,16 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		where = "unix://" + lis.Addr().String()
 	}
 
-	tel, stopTelemetry, err := startTelemetry(ctx, o.metrics != "")
+	tel, stopTelemetry, err := startTelemetry(ctx, o.metrics != "", logger)
 	if err != nil {
 		lis.Close()
 		return fail(err)
 	}
 	defer func() {
 		if err := stopTelemetry(); err != nil {
-			a.errorf("toolhost %s: %v", name, err)
+			for _, err := range joined(err) {
+				a.errorf("toolhost %s: %v", name, err)
+			}
 		}
 	}()
 	if o.metrics != "" {

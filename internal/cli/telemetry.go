@@ -18,14 +18,15 @@ import (
 )
 
 // startTelemetry starts what the OTEL_* variables and TOOLHOST_AUDIT ask for, with
-// a Prometheus registry when prometheus is set. stop flushes it (within
-// closeTimeout); call it after the Locations have closed.
-func startTelemetry(ctx context.Context, prometheus bool) (tel *telemetry.Telemetry, stop func() error, err error) {
+// a Prometheus registry when prometheus is set, reporting what it cannot export to
+// logger. stop flushes it (within closeTimeout); call it after the Locations have
+// closed.
+func startTelemetry(ctx context.Context, prometheus bool, logger hclog.Logger) (tel *telemetry.Telemetry, stop func() error, err error) {
 	dir, err := telemetry.AuditDir(os.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	tel, err = telemetry.Start(ctx, telemetry.Options{Prometheus: prometheus, AuditDir: dir})
+	tel, err = telemetry.Start(ctx, telemetry.Options{Prometheus: prometheus, AuditDir: dir, Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,6 +35,15 @@ func startTelemetry(ctx context.Context, prometheus bool) (tel *telemetry.Teleme
 		defer cancel()
 		return tel.Shutdown(closeCtx)
 	}, nil
+}
+
+// joined returns the errors err joins (errors.Join), or err alone: what telemetry
+// could not flush is one error per signal, each printed on a line of its own.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // openObservedRegistry is openRegistry with tel observing its settlements and
