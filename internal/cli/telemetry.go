@@ -65,7 +65,9 @@ func serveMetrics(addr string, tel *telemetry.Telemetry, logger hclog.Logger) (n
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tel.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A scraper that stops reading, or holds a connection open, is let go: the
+	// endpoint serves one small page.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
