@@ -41,7 +41,30 @@ func FromIncoming(ctx context.Context) context.Context {
 	if ts := metadata.ValueFromIncomingContext(ctx, Tracestate); len(ts) > 0 {
 		c[Tracestate] = ts[0]
 	}
-	return w3c.Extract(ctx, c)
+	return bounded(w3c.Extract(ctx, c))
+}
+
+// MaxTraceState is the longest tracestate toolhost carries on, in bytes as the
+// header writes it: the W3C Trace Context's 512, which every vendor must pass on.
+// A runner's longer one (the format allows 32 entries of 256 bytes each) would
+// otherwise ride on every span and plugin call of the settlement.
+const MaxTraceState = 512
+
+// bounded returns ctx with its remote span context's tracestate cut to
+// MaxTraceState by dropping entries from the end, as the W3C Trace Context says a
+// vendor may, or ctx itself when it is within.
+func bounded(ctx context.Context) context.Context {
+	sc := trace.SpanContextFromContext(ctx)
+	ts := sc.TraceState()
+	if len(ts.String()) <= MaxTraceState {
+		return ctx
+	}
+	var keys []string
+	ts.Walk(func(key, _ string) bool { keys = append(keys, key); return true })
+	for i := len(keys) - 1; i >= 0 && len(ts.String()) > MaxTraceState; i-- {
+		ts = ts.Delete(keys[i])
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc.WithTraceState(ts))
 }
 
 // BinaryLen is the length of a span context in binary (see AppendBinary).
@@ -106,7 +129,7 @@ func FromMeta(ctx context.Context, meta map[string]any) context.Context {
 	if ts, _ := meta[Tracestate].(string); ts != "" {
 		c[Tracestate] = ts
 	}
-	return w3c.Extract(ctx, c)
+	return bounded(w3c.Extract(ctx, c))
 }
 
 // ToMeta sets the "traceparent" (and "tracestate") members of an MCP request's

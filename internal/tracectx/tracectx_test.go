@@ -2,6 +2,8 @@ package tracectx_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -122,5 +124,32 @@ func BenchmarkFromBinary(b *testing.B) {
 		if !trace.SpanContextFromContext(tracectx.FromBinary(context.Background(), tc, state)).IsValid() {
 			b.Fatal("no span context")
 		}
+	}
+}
+
+// TestALongTracestateIsCutFromTheEnd: a runner's tracestate over MaxTraceState
+// (the format allows 32 entries of 256 bytes) arrives cut to it, entries dropped
+// from the end, the first kept in order; one within it arrives whole.
+func TestALongTracestateIsCutFromTheEnd(t *testing.T) {
+	var entries []string
+	for i := range 32 {
+		entries = append(entries, fmt.Sprintf("v%02d=%s", i, strings.Repeat("x", 250)))
+	}
+	long := strings.Join(entries, ",")
+	const tp = parent
+	for name, ctx := range map[string]context.Context{
+		"metadata": tracectx.FromIncoming(metadata.NewIncomingContext(context.Background(), metadata.Pairs(tracectx.Traceparent, tp, tracectx.Tracestate, long))),
+		"_meta":    tracectx.FromMeta(context.Background(), map[string]any{tracectx.Traceparent: tp, tracectx.Tracestate: long}),
+	} {
+		sc := trace.SpanContextFromContext(ctx)
+		got := sc.TraceState().String()
+		if !sc.IsValid() || !sc.IsRemote() || len(got) > tracectx.MaxTraceState || got != strings.Join(entries[:len(got)/254], ",") || len(got) < tracectx.MaxTraceState-260 {
+			t.Errorf("%s: a tracestate of %d bytes arrived as %d bytes (%.40q…), valid %v", name, len(long), len(got), got, sc.IsValid())
+		}
+	}
+	short := "a=1,b=2"
+	ctx := tracectx.FromMeta(context.Background(), map[string]any{tracectx.Traceparent: tp, tracectx.Tracestate: short})
+	if got := trace.SpanContextFromContext(ctx).TraceState().String(); got != short {
+		t.Errorf("a short tracestate arrived as %q, want %q", got, short)
 	}
 }
