@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/registry"
-	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/telemetry"
 )
 
@@ -36,25 +34,7 @@ func TestAnUnreachableCollectorIsSaidInWords(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			echo := sdk.NewTool("Echoes.", func(_ context.Context, _ sdk.Invocation, in struct {
-				Text string `json:"text"`
-			}) (string, error) {
-				return in.Text, nil
-			})
-			reg := newRegistry(t, tel.Observer())
-			release, err := reg.Register(registry.Batch{Location: registry.Application, Source: registry.Source{Kind: "plugin", Name: "p"},
-				Tools: map[string]sdk.Tool{"echo": echo}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
-			q, err := reg.Prepare(registry.Application)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: []byte(`{"text":"x"}`)}); err != nil || s.Outcome != registry.Completed {
-				t.Fatalf("settle with the collector down: %v %v", s, err)
-			}
+			settleEcho(t, tel) // completes with the collector down
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			err = tel.Shutdown(ctx)

@@ -290,6 +290,22 @@ func TestSpansReachAnHTTPCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settleEcho(t, tel)
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"toolhost.settle", "toolhost.validate_input", "toolhost.execute", "toolhost.validate_output", "toolhost.project", "toolhost.bound"}
+	if n := names(got); !sameSet(n, want) {
+		t.Errorf("the collector got spans %v, want %v", n, want)
+	}
+}
+
+// settleEcho settles one call of an in-process echo tool, of the source
+// plugin:test, through a registry tel observes.
+func settleEcho(t *testing.T, tel *telemetry.Telemetry) {
+	t.Helper()
 	echo := sdk.NewTool("Echoes.", func(_ context.Context, _ sdk.Invocation, in struct {
 		Text string `json:"text"`
 	}) (string, error) {
@@ -308,15 +324,6 @@ func TestSpansReachAnHTTPCollector(t *testing.T) {
 	}
 	if s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: []byte(`{"text":"x"}`)}); err != nil || s.Outcome != registry.Completed {
 		t.Fatalf("settle: %v %v", s, err)
-	}
-	if err := tel.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"toolhost.settle", "toolhost.validate_input", "toolhost.execute", "toolhost.validate_output", "toolhost.project", "toolhost.bound"}
-	if n := names(got); !sameSet(n, want) {
-		t.Errorf("the collector got spans %v, want %v", n, want)
 	}
 }
 
