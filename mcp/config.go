@@ -138,7 +138,8 @@ func (e *StartError) Unwrap() error { return e.Err }
 // response it was fails with this error (an operational error, never a tool result).
 type MessageTooLargeError struct {
 	Server string
-	// Size is the message's size in bytes; Limit is the cap in force.
+	// Size is the message's size in bytes (of a remote server's JSON reply, what
+	// the host read of it: it reads no further); Limit is the cap in force.
 	Size, Limit int64
 }
 

@@ -216,24 +216,33 @@ func (c *conn) skip(line []byte, err error) {
 // oversized turns a drained message into what the session should see: an error
 // response for its id when it was a response, nothing otherwise.
 func (c *conn) oversized(o *oversize) []jsonrpc.Message {
-	tooLarge := &MessageTooLargeError{Server: c.server, Size: o.size, Limit: int64(c.limit)}
-	s := &o.scan
+	msg := discarded(c.log, &MessageTooLargeError{Server: c.server, Size: o.size, Limit: int64(c.limit)}, &o.scan)
+	if msg == nil {
+		return nil
+	}
+	return []jsonrpc.Message{msg}
+}
+
+// discarded is what the session sees of a message the host read without keeping
+// (s scanned it) for reason: an error response carrying reason when it was a
+// response with an id, else nothing; either way it is logged.
+func discarded(logs *loglimit.Logger, reason error, s *idScanner) jsonrpc.Message {
 	if s.method || !s.response || s.id == nil {
-		c.log.Log(hclog.Error, "discarded an oversized message that is not a response", "error", tooLarge, "method", s.method, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a message that is not a response", "error", reason, "method", s.method, "id", string(s.id))
 		return nil
 	}
 	var raw any
 	if err := json.Unmarshal(s.id, &raw); err != nil {
-		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a response with an unreadable id", "error", reason, "id", string(s.id))
 		return nil
 	}
 	id, err := jsonrpc.MakeID(raw)
 	if err != nil {
-		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a response with an unreadable id", "error", reason, "id", string(s.id))
 		return nil
 	}
-	c.log.Log(hclog.Warn, "discarded an oversized response", "error", tooLarge)
-	return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: tooLarge}}
+	logs.Log(hclog.Warn, "discarded a response", "error", reason)
+	return &jsonrpc.Response{ID: id, Error: reason}
 }
 
 // admit passes msgs through the gate, queueing its replies, and returns what is

@@ -331,7 +331,8 @@ func TestRemoteServerRestartsMidSession(t *testing.T) {
 
 // A remote server's asks are held to the same limits as a stdio server's: of 30
 // questions put at once, the person is asked one at a time, at most the burst in
-// all, and the server hears why the others were refused.
+// all, and the server hears why the others were refused (by the ask limits, or,
+// past the 16 requests the host answers at once, by its gate).
 func TestRemoteServerAsksAreBounded(t *testing.T) {
 	h := newBareHost(t)
 	srv := startGoServer(t, "", false)
@@ -351,8 +352,8 @@ func TestRemoteServerAsksAreBounded(t *testing.T) {
 	}
 	asked, maxOpen := p.counts()
 	t.Logf("%+v; the person was asked %d, at most %d at once", r, asked, maxOpen)
-	if maxOpen != 1 || asked != r.Answered || asked > mcp.DefaultAskBurst || r.Refused["-32000"] != 30-asked {
-		t.Errorf("the person was asked %d, at most %d at once; the server got %d answers and refusals %v; want at most %d, one at a time, the rest refused with -32000",
+	if maxOpen != 1 || asked != r.Answered || asked > mcp.DefaultAskBurst || r.Refused["-32000"] == 0 || r.Refused["-32000"]+r.Refused["-32600"] != 30-asked {
+		t.Errorf("the person was asked %d, at most %d at once; the server got %d answers and refusals %v; want at most %d, one at a time, the rest refused with -32000 or -32600",
 			asked, maxOpen, r.Answered, r.Refused, mcp.DefaultAskBurst)
 	}
 }
