@@ -24,6 +24,7 @@ import (
 // "n": n}):
 //   - echo answers "echo";
 //   - json answers with n MiB of text in a JSON reply, gzipped with gzip set;
+//   - refuse answers HTTP 400 with a body of n MiB;
 //   - sse answers with n MiB of text in one event of an event stream;
 //   - tail answers on an event stream, then sends n pings of its own on it;
 //   - ping sends n pings of its own on the call's stream, then answers.
@@ -41,7 +42,7 @@ type hostileHTTP struct {
 	answers, refusals     int
 	how                   map[string]string // by request id: "answer" or "refusal"
 	inFlight, maxInFlight int
-	// ended receives, for each json and sse call, the bytes its handler
+	// ended receives, for each json, refuse and sse call, the bytes its handler
 	// wrote and whether it wrote them all (the host read to the end).
 	ended chan written
 }
@@ -128,7 +129,7 @@ func (s *hostileHTTP) serve(w http.ResponseWriter, r *http.Request) {
 			page, page+1, strings.Repeat("p", 256<<10)))
 	case msg.Method == "tools/list":
 		var tools []string
-		for _, name := range []string{"echo", "json", "sse", "tail", "ping"} {
+		for _, name := range []string{"echo", "json", "refuse", "sse", "tail", "ping"} {
 			tools = append(tools, fmt.Sprintf(`{"name":%q,"inputSchema":{"type":"object"}}`, name))
 		}
 		reply(`{"tools":[` + strings.Join(tools, ",") + `]}`)
@@ -144,6 +145,10 @@ func (s *hostileHTTP) serve(w http.ResponseWriter, r *http.Request) {
 			out = zw
 		}
 		s.ended <- s.text(out, string(msg.ID), args.MiB, "")
+	case msg.Method == "tools/call" && msg.Params.Name == "refuse":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		s.ended <- s.text(w, string(msg.ID), args.MiB, "")
 	case msg.Method == "tools/call" && msg.Params.Name == "sse":
 		w.Header().Set("Content-Type", "text/event-stream")
 		s.ended <- s.text(w, string(msg.ID), args.MiB, "data: ")
@@ -272,6 +277,23 @@ func TestRemoteMessagesPastTheCapFailTheirCall(t *testing.T) {
 				t.Errorf("echo afterwards: %q", st.Text())
 			}
 		})
+	}
+}
+
+// A reply that is not a success is read no further than 64 KiB (the SDK reads
+// such a body whole, for a JSON-RPC error in it; without one, it ends the
+// session).
+func TestRemoteErrorBodiesAreBounded(t *testing.T) {
+	h := newBareHost(t)
+	s := startHostileHTTP(t, 0)
+	if _, err := h.startHostileHTTP(t, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.settle(t.Context(), "hostile_refuse", `{"mib":64}`); err == nil {
+		t.Error("a call answered with HTTP 400 did not fail")
+	}
+	if w := <-s.ended; w.complete {
+		t.Errorf("the host read all %d MiB of an HTTP 400 reply", w.bytes>>20)
 	}
 }
 
