@@ -83,9 +83,16 @@ type Config struct {
 	// Logger receives the session's logs and the server's stderr (at debug level).
 	// Default: discard.
 	Logger hclog.Logger
+
+	// notReadingGrace, when set (by tests: export_test.go), replaces the constant
+	// of that name.
+	notReadingGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
+	if c.notReadingGrace <= 0 {
+		c.notReadingGrace = notReadingGrace
+	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 30 * time.Second
 	}

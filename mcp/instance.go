@@ -132,6 +132,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		}
 		inst.proc = proc
 		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, inst.logs, inst.gate, proc.Stdin, proc.Stdout)
+		inst.conn.grace = cfg.notReadingGrace
 	}
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)

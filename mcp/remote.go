@@ -171,7 +171,8 @@ type reply struct {
 type httpLink struct {
 	server  string
 	origin  *url.URL
-	limit   int // Config.MaxMessageBytes
+	limit   int           // Config.MaxMessageBytes
+	grace   time.Duration // how long one POST of the gate's answers may take: notReadingGrace
 	gate    *gate
 	logs    *loglimit.Logger
 	base    http.RoundTripper
@@ -205,7 +206,7 @@ func newHTTPLink(cfg Config, g *gate, logs *loglimit.Logger) (*httpLink, error) 
 	if err != nil {
 		return nil, err
 	}
-	l := &httpLink{server: cfg.Name, origin: u, limit: cfg.MaxMessageBytes, gate: g, logs: logs, headers: cfg.Headers}
+	l := &httpLink{server: cfg.Name, origin: u, limit: cfg.MaxMessageBytes, grace: cfg.notReadingGrace, gate: g, logs: logs, headers: cfg.Headers}
 	l.actx, l.acancel = context.WithCancel(context.Background())
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		l.base = cfg.HTTPClient.Transport

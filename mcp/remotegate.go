@@ -490,7 +490,7 @@ func (l *httpLink) answer(msg *jsonrpc.Response) {
 }
 
 // answerLoop POSTs the queued answers, one at a time, each for no longer than
-// notReadingGrace, and returns once none is left or the link is closed.
+// l.grace, and returns once none is left or the link is closed.
 func (l *httpLink) answerLoop() {
 	defer l.awg.Done()
 	for {
@@ -514,7 +514,7 @@ func (l *httpLink) answerLoop() {
 }
 
 func (l *httpLink) post(target answerTarget, data []byte) error {
-	ctx, cancel := context.WithTimeout(l.actx, notReadingGrace)
+	ctx, cancel := context.WithTimeout(l.actx, l.grace)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.url, bytes.NewReader(data))
 	if err != nil {
