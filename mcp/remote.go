@@ -180,9 +180,10 @@ type httpLink struct {
 	headers map[string]string
 	tokens  oauth2.TokenSource // nil: no stored token
 
-	mu       sync.Mutex
-	bad      *reply
-	tokenErr error
+	mu        sync.Mutex
+	bad       *reply
+	tokenErr  error
+	elsewhere *OriginError // the latest request refused for its origin
 
 	// The gate's answers to refused requests (answer): where they go, those
 	// queued, whether answerLoop runs, and the link's closing.
@@ -231,7 +232,11 @@ func (l *httpLink) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, &OriginError{Server: l.server, URL: RedactURL(req.URL.String()), Origin: RedactURL(l.origin.Scheme + "://" + l.origin.Host)}
+		err := &OriginError{Server: l.server, URL: RedactURL(req.URL.String()), Origin: RedactURL(l.origin.Scheme + "://" + l.origin.Host)}
+		l.mu.Lock()
+		l.elsewhere = err
+		l.mu.Unlock()
+		return nil, err
 	}
 	req = req.Clone(req.Context())
 	for k, v := range l.headers {
@@ -397,6 +402,13 @@ func (inst *Instance) explain(err error) error {
 		return nil
 	}
 	cfg := inst.cfg
+	inst.link.mu.Lock()
+	refused := inst.link.elsewhere
+	inst.link.mu.Unlock()
+	var origin *OriginError
+	if refused != nil && !errors.As(err, &origin) {
+		return refused // the SDK passes the refusal on as text only
+	}
 	bad, tokenErr := inst.link.lastBad()
 	hint := cfg.LoginHint
 	if hint == "" {

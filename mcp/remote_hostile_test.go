@@ -356,36 +356,57 @@ func TestRemoteRequestsAreBounded(t *testing.T) {
 	}
 }
 
-// A remote server that redirects the host to another origin is not followed:
-// the session fails with an *mcp.OriginError, and the other origin receives
-// nothing, not the server's credentials.
-func TestRemoteRedirectElsewhereIsNotFollowed(t *testing.T) {
+// A remote server that sends the host to another origin, by a redirect or as
+// its HTTP+SSE message endpoint, is not followed: the session fails with an
+// *mcp.OriginError, and the other origin receives nothing, not the server's
+// credentials.
+func TestRemoteOtherOriginsAreNotReached(t *testing.T) {
 	var mu sync.Mutex
 	var reached []string
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		reached = append(reached, r.Header.Get("Authorization"))
+		reached = append(reached, r.Method+" "+r.Header.Get("Authorization"))
 		mu.Unlock()
 		http.NotFound(w, r)
 	}))
 	t.Cleanup(other.Close)
-	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(redirect.Close)
-
-	h := newBareHost(t)
-	_, err := mcp.Start(t.Context(), h.root, h.remote("moved", redirect.URL+"/mcp", func(c *mcp.Config) {
-		c.Transport = mcp.TransportStreamable
-		c.Headers = map[string]string{"Authorization": "Bearer s3cret"}
-	}), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
-	var origin *mcp.OriginError
-	if !errors.As(err, &origin) || origin.Server != "moved" || !strings.Contains(err.Error(), other.URL) {
-		t.Errorf("start = %v; want an *mcp.OriginError naming the server and where it sent the host", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(reached) > 0 {
-		t.Errorf("the other origin received %d requests (Authorization %q)", len(reached), reached)
+	for _, tc := range []struct {
+		name, transport string
+		handler         http.HandlerFunc
+	}{
+		{"Redirect", mcp.TransportStreamable, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+		}},
+		{"SSEEndpoint", mcp.TransportSSE, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: endpoint\ndata: %s/messages\n\n", other.URL)
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			reached = nil
+			mu.Unlock()
+			srv := httptest.NewServer(tc.handler)
+			t.Cleanup(func() {
+				srv.CloseClientConnections()
+				srv.Close()
+			})
+			h := newBareHost(t)
+			_, err := mcp.Start(t.Context(), h.root, h.remote("moved", srv.URL+"/mcp", func(c *mcp.Config) {
+				c.Transport = tc.transport
+				c.Headers = map[string]string{"Authorization": "Bearer s3cret"}
+			}), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+			var origin *mcp.OriginError
+			if !errors.As(err, &origin) || origin.Server != "moved" || !strings.Contains(err.Error(), other.URL) {
+				t.Errorf("start = %v; want an *mcp.OriginError naming the server and where it sent the host", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(reached) > 0 {
+				t.Errorf("the other origin received %q", reached)
+			}
+		})
 	}
 }
