@@ -190,6 +190,7 @@ type httpLink struct {
 	amu       sync.Mutex
 	target    *answerTarget
 	answers   [][]byte
+	dropped   int // answers dropped since the queue was last empty
 	answering bool
 	aclosed   bool
 	awg       sync.WaitGroup

@@ -329,8 +329,9 @@ func TestRemoteStreamEndsWithItsAnswer(t *testing.T) {
 
 // A remote server that sends hundreds of requests of its own at once, and holds
 // the POSTs that answer them, has at most 16 of them answered at once (and one
-// POST of the gate's refusals): the others are refused; the call's own answer
-// arrives meanwhile, and so do the host's other calls.
+// POST of the gate's refusals): the others are refused, the refusals past those
+// waiting to be POSTed dropped (one log line, then their count); the call's own
+// answer arrives meanwhile, and so do the host's other calls.
 func TestRemoteRequestsAreBounded(t *testing.T) {
 	h := newBareHost(t)
 	s := startHostileHTTP(t, 0)
@@ -353,6 +354,9 @@ func TestRemoteRequestsAreBounded(t *testing.T) {
 	t.Logf("500 pings: at most %d answers POSTed at once; %d answered, %d refusals received", most, answers, refusals)
 	if most > 17 {
 		t.Errorf("%d of the host's answers were POSTed at once; want at most 16 answers and one POST of refusals", most)
+	}
+	if n := strings.Count(h.logs.String(), "dropping the answers to refused requests"); n != 1 {
+		t.Errorf("%d log lines say refusals were dropped; want one, its count to follow", n)
 	}
 }
 

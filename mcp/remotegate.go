@@ -477,8 +477,11 @@ func (l *httpLink) answer(msg *jsonrpc.Response) {
 		return
 	case len(l.answers) >= maxQueuedReplies:
 		l.gate.b.give(n)
-		l.logs.Log(hclog.Warn, "dropped the answer to a refused request: the server takes none of the host's POSTs",
-			"server", l.server, "waiting", len(l.answers))
+		if l.dropped == 0 {
+			l.logs.Log(hclog.Warn, "dropping the answers to refused requests: as many as the host keeps wait to be POSTed (the server is slow to take them); the count follows",
+				"server", l.server, "waiting", len(l.answers))
+		}
+		l.dropped++
 		return
 	}
 	l.answers = append(l.answers, data)
@@ -499,7 +502,10 @@ func (l *httpLink) answerLoop() {
 			for _, data := range l.answers {
 				l.gate.b.give(int64(len(data)))
 			}
-			l.answers, l.answering = nil, false
+			if l.dropped > 0 {
+				l.logs.Log(hclog.Warn, "dropped answers to refused requests", "server", l.server, "dropped", l.dropped)
+			}
+			l.answers, l.answering, l.dropped = nil, false, 0
 			l.amu.Unlock()
 			return
 		}
