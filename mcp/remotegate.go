@@ -28,9 +28,13 @@ import (
 //     it (an SSE event, or the one JSON message of a JSON reply) within the
 //     message cap, counting the bytes it buffers against the server's budget,
 //     passes each through the gate and hands the SDK only what the gate lets
-//     through. A body ends, whatever the server sends after, once it has
-//     answered the call its POST carried (or, resuming a stream, once it has
-//     answered a call): the SDK would drain the rest for as long as it came;
+//     through (notifications the host acts on are handled there, as read). A
+//     JSON reply is counted as it unpacks (gzip), and read no further than the
+//     cap. A body ends, whatever the server sends after, once it has answered
+//     the call its POST carried (or, resuming a stream, once it has answered a
+//     call): the SDK would read the rest only to discard it, and a request
+//     among it, counted by the gate as being answered, would never be. An SSE
+//     retry field asking for less than minRetry is raised to it;
 //   - the gate's answers to the requests it refuses are POSTed to the server by
 //     one goroutine, at most maxQueuedReplies waiting (past that they are
 //     dropped: the server is not taking the host's POSTs);
