@@ -43,7 +43,7 @@ type hostileHTTP struct {
 	how                   map[string]string // by request id: "answer" or "refusal"
 	inFlight, maxInFlight int
 	// ended receives, for each json, refuse and sse call, the bytes its handler
-	// wrote and whether it wrote them all (the host read to the end).
+	// wrote and whether it wrote them all (the host read them all).
 	ended chan written
 }
 
@@ -220,7 +220,9 @@ func (s *hostileHTTP) counts() (answers, refusals, maxInFlight int) {
 	return s.answers, s.refusals, s.maxInFlight
 }
 
-func (h *host) startHostileHTTP(t *testing.T, s *hostileHTTP, edit func(*mcp.Config)) (*mcp.Instance, error) {
+// startHostile starts generation 1 of the hostile server s, with a 1 MiB message
+// cap and a 4 MiB budget unless edit says otherwise; stopped at the test's end.
+func (h *host) startHostile(t *testing.T, s *hostileHTTP, edit func(*mcp.Config)) (*mcp.Instance, error) {
 	cfg := h.remote("hostile", s.URL(), func(c *mcp.Config) {
 		c.MaxMessageBytes, c.MaxHeldBytes = 1<<20, 4<<20
 		if edit != nil {
@@ -239,7 +241,7 @@ func (h *host) startHostileHTTP(t *testing.T, s *hostileHTTP, edit func(*mcp.Con
 // and the limit, as a stdio server's does.
 func TestRemoteListingPagesAreBoundedByTheBudget(t *testing.T) {
 	h := newBareHost(t)
-	_, err := h.startHostileHTTP(t, startHostileHTTP(t, 100), func(c *mcp.Config) { c.MaxHeldBytes = 2 << 20 })
+	_, err := h.startHostile(t, startHostileHTTP(t, 100), func(c *mcp.Config) { c.MaxHeldBytes = 2 << 20 })
 	var budget *mcp.BudgetError
 	if !errors.As(err, &budget) || budget.Server != "hostile" || budget.Limit != 2<<20 ||
 		!strings.Contains(err.Error(), "max_held_bytes of 2097152") {
@@ -260,7 +262,7 @@ func TestRemoteMessagesPastTheCapFailTheirCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newBareHost(t)
 			s := startHostileHTTP(t, 0)
-			if _, err := h.startHostileHTTP(t, s, nil); err != nil {
+			if _, err := h.startHostile(t, s, nil); err != nil {
 				t.Fatal(err)
 			}
 			_, err := h.settle(t.Context(), tc.tool, tc.args)
@@ -286,7 +288,7 @@ func TestRemoteMessagesPastTheCapFailTheirCall(t *testing.T) {
 func TestRemoteErrorBodiesAreBounded(t *testing.T) {
 	h := newBareHost(t)
 	s := startHostileHTTP(t, 0)
-	if _, err := h.startHostileHTTP(t, s, nil); err != nil {
+	if _, err := h.startHostile(t, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.settle(t.Context(), "hostile_refuse", `{"mib":64}`); err == nil {
@@ -306,7 +308,7 @@ func TestRemoteStreamEndsWithItsAnswer(t *testing.T) {
 	h := newBareHost(t)
 	s := startHostileHTTP(t, 0)
 	s.release()
-	if _, err := h.startHostileHTTP(t, s, nil); err != nil {
+	if _, err := h.startHostile(t, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st := mustSettle(t, h, "hostile_tail", `{"n":20}`); st.Text() != "tail" {
@@ -335,7 +337,7 @@ func TestRemoteStreamEndsWithItsAnswer(t *testing.T) {
 func TestRemoteRequestsAreBounded(t *testing.T) {
 	h := newBareHost(t)
 	s := startHostileHTTP(t, 0)
-	if _, err := h.startHostileHTTP(t, s, nil); err != nil {
+	if _, err := h.startHostile(t, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st := mustSettle(t, h, "hostile_ping", `{"n":500}`); st.Text() != "pinged" {
