@@ -20,9 +20,9 @@ import (
 // JSON-RPC error (code codeAskRefused) that names the limit, and reaches nobody.
 // The first refusal of a run of refusals is logged, and the run's count once it
 // ends (an ask is let through again, or the server stops): two lines a run,
-// whatever the server sends. The limits hold for stdio and remote servers alike;
-// on stdio the gate (budget.go) also bounds how many of the server's requests of
-// any kind are being answered at once.
+// whatever the server sends. The limits hold for stdio and remote servers alike,
+// and so does the gate's (budget.go) bound on how many of the server's requests
+// of any kind are being answered at once.
 
 // The defaults of AskLimits.
 const (
@@ -32,7 +32,7 @@ const (
 )
 
 // MaxPendingAsks is the most AskLimits.MaxPending may be: the most requests of a
-// stdio server the host answers at once.
+// server the host answers at once.
 const MaxPendingAsks = maxServing
 
 // AskLimits bounds a server's asks (elicitation/create and sampling/createMessage

@@ -343,7 +343,10 @@ func TestServerThatDoesNotReadCannotStallTheHost(t *testing.T) {
 	t.Run("PastTheQueue", func(t *testing.T) {
 		h := newBareHost(t)
 		logs := &testio.SyncBuffer{}
-		inst := startAsker(t, h, logs, func(c *mcp.Config) { c.Timeout = time.Minute })
+		inst := startAsker(t, h, logs, func(c *mcp.Config) {
+			c.Timeout = time.Minute
+			*c = mcp.WithNotReadingGrace(*c, 100*time.Millisecond)
+		})
 		ctx := sdk.WithInteractor(t.Context(), newPerson(false))
 		st, err := h.settle(ctx, "hostile_ask", `{"n":2000,"stall":true,"idBytes":2048}`)
 		t.Logf("ask: %v, %v", st, err)

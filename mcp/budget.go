@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -39,10 +40,9 @@ import (
 //     goroutines, each blocked writing one.
 //
 // What a transport holds before the gate sees a message is bounded by the
-// transport: one line of at most Config.MaxMessageBytes on stdio. Remote servers
-// are not gated: the go-sdk finds its streamable connection's session state through
-// an unexported interface, so a wrapped connection would lose it (docs/design.md,
-// "What a source can make the host spend").
+// transport: one line of at most Config.MaxMessageBytes on stdio; over HTTP, the
+// gate stands in the link's RoundTrip, below the go-sdk, and counts the message
+// being read as well (remotegate.go).
 type gate struct {
 	b *budget
 	// notify handles a notification the host acts on; it returns once handled.
@@ -63,6 +63,10 @@ type holder struct {
 	mu       sync.Mutex
 	n        int64
 	released bool
+	// failure is the last error of the host's own a response was replaced with
+	// (a *BudgetError, a *MessageTooLargeError): over HTTP the response reaches the
+	// session encoded, its error as text, and the caller finds the error here.
+	failure error
 }
 
 type holderKey struct{}
@@ -78,6 +82,18 @@ func (g *gate) hold(ctx context.Context) (context.Context, func()) {
 		h.mu.Unlock()
 		g.b.give(n)
 	}
+}
+
+// heldFailure returns the error of the host's own that the last response to a
+// request made under ctx (a context of gate.hold) was replaced with, or nil.
+func heldFailure(ctx context.Context) error {
+	h, ok := ctx.Value(holderKey{}).(*holder)
+	if !ok {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failure
 }
 
 // served is one request of the server's being answered.
@@ -196,10 +212,20 @@ func (g *gate) response(m *jsonrpc.Response, n int64) jsonrpc.Message {
 	if !ok || ctx.Err() != nil {
 		return nil // nobody waits for it: the session would drop it too
 	}
+	h, _ := ctx.Value(holderKey{}).(*holder)
 	if err := g.b.take(n, "the response to a request"); err != nil {
-		return &jsonrpc.Response{ID: m.ID, Error: err}
+		m, n = &jsonrpc.Response{ID: m.ID, Error: err}, 0
 	}
-	if h, ok := ctx.Value(holderKey{}).(*holder); ok {
+	var wire *jsonrpc.Error
+	if h != nil && m.Error != nil && !errors.As(m.Error, &wire) {
+		h.mu.Lock()
+		h.failure = m.Error
+		h.mu.Unlock()
+	}
+	if n == 0 {
+		return m
+	}
+	if h != nil {
 		h.mu.Lock()
 		released := h.released
 		if !released {

@@ -83,9 +83,16 @@ type Config struct {
 	// Logger receives the session's logs and the server's stderr (at debug level).
 	// Default: discard.
 	Logger hclog.Logger
+
+	// notReadingGrace, when set (by tests: export_test.go), replaces the constant
+	// of that name.
+	notReadingGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
+	if c.notReadingGrace <= 0 {
+		c.notReadingGrace = notReadingGrace
+	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 30 * time.Second
 	}
@@ -138,7 +145,8 @@ func (e *StartError) Unwrap() error { return e.Err }
 // response it was fails with this error (an operational error, never a tool result).
 type MessageTooLargeError struct {
 	Server string
-	// Size is the message's size in bytes; Limit is the cap in force.
+	// Size is the message's size in bytes (of a remote server's JSON reply, what
+	// the host read of it: it reads no further); Limit is the cap in force.
 	Size, Limit int64
 }
 

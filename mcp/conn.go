@@ -46,9 +46,11 @@ func (t transport) Connect(context.Context) (gomcp.Connection, error) { return t
 type conn struct {
 	server string
 	limit  int
-	grace  time.Duration    // notReadingGrace, shorter in tests
-	log    *loglimit.Logger // the server's log budget: what it prints must not flood the host's log
-	gate   *gate
+	grace  time.Duration // notReadingGrace, shorter in tests
+	// finishWritten, if set (by tests), is called by finish once its write returned.
+	finishWritten func()
+	log           *loglimit.Logger // the server's log budget: what it prints must not flood the host's log
+	gate          *gate
 
 	w *os.File
 	// wsem is held by the one writing to w: a semaphore rather than a mutex, so
@@ -69,7 +71,7 @@ type conn struct {
 	closeOnce sync.Once
 	err       error         // why the host closed the connection, set before closed is closed; nil: Close
 	ended     chan struct{} // closed when the server's stdout ended, before Read reports it
-	done      chan struct{} // closed when the reader and writer goroutines have returned
+	done      chan struct{} // closed when the reader, the writer and finish have returned
 
 	queue []jsonrpc.Message // the rest of a batch; only Read touches it
 }
@@ -104,6 +106,10 @@ func newConn(server string, limit int, log *loglimit.Logger, g *gate, w *os.File
 		defer close(c.done)
 		c.readLoop(r)
 		<-writeDone
+		// The connection is closed (the writer ends only then), so no write can
+		// begin any more; taking the writer's turn for good waits for the one
+		// holding it, finish included (closing w ended its write).
+		c.wsem <- struct{}{}
 	}()
 	return c
 }
@@ -210,24 +216,33 @@ func (c *conn) skip(line []byte, err error) {
 // oversized turns a drained message into what the session should see: an error
 // response for its id when it was a response, nothing otherwise.
 func (c *conn) oversized(o *oversize) []jsonrpc.Message {
-	tooLarge := &MessageTooLargeError{Server: c.server, Size: o.size, Limit: int64(c.limit)}
-	s := &o.scan
+	msg := discarded(c.log, &MessageTooLargeError{Server: c.server, Size: o.size, Limit: int64(c.limit)}, &o.scan)
+	if msg == nil {
+		return nil
+	}
+	return []jsonrpc.Message{msg}
+}
+
+// discarded is what the session sees of a message the host read without keeping
+// (s scanned it) for reason: an error response carrying reason when it was a
+// response with an id, else nothing; either way it is logged.
+func discarded(logs *loglimit.Logger, reason error, s *idScanner) jsonrpc.Message {
 	if s.method || !s.response || s.id == nil {
-		c.log.Log(hclog.Error, "discarded an oversized message that is not a response", "error", tooLarge, "method", s.method, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a message that is not a response", "error", reason, "method", s.method, "id", string(s.id))
 		return nil
 	}
 	var raw any
 	if err := json.Unmarshal(s.id, &raw); err != nil {
-		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a response with an unreadable id", "error", reason, "id", string(s.id))
 		return nil
 	}
 	id, err := jsonrpc.MakeID(raw)
 	if err != nil {
-		c.log.Log(hclog.Error, "discarded an oversized response with an unreadable id", "error", tooLarge, "id", string(s.id))
+		logs.Log(hclog.Error, "discarded a response with an unreadable id", "error", reason, "id", string(s.id))
 		return nil
 	}
-	c.log.Log(hclog.Warn, "discarded an oversized response", "error", tooLarge)
-	return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: tooLarge}}
+	logs.Log(hclog.Warn, "discarded a response", "error", reason)
+	return &jsonrpc.Response{ID: id, Error: reason}
 }
 
 // admit passes msgs through the gate, queueing its replies, and returns what is
@@ -422,6 +437,9 @@ func (c *conn) finish(rest []byte, size int) {
 	c.w.SetWriteDeadline(time.Now().Add(c.grace))
 	n, err := c.w.Write(rest)
 	c.w.SetWriteDeadline(time.Time{})
+	if c.finishWritten != nil {
+		c.finishWritten()
+	}
 	if err != nil {
 		c.closeWith(&StdinStalledError{Server: c.server, Written: size - len(rest) + n, Size: size, Waited: c.grace})
 	}

@@ -49,7 +49,7 @@
 // while the session carries on. Non-JSON lines on a server's stdout are logged
 // (within the server's log budget) and skipped.
 //
-// Every message of a stdio server passes one counting point, its gate (budget.go),
+// Every message of a server passes one counting point, its gate (budget.go),
 // so the bytes of its messages the host holds at once stay within
 // Config.MaxHeldBytes whatever it sends: a response is held until its request's
 // context ends, and past the budget its request fails with a *BudgetError; the
@@ -59,7 +59,8 @@
 // a bounded queue a writer empties, so a server that stops reading cannot stall
 // the reading of the responses to the host's calls, and one that reads none of
 // them for a while is disconnected with a *NotReadingError. A remote server's
-// messages are not gated (the go-sdk's connection cannot be wrapped).
+// messages are gated below the go-sdk, in the HTTP link (remotegate.go): the
+// go-sdk's connection cannot be wrapped.
 //
 // # Results
 //
@@ -108,8 +109,20 @@
 // server did: *AuthRequiredError (401/403: no token, token refused, refresh
 // failed, with the login command to run), *RemoteError (an HTML page, another
 // content type, an error status), or the network error; each inside a *StartError
-// naming the server and URL. The SDK bounds one event at Config.MaxMessageBytes;
-// past it the session ends (no per-message recovery as on stdio).
+// naming the server and URL.
+//
+// A remote server is held to a stdio server's limits (remotegate.go): each
+// message, in a JSON reply or an SSE event, to Config.MaxMessageBytes (a JSON
+// reply past it, gzipped or not, is read no further; an event past it is read
+// past without being kept; either way only the call it answers fails); what the
+// host holds of its messages, the message being read included, to
+// Config.MaxHeldBytes; its requests to 16 being answered at once, the gate's
+// refusals POSTed back by one goroutine (64 waiting at most, then dropped). A
+// stream ends once it has answered its call; a reply that is not a success is
+// read to 64 KiB at most; an SSE retry field cannot ask for a reconnection
+// sooner than a second; a reply's headers are bounded (on the host's own
+// transport); and nothing is sent outside the origin of the server's URL (a
+// redirect, an HTTP+SSE message endpoint elsewhere): *OriginError.
 //
 // # Authorization
 //

@@ -132,6 +132,7 @@ func (inst *Instance) start(ctx context.Context) error {
 		}
 		inst.proc = proc
 		inst.conn = newConn(cfg.Name, cfg.MaxMessageBytes, inst.logs, inst.gate, proc.Stdin, proc.Stdout)
+		inst.conn.grace = cfg.notReadingGrace
 	}
 	// Deferred first, so it runs last: the process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
@@ -364,6 +365,7 @@ func (inst *Instance) stop(ctx context.Context) error {
 		if inst.link != nil {
 			inst.link.close()
 		}
+		inst.gate.ended()
 		return nil
 	}
 	closed := make(chan struct{})
@@ -549,6 +551,9 @@ func (inst *Instance) list(ctx context.Context) ([]*gomcp.Tool, []error, error) 
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, context.Cause(ctx)
+			}
+			if failure := heldFailure(ctx); failure != nil {
+				return nil, nil, failure
 			}
 			return nil, nil, err
 		}
@@ -736,6 +741,9 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		res, err := inst.session.CallTool(callCtx, params)
 		inst.removeSink(token, sink)
 		if err != nil {
+			if failure := heldFailure(callCtx); failure != nil {
+				err = failure // over HTTP its type did not cross the session
+			}
 			var tooLarge *MessageTooLargeError
 			var overBudget *BudgetError
 			var notReading *NotReadingError

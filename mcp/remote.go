@@ -14,6 +14,8 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
+
+	"github.com/toolhost/toolhost/internal/loglimit"
 )
 
 // The values of Remote.Transport.
@@ -161,26 +163,58 @@ type reply struct {
 	contentType string
 }
 
-// httpLink is a remote server's HTTP side for one generation: it sets the
-// configured headers and the stored bearer token on each request and remembers
-// the latest reply that was not a success, to explain a failed connection.
+// httpLink is a remote server's HTTP side for one generation: it keeps the
+// session at the origin of the server's URL, sets the configured headers and the
+// stored bearer token on each request, passes every message both ways through
+// the server's gate (remotegate.go), and remembers the latest reply that was not
+// a success, to explain a failed connection.
 type httpLink struct {
+	server  string
+	origin  *url.URL
+	limit   int           // Config.MaxMessageBytes
+	grace   time.Duration // how long one POST of the gate's answers may take: notReadingGrace
+	gate    *gate
+	logs    *loglimit.Logger
 	base    http.RoundTripper
 	own     *http.Transport // closed with the generation when it is ours
 	headers map[string]string
 	tokens  oauth2.TokenSource // nil: no stored token
 
-	mu       sync.Mutex
-	bad      *reply
-	tokenErr error
+	mu        sync.Mutex
+	bad       *reply
+	tokenErr  error
+	elsewhere *OriginError // the latest request refused for its origin
+
+	// The gate's answers to refused requests (answer): where they go, those
+	// queued, whether answerLoop runs, and the link's closing.
+	amu       sync.Mutex
+	target    *answerTarget
+	answers   [][]byte
+	dropped   int // answers dropped since the queue was last empty
+	answering bool
+	aclosed   bool
+	awg       sync.WaitGroup
+	actx      context.Context
+	acancel   context.CancelFunc
 }
 
-func newHTTPLink(cfg Config) (*httpLink, error) {
-	l := &httpLink{headers: cfg.Headers}
+// maxResponseHeaderBytes bounds the headers of a remote server's reply on a
+// transport of the host's own (a session id among them is sent back on every
+// request).
+const maxResponseHeaderBytes = 256 << 10
+
+func newHTTPLink(cfg Config, g *gate, logs *loglimit.Logger) (*httpLink, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	l := &httpLink{server: cfg.Name, origin: u, limit: cfg.MaxMessageBytes, grace: cfg.notReadingGrace, gate: g, logs: logs, headers: cfg.Headers}
+	l.actx, l.acancel = context.WithCancel(context.Background())
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		l.base = cfg.HTTPClient.Transport
 	} else {
 		l.own = http.DefaultTransport.(*http.Transport).Clone()
+		l.own.MaxResponseHeaderBytes = maxResponseHeaderBytes
 		l.base = l.own
 	}
 	ts, err := storedTokenSource(cfg, &http.Client{Transport: l.base})
@@ -195,6 +229,16 @@ func (l *httpLink) client() *http.Client { return &http.Client{Transport: l} }
 
 // RoundTrip implements http.RoundTripper.
 func (l *httpLink) RoundTrip(req *http.Request) (*http.Response, error) {
+	if origin(req.URL) != origin(l.origin) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		err := &OriginError{Server: l.server, URL: RedactURL(req.URL.String()), Origin: RedactURL(l.origin.Scheme + "://" + l.origin.Host)}
+		l.mu.Lock()
+		l.elsewhere = err
+		l.mu.Unlock()
+		return nil, err
+	}
 	req = req.Clone(req.Context())
 	for k, v := range l.headers {
 		req.Header.Set(k, v)
@@ -212,14 +256,32 @@ func (l *httpLink) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		tok.SetAuthHeader(req)
 	}
+	msg := noted(req)
+	written := func() {}
+	if msg != nil {
+		written = l.gate.sent(req.Context(), msg)
+		l.amu.Lock()
+		l.target = &answerTarget{url: req.URL.String(), session: req.Header.Get("Mcp-Session-Id"), protocol: req.Header.Get("Mcp-Protocol-Version")}
+		l.amu.Unlock()
+	}
 	resp, err := l.base.RoundTrip(req)
-	if err == nil && !l.fine(req, resp) {
-		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	written()
+	if err != nil {
+		return nil, err
+	}
+	if !l.fine(req, resp) {
 		l.mu.Lock()
-		l.bad = &reply{method: req.Method, status: resp.StatusCode, contentType: ct}
+		l.bad = &reply{method: req.Method, status: resp.StatusCode, contentType: mediaType(resp.Header.Get("Content-Type"))}
 		l.mu.Unlock()
 	}
-	return resp, err
+	resp.Body = l.gated(req, resp, msg)
+	return resp, nil
+}
+
+// mediaType is a Content-Type's media type, "" when there is none.
+func mediaType(ct string) string {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt
 }
 
 // fine reports whether a reply is what an MCP transport expects: a success whose
@@ -229,7 +291,7 @@ func (l *httpLink) fine(req *http.Request, resp *http.Response) bool {
 		// 405 to the optional standalone GET is part of the protocol.
 		return req.Method == http.MethodGet && resp.StatusCode == http.StatusMethodNotAllowed
 	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mediaType(resp.Header.Get("Content-Type"))
 	return ct == "" || ct == "application/json" || ct == "text/event-stream" || resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent
 }
 
@@ -245,7 +307,9 @@ func (l *httpLink) reset() {
 	l.mu.Unlock()
 }
 
+// close stops the link's own goroutine and closes its idle connections.
 func (l *httpLink) close() {
+	l.closeAnswers()
 	if l.own != nil {
 		l.own.CloseIdleConnections()
 	}
@@ -256,14 +320,16 @@ func (l *httpLink) close() {
 // 403), explaining a failure by what the server answered.
 func (inst *Instance) connectRemote(ctx context.Context, client *gomcp.Client) (*gomcp.ClientSession, error) {
 	cfg := inst.cfg
-	link, err := newHTTPLink(cfg)
+	link, err := newHTTPLink(cfg, inst.gate, inst.logs)
 	if err != nil {
 		return nil, err
 	}
 	inst.link = link
 	hc := link.client()
-	streamable := &gomcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxEventSize: cfg.MaxMessageBytes}
-	sse := &gomcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxEventSize: cfg.MaxMessageBytes}
+	// The link caps each message; the SDK reads an event's data with the fields
+	// the link writes around it.
+	streamable := &gomcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxEventSize: cfg.MaxMessageBytes + eventSlack}
+	sse := &gomcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxEventSize: cfg.MaxMessageBytes + eventSlack}
 	switch cfg.Transport {
 	case TransportStreamable:
 		inst.transport = TransportStreamable
@@ -337,6 +403,13 @@ func (inst *Instance) explain(err error) error {
 		return nil
 	}
 	cfg := inst.cfg
+	inst.link.mu.Lock()
+	refused := inst.link.elsewhere
+	inst.link.mu.Unlock()
+	var origin *OriginError
+	if refused != nil && !errors.As(err, &origin) {
+		return refused // the SDK passes the refusal on as text only
+	}
 	bad, tokenErr := inst.link.lastBad()
 	hint := cfg.LoginHint
 	if hint == "" {

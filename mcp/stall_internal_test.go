@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,9 @@ import (
 // stallHarness is a conn whose server's stdout stays silent and whose stdin the
 // test reads, or not.
 type stallHarness struct {
-	c    *conn
-	sink *os.File // the server's stdin, read end
+	c      *conn
+	sink   *os.File // the server's stdin, read end
+	stdout *os.File // the server's stdout, write end
 }
 
 func newStallHarness(t *testing.T, grace time.Duration) *stallHarness {
@@ -47,7 +49,7 @@ func newStallHarness(t *testing.T, grace time.Duration) *stallHarness {
 		r.Close()
 		logs.Close()
 	})
-	return &stallHarness{c: c, sink: sink}
+	return &stallHarness{c: c, sink: sink, stdout: w}
 }
 
 // call writes a tools/call request of id, larger than a pipe holds, under ctx.
@@ -129,4 +131,48 @@ func TestACallEndedPartWayLeavesAWholeMessage(t *testing.T) {
 		t.Errorf("the connection was closed: %v", h.c.err)
 	default:
 	}
+}
+
+// TestClosingWaitsForTheCutMessage: the goroutine finishing a message cut short
+// does not outlive the connection: done is closed only once it has returned.
+// Here finish is held after its write (which closing the connection ended) until
+// the goroutine that closes done is seen waiting for it, or done is closed.
+func TestClosingWaitsForTheCutMessage(t *testing.T) {
+	h := newStallHarness(t, time.Minute)
+	proceed := make(chan struct{})
+	h.c.finishWritten = func() { <-proceed }
+	first, cancelFirst := context.WithCancel(t.Context())
+	firstDone := h.call(first, "first", 256<<10)
+	h.waitStarted(t)
+	cancelFirst()
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call whose message was cut short: %v, want context.Canceled", err)
+	}
+	h.stdout.Close() // the server's stdout ends, then the host closes
+	h.c.Close()
+	closed := func() bool {
+		select {
+		case <-h.c.done:
+			return true
+		default:
+			return false
+		}
+	}
+	proctest.Until(t, func() bool { return closed() || waitingFor(t, "mcp.newConn.func2", "chan send") })
+	if closed() {
+		t.Error("done was closed while finish still ran")
+	}
+	close(proceed)
+	<-h.c.done
+}
+
+// waitingFor reports whether a goroutine running fn is in state.
+func waitingFor(t *testing.T, fn, state string) bool {
+	buf := make([]byte, 1<<20)
+	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, fn+"(") && strings.Contains(g, "["+state) {
+			return true
+		}
+	}
+	return false
 }
