@@ -46,7 +46,7 @@ func TestGatedEventStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "id: 1\nretry: 1000\n\n" +
+	want := "id: 1\nretry: 100\n\n" +
 		"id: 3\nretry: 5000\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"ping\"}\n\n"
 	if string(got) != want {
 		t.Errorf("the SDK reads\n%q\nwant\n%q", got, want)
