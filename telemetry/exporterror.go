@@ -22,7 +22,7 @@ import (
 type ExportError struct {
 	Signal   string // "TRACES" or "METRICS", as in OTEL_TRACES_EXPORTER
 	Spans    int    // how many spans were lost; 0 when not known, or for metrics
-	Endpoint string // where they were sent
+	Endpoint string // where they were sent; "" when not over OTLP
 	Err      error
 }
 
@@ -35,6 +35,9 @@ func (e *ExportError) Error() string {
 		what = fmt.Sprintf("%d spans", e.Spans)
 	case e.Signal == "TRACES":
 		what = "spans"
+	}
+	if e.Endpoint == "" { // not OTLP: the console
+		return fmt.Sprintf("telemetry: %s not exported: %s", what, exportReason(e.Err))
 	}
 	return fmt.Sprintf("telemetry: %s not exported to %s: %s; check that an OTLP receiver listens there (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL), or set OTEL_%s_EXPORTER=none",
 		what, e.Endpoint, exportReason(e.Err), e.Signal)
