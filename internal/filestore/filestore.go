@@ -79,18 +79,19 @@ func (l *Locked) Read() ([]byte, error) {
 
 // Write replaces the file's contents with data, atomically and durably: a
 // temporary file in the same directory with mode perm, synced, renamed over the
-// file, then the directory synced. On failure the file is as it was and no
-// temporary file is left.
+// file, then the directory synced. On failure the error is a *WriteError; unless
+// its Replaced is true the file is as it was, and no temporary file is left.
 func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
 	dir := filepath.Dir(l.path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(l.path)+".*.tmp")
 	if err != nil {
-		return err
+		return &WriteError{Path: l.path, Err: err}
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
+			err = &WriteError{Path: l.path, Err: err}
 		}
 	}()
 	if err := tmp.Chmod(perm); err != nil {
@@ -108,7 +109,62 @@ func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
 	if err := os.Rename(tmp.Name(), l.path); err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	if err := SyncDir(dir); err != nil {
+		return &WriteError{Path: l.path, Replaced: true, Err: err}
+	}
+	return nil
+}
+
+// WriteError reports a Write that failed. Unless Replaced, the file holds what it
+// held before. Its message names the file and says what to do; Unwrap gives the
+// cause, so errors.Is sees syscall.ENOSPC and the like.
+type WriteError struct {
+	Path string
+	// Replaced is true when the new contents were renamed into place but the
+	// directory could not be synced: they may not survive a crash of the system.
+	Replaced bool
+	Err      error
+}
+
+func (e *WriteError) Error() string {
+	if e.Replaced {
+		return fmt.Sprintf("write %s: written, but syncing its directory failed: %v; it may not survive a crash%s", e.Path, cause(e.Err), remedy(e.Err))
+	}
+	return fmt.Sprintf("write %s: %v; the file is unchanged%s", e.Path, cause(e.Err), remedy(e.Err))
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// cause is err without the path of a temporary file, which the caller's message
+// names better.
+func cause(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
+}
+
+// remedy says what to do about err, a file system's error, starting with ": "
+// when there is something to say.
+func remedy(err error) string {
+	switch {
+	case errors.Is(err, errNoSpace):
+		return ": free space on its file system and try again"
+	case errors.Is(err, errQuota):
+		return ": the disk quota is used up; free space within it and try again"
+	case errors.Is(err, errReadOnly):
+		return ": its file system is read-only"
+	case errors.Is(err, fs.ErrPermission):
+		return ": check the permissions of its directory"
+	case errors.Is(err, errIO):
+		return ": the device reported an I/O error; check it before trusting the file"
+	}
+	return ""
 }
 
 // removeTemps removes the temporary files (or directories) of the path; the lock
@@ -134,7 +190,8 @@ func (l *Locked) removeTemps() ([]string, error) {
 // (nil when it does not exist) and returns the new contents, written as Write
 // writes them with mode perm. When fn returns an error nothing is written and
 // Update returns it as is; when fn returns ErrUnchanged nothing is written and
-// Update returns nil. Errors of Update's own name the file.
+// Update returns nil. Errors of Update's own name the file; a failed write is a
+// *WriteError.
 func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) error {
 	l, err := Lock(path)
 	if err != nil {
@@ -152,10 +209,7 @@ func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) 
 	if err != nil {
 		return err
 	}
-	if err := l.Write(data, perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return l.Write(data, perm)
 }
 
 // ErrUnchanged, returned by Update's fn, leaves the file as it is.

@@ -37,3 +37,11 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// The errors remedy knows.
+var (
+	errNoSpace  error = syscall.ENOSPC
+	errQuota    error = syscall.EDQUOT
+	errReadOnly error = syscall.EROFS
+	errIO       error = syscall.EIO
+)

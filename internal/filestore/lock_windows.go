@@ -29,3 +29,11 @@ func TryLockFile(f *os.File) (bool, error) {
 // SyncDir does nothing on Windows, where a directory cannot be synced; a rename
 // there is made durable by the file system's journal.
 func SyncDir(string) error { return nil }
+
+// The errors remedy knows.
+var (
+	errNoSpace  error = windows.ERROR_DISK_FULL
+	errQuota    error = windows.ERROR_DISK_QUOTA_EXCEEDED
+	errReadOnly error = windows.ERROR_WRITE_PROTECT
+	errIO       error = windows.ERROR_IO_DEVICE
+)
