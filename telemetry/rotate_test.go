@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolhost/toolhost/internal/disktest"
 )
 
 // TestRotationSharedByWriters has two audit logs on one directory, as two toolhost
@@ -84,5 +87,64 @@ func TestRotationSharedByWriters(t *testing.T) {
 	old, _ := filepath.Glob(filepath.Join(dir, "audit-*.jsonl"))
 	if len(old) != 2 {
 		t.Errorf("%d rotated files kept, want 2", len(old))
+	}
+}
+
+// TestAuditDiskFullLeavesNoTornLine fills the disk under an audit trail while lines
+// are written: the lines that could not be written are lost (and said so), but no
+// line is torn or glued to another, and writing resumes once space is back.
+func TestAuditDiskFullLeavesNoTornLine(t *testing.T) {
+	disktest.Run(t, 64<<10, func(t *testing.T, d *disktest.Disk) {
+		dir := filepath.Join(d.Dir, "audit")
+		a, err := openAudit(dir, 1<<20, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		pad := strings.Repeat("p", 300) // a line crosses a page's end now and then
+		a.write(map[string]string{"id": "first", "pad": pad})
+		d.Fill(t)
+		for i := range 40 {
+			a.write(map[string]string{"id": fmt.Sprintf("full-%d", i), "pad": pad})
+		}
+		if !a.failed {
+			t.Fatal("no write failed on a full disk")
+		}
+		d.Free(t)
+		for i := range 5 {
+			a.write(map[string]string{"id": fmt.Sprintf("after-%d", i), "pad": pad})
+		}
+		data, err := os.ReadFile(filepath.Join(dir, auditFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for line := range strings.Lines(string(data)) {
+			var l map[string]string
+			if err := json.Unmarshal([]byte(line), &l); err != nil || !strings.HasSuffix(line, "\n") {
+				t.Errorf("a torn line %.60q...: %v", line, err)
+				continue
+			}
+			seen[l["id"]] = true
+		}
+		for _, id := range []string{"first", "after-0", "after-4"} {
+			if !seen[id] {
+				t.Errorf("line %s is missing", id)
+			}
+		}
+	})
+}
+
+// BenchmarkAuditWrite appends settlement-sized lines to an audit trail (no
+// rotation): the cost of one line, lock and write.
+func BenchmarkAuditWrite(b *testing.B) {
+	a, err := openAudit(b.TempDir(), 1<<40, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	line := map[string]string{"event": "settlement", "pad": strings.Repeat("p", 400)}
+	for b.Loop() {
+		a.write(line)
 	}
 }

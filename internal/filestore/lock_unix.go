@@ -19,6 +19,11 @@ func LockFile(f *os.File) error {
 	}
 }
 
+// UnlockFile releases the lock LockFile took on f, which stays open.
+func UnlockFile(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
 // TryLockFile is LockFile without waiting: false when another holds the lock.
 func TryLockFile(f *os.File) (bool, error) {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)

@@ -16,6 +16,12 @@ func LockFile(f *os.File) error {
 	return windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK, 0, 1, 0, &ol)
 }
 
+// UnlockFile releases the lock LockFile took on f, which stays open.
+func UnlockFile(f *os.File) error {
+	var ol windows.Overlapped
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, &ol)
+}
+
 // TryLockFile is LockFile without waiting: false when another holds the lock.
 func TryLockFile(f *os.File) (bool, error) {
 	var ol windows.Overlapped
