@@ -34,6 +34,7 @@ func tempPattern(path string) string {
 // Locked is a held lock of one file (see Lock). Unlock releases it.
 type Locked struct {
 	path    string
+	policy  Policy
 	f       *os.File
 	removed []string // the temporary files Lock removed
 }
@@ -68,13 +69,11 @@ func (l *Locked) Unlock() error {
 	return l.f.Close() // closing the last descriptor releases the lock
 }
 
-// Read returns the file's contents, or nil and no error when it does not exist.
+// Read returns the file's contents, or nil and no error when it does not exist; a
+// file the lock's Policy refuses (see Policy.Lock; Lock's is the zero Policy) is a
+// *FileError.
 func (l *Locked) Read() ([]byte, error) {
-	data, err := os.ReadFile(l.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return data, err
+	return l.policy.ReadFile(l.path)
 }
 
 // Write replaces the file's contents with data, atomically and durably: a
@@ -191,16 +190,19 @@ func (l *Locked) removeTemps() ([]string, error) {
 // writes them with mode perm. When fn returns an error nothing is written and
 // Update returns it as is; when fn returns ErrUnchanged nothing is written and
 // Update returns nil. Errors of Update's own name the file; a failed write is a
-// *WriteError.
+// *WriteError, a file the zero Policy refuses a *FileError (see Policy.Update).
 func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) error {
-	l, err := Lock(path)
-	if err != nil {
+	return Policy{}.Update(path, perm, fn)
+}
+
+// update is Update under the held lock.
+func (l *Locked) update(perm fs.FileMode, fn func(old []byte) ([]byte, error)) error {
+	old, err := l.Read()
+	if errors.Is(err, ErrRefused) {
 		return err
 	}
-	defer l.Unlock()
-	old, err := l.Read()
 	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %s: %w", l.path, err)
 	}
 	data, err := fn(old)
 	if errors.Is(err, ErrUnchanged) {
