@@ -1,0 +1,75 @@
+//go:build unix
+
+package permission_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolhost/toolhost/internal/filestore"
+	"github.com/toolhost/toolhost/permission"
+)
+
+// grantAll is a well-formed approvals file that allows everything.
+const grantAll = `{"version": 1, "approvals": [{"action": "*", "resource": "*"}]}`
+
+// TestPlantedStateFileGrantsNothing: an approvals file that toolhost would not
+// have written — a link to a file elsewhere, one in a directory others may write
+// (they could have planted it), a huge one — is refused with a *StateError naming
+// it and what to do, however well-formed what it holds, and nothing is granted.
+func TestPlantedStateFileGrantsNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, dir, state string)
+		says  string
+	}{
+		{"LinkToAFileElsewhere", func(t *testing.T, dir, state string) {
+			outside := filepath.Join(t.TempDir(), "approvals.json")
+			writeFile(t, outside, grantAll)
+			if err := os.Symlink(outside, state); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"DirectoryOthersMayWrite", func(t *testing.T, dir, state string) {
+			writeFile(t, state, grantAll)
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, "writable by others"},
+		{"Huge", func(t *testing.T, dir, state string) {
+			writeFile(t, state, grantAll)
+			f, err := os.OpenFile(state, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			// Spaces after the document: still one JSON document, 32 MiB of it.
+			if _, err := f.WriteAt([]byte(" "), 32<<20); err != nil {
+				t.Fatal(err)
+			}
+		}, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "permissions")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(dir, "approvals.json")
+			tt.plant(t, dir, state)
+			s, err := permission.New(permission.Options{StateFile: state})
+			if s != nil {
+				defer s.Close()
+				t.Fatalf("New over a planted file: a Service that evaluates read on x as %q", s.Evaluate("read", []string{"x"}))
+			}
+			var se *permission.StateError
+			if !errors.As(err, &se) || !errors.Is(err, filestore.ErrRefused) || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), dir) {
+				t.Fatalf("New = %v; want a *StateError saying %q of %s", err, tt.says, dir)
+			}
+			t.Log(err)
+		})
+	}
+}
