@@ -46,7 +46,7 @@ func TestPlantedStateFileGrantsNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			// Spaces after the document: still one JSON document, 32 MiB of it.
+			// 32 MiB: the document, then a hole.
 			if _, err := f.WriteAt([]byte(" "), 32<<20); err != nil {
 				t.Fatal(err)
 			}
