@@ -141,9 +141,13 @@ func openAudit(dir string, maxBytes int64, keep int) (*auditLog, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("telemetry: audit directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, auditLock), os.O_RDWR|os.O_CREATE, 0o600)
+	// Others who may write the directory could plant a link where a line goes.
+	if err := filestore.CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("telemetry: audit directory: %w", err)
+	}
+	lock, err := openNoLink(filepath.Join(dir, auditLock), os.O_RDWR|os.O_CREATE)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: audit trail: %w", err)
+		return nil, err
 	}
 	a := &auditLog{dir: dir, maxBytes: maxBytes, keep: keep, lock: lock, end: -1}
 	f, err := a.open()
@@ -157,8 +161,17 @@ func openAudit(dir string, maxBytes int64, keep int) (*auditLog, error) {
 
 func (a *auditLog) open() (*os.File, error) {
 	// Read too: an append looks at the file's last byte (see appendLocked).
-	f, err := os.OpenFile(filepath.Join(a.dir, auditFile), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	return openNoLink(filepath.Join(a.dir, auditFile), os.O_RDWR|os.O_APPEND|os.O_CREATE)
+}
+
+// openNoLink opens a file of the audit trail (mode 0600 when made) unless it is a
+// symbolic link, which the trail never writes through.
+func openNoLink(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|filestore.NoFollow, 0o600)
 	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("telemetry: audit trail: %s is a symbolic link, which the audit trail never writes through; remove it", path)
+		}
 		return nil, fmt.Errorf("telemetry: audit trail: %w", err)
 	}
 	return f, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +147,60 @@ func BenchmarkAuditWrite(b *testing.B) {
 	line := map[string]string{"event": "settlement", "pad": strings.Repeat("p", 400)}
 	for b.Loop() {
 		a.write(line)
+	}
+}
+
+// TestAuditRefusesPlantedLinks: the audit trail never appends through a link
+// planted in place of its file, nor opens in a directory others may write (where
+// one could be planted later); each is an error naming it.
+func TestAuditRefusesPlantedLinks(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("links and modes are Unix's")
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, dir, outside string)
+		says  string
+	}{
+		{"LinkAsTheFile", func(t *testing.T, dir, outside string) {
+			if err := os.Symlink(outside, filepath.Join(dir, auditFile)); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"LinkAsTheLock", func(t *testing.T, dir, outside string) {
+			if err := os.Symlink(outside, filepath.Join(dir, auditLock)); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"DirectoryOthersMayWrite", func(t *testing.T, dir, outside string) {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, "writable by others"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "audit")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			outside := filepath.Join(t.TempDir(), "profile")
+			if err := os.WriteFile(outside, []byte("# someone's file\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, dir, outside)
+			a, err := openAudit(dir, 1<<20, 8)
+			if err == nil {
+				a.write(map[string]string{"event": "settlement"})
+				a.Close()
+				t.Fatal("openAudit opened the trail")
+			}
+			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), dir) {
+				t.Errorf("openAudit = %v; want an error naming %s saying %q", err, dir, tc.says)
+			}
+			t.Log(err)
+			if data, _ := os.ReadFile(outside); string(data) != "# someone's file\n" {
+				t.Errorf("the file outside now holds %q", data)
+			}
+		})
 	}
 }
