@@ -204,3 +204,26 @@ func TestAuditRefusesPlantedLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditEndsALineTornByAKilledWriter: a line a process was killed writing (its
+// first half on disk, no newline) does not swallow the next process's first line.
+func TestAuditEndsALineTornByAKilledWriter(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, auditFile), []byte(`{"id":"whole"}`+"\n"+`{"id":"to`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openAudit(dir, 1<<20, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.write(map[string]string{"id": "next"})
+	a.write(map[string]string{"id": "last"})
+	a.Close()
+	data, err := os.ReadFile(filepath.Join(dir, auditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":"whole"}` + "\n" + `{"id":"to` + "\n" + `{"id":"next"}` + "\n" + `{"id":"last"}` + "\n"; string(data) != want {
+		t.Errorf("the trail holds %q, want %q", data, want)
+	}
+}
