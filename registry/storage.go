@@ -44,9 +44,9 @@ type StorageError struct {
 
 func (e *StorageError) Error() string {
 	if e.Path == "" {
-		return "registry: output storage: " + e.Op + ": " + e.Err.Error()
+		return "registry: output storage: " + e.Op + ": " + e.Err.Error() + filestore.Remedy(e.Err)
 	}
-	return "registry: output storage: " + e.Op + " " + e.Path + ": " + e.Err.Error()
+	return "registry: output storage: " + e.Op + " " + e.Path + ": " + e.Err.Error() + filestore.Remedy(e.Err)
 }
 
 func (e *StorageError) Unwrap() error { return e.Err }
@@ -404,7 +404,8 @@ func (q quota) retain(src io.WriterTo) (path string, err error) {
 				err = errors.Join(err, rerr)
 			}
 			f.Close()
-			err = &StorageError{Op: "retain", Path: path, Err: err}
+			// Named by its directory: neither file is left.
+			err = &StorageError{Op: "retain", Path: s.dir, Err: err}
 		}
 	}()
 	w := &quotaWriter{q: q, f: f}

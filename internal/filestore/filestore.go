@@ -127,9 +127,9 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	if e.Replaced {
-		return fmt.Sprintf("write %s: written, but syncing its directory failed: %v; it may not survive a crash%s", e.Path, cause(e.Err), remedy(e.Err))
+		return fmt.Sprintf("write %s: written, but syncing its directory failed: %v; it may not survive a crash%s", e.Path, cause(e.Err), Remedy(e.Err))
 	}
-	return fmt.Sprintf("write %s: %v; the file is unchanged%s", e.Path, cause(e.Err), remedy(e.Err))
+	return fmt.Sprintf("write %s: %v; the file is unchanged%s", e.Path, cause(e.Err), Remedy(e.Err))
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
@@ -148,9 +148,10 @@ func cause(err error) error {
 	return err
 }
 
-// remedy says what to do about err, a file system's error, starting with ": "
-// when there is something to say.
-func remedy(err error) string {
+// Remedy says what to do about err, a file system's error (a full disk, a quota,
+// a read-only file system, a permission, an I/O error), starting with ": "; ""
+// when it has nothing to say.
+func Remedy(err error) string {
 	switch {
 	case errors.Is(err, errNoSpace):
 		return ": free space on its file system and try again"

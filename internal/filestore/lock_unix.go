@@ -43,7 +43,7 @@ func SyncDir(dir string) error {
 	return d.Sync()
 }
 
-// The errors remedy knows.
+// The errors Remedy knows.
 var (
 	errNoSpace  error = syscall.ENOSPC
 	errQuota    error = syscall.EDQUOT

@@ -36,7 +36,7 @@ func TryLockFile(f *os.File) (bool, error) {
 // there is made durable by the file system's journal.
 func SyncDir(string) error { return nil }
 
-// The errors remedy knows.
+// The errors Remedy knows.
 var (
 	errNoSpace  error = windows.ERROR_DISK_FULL
 	errQuota    error = windows.ERROR_DISK_QUOTA_EXCEEDED
