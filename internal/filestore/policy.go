@@ -25,6 +25,11 @@ type Policy struct {
 	Secret bool
 	// MaxBytes is the largest file read; 0 is DefaultMaxBytes.
 	MaxBytes int64
+	// FollowLinks is for files a person edits (a workspace's config), which may
+	// be symbolic links: ReadFile follows them, and still refuses what they lead
+	// to unless it is a regular file (a device such as /dev/zero, a named pipe, a
+	// directory).
+	FollowLinks bool
 }
 
 // DefaultMaxBytes is the largest file a Policy without MaxBytes reads.
@@ -56,7 +61,7 @@ func (p Policy) ReadFile(path string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	f, err := openNoFollow(path)
+	f, err := p.open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -72,7 +77,11 @@ func (p Policy) ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &FileError{Path: path, Problem: fmt.Sprintf("is not a regular file (%s)", kind(fi.Mode())), Remedy: "remove it; the store writes a new file"}
+		what, remedy := "is not a regular file", "remove it; the store writes a new file"
+		if p.FollowLinks {
+			what, remedy = "is not a regular file, nor a link to one", "put a regular file in its place"
+		}
+		return nil, &FileError{Path: path, Problem: fmt.Sprintf("%s (%s)", what, kind(fi.Mode())), Remedy: remedy}
 	}
 	if err := p.checkFile(path, fi); err != nil {
 		return nil, err
@@ -82,6 +91,9 @@ func (p Policy) ReadFile(path string) ([]byte, error) {
 		max = DefaultMaxBytes
 	}
 	tooBig := &FileError{Path: path, Problem: fmt.Sprintf("is larger than the %d bytes this file can be", max), Remedy: "it is not a file toolhost wrote: move it aside"}
+	if p.FollowLinks {
+		tooBig.Remedy = "make it smaller"
+	}
 	if fi.Size() > max {
 		return nil, tooBig
 	}
@@ -93,6 +105,15 @@ func (p Policy) ReadFile(path string) ([]byte, error) {
 		return nil, tooBig
 	}
 	return data, nil
+}
+
+// open opens path for reading, following a link when p says so, and never
+// blocking on a named pipe.
+func (p Policy) open(path string) (*os.File, error) {
+	if p.FollowLinks {
+		return openNonBlock(path)
+	}
+	return openNoFollow(path)
 }
 
 // Lock is the package's Lock for a file of this Policy: when Private, the

@@ -20,6 +20,11 @@ func openNoFollow(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }
 
+// openNonBlock opens path for reading without blocking on a named pipe.
+func openNonBlock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
 // isLoop reports whether err is openNoFollow's refusal of a symbolic link.
 func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) } // EMLINK: FreeBSD
 

@@ -28,6 +28,9 @@ func openNoFollow(path string) (*os.File, error) {
 	return os.Open(path)
 }
 
+// openNonBlock opens path for reading.
+func openNonBlock(path string) (*os.File, error) { return os.Open(path) }
+
 func isLoop(err error) bool { return errors.Is(err, errSymlink) }
 
 // CheckDir checks nothing on Windows, whose access control lists the mode bits
