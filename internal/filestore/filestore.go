@@ -40,17 +40,23 @@ type Locked struct {
 }
 
 // Lock takes the exclusive lock of path, creating its directory (mode 0700 if
-// missing) and lock file, and blocks until it holds it. Then it removes the
+// missing) and lock file, and blocks until it holds it. A symbolic link in the
+// lock file's place is refused (a *FileError). Then it removes the
 // temporary files a writer killed mid-write left (see Clean). The caller must
 // Unlock. Locks taken in one process exclude each other as locks of two
 // processes do.
 func Lock(path string) (*Locked, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w%s", path, err, Remedy(err))
 	}
-	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a link: one planted in the lock file's place would have the
+	// lock create or open a file elsewhere.
+	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE|NoFollow, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		if fi, lerr := os.Lstat(LockPath(path)); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, &FileError{Path: LockPath(path), Problem: "is a symbolic link, not the lock file toolhost makes", Remedy: "remove it"}
+		}
+		return nil, fmt.Errorf("lock %s: %w%s", path, err, Remedy(err))
 	}
 	if err := LockFile(f); err != nil {
 		f.Close()

@@ -142,3 +142,25 @@ func snapshot(t *testing.T, path string) string {
 	}
 	return s
 }
+
+// TestLockRefusesALinkAsItsLockFile: a link planted as the lock file (a
+// repository can hold one beside its plugins.lock.json) is refused, and the
+// file it points to is not created.
+func TestLockRefusesALinkAsItsLockFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plugins.lock.json")
+	elsewhere := filepath.Join(t.TempDir(), "autostart.desktop")
+	if err := os.Symlink(elsewhere, filestore.LockPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	err := filestore.Update(path, 0o644, func([]byte) ([]byte, error) { return []byte("{}"), nil })
+	if !errors.Is(err, filestore.ErrRefused) || !strings.Contains(err.Error(), filestore.LockPath(path)) {
+		t.Fatalf("Update = %v; want the lock file refused", err)
+	}
+	if _, err := os.Lstat(elsewhere); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file the link points to was made: %v", err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file was written: %v", err)
+	}
+}
