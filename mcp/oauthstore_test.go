@@ -14,11 +14,13 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/oauth2"
 
+	"github.com/toolhost/toolhost/internal/disktest"
 	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/internal/oauthtest"
 	"github.com/toolhost/toolhost/mcp"
@@ -441,4 +443,49 @@ func TestTokenFileOthersCouldReach(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTokenStoreOnAFullDisk: a login or a refresh that cannot be stored because
+// the disk is full says so, naming the file and what to do; the stored grant
+// stays whole and readable, no temporary file is left, and the next login once
+// space is back is stored.
+func TestTokenStoreOnAFullDisk(t *testing.T) {
+	disktest.Run(t, 64<<10, func(t *testing.T, d *disktest.Disk) {
+		dir := filepath.Join(d.Dir, "oauth")
+		store := mcp.TokenStore{Dir: dir}
+		grant := func(access string) *mcp.Grant {
+			return &mcp.Grant{Server: tokenServer, ClientID: "c", TokenURL: "https://as.example.test/token",
+				Scopes: []string{strings.Repeat("s", 16<<10)}, // more than the file's last page takes
+				Token:  &oauth2.Token{AccessToken: access, RefreshToken: "refresh-" + access}}
+		}
+		if err := store.Save(tokenServer, grant("first")); err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.Load(tokenServer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Fill(t)
+		err = store.Save(tokenServer, grant("second"))
+		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), store.Path(tokenServer)) || !strings.Contains(err.Error(), "free space") {
+			t.Errorf("Save on a full disk = %v; want ENOSPC naming the file and what to do", err)
+		}
+		next, err := store.Fresh(tokenServer, held, func(*mcp.Grant) (*mcp.Grant, error) { return grant("refreshed"), nil })
+		if next == nil || next.Token.AccessToken != "refreshed" || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "could not store") {
+			t.Errorf("Fresh on a full disk = %v, %v; want the refreshed grant and the error of storing it", next, err)
+		}
+		if g, err := store.Load(tokenServer); err != nil || g.Token.AccessToken != "first" {
+			t.Fatalf("after the failed writes Load = %v, %v; want the first grant", g, err)
+		}
+		if got := d.Files(t, dir); len(got) != 2 { // the grant and its lock
+			t.Errorf("the token directory holds %v", got)
+		}
+		d.Free(t)
+		if err := store.Save(tokenServer, grant("third")); err != nil {
+			t.Fatalf("Save once space is back: %v", err)
+		}
+		if g, err := store.Load(tokenServer); err != nil || g.Token.AccessToken != "third" {
+			t.Errorf("Load = %v, %v; want the third grant", g, err)
+		}
+	})
 }
