@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/disktest"
 	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/permission"
 )
@@ -72,4 +74,51 @@ func TestPlantedStateFileGrantsNothing(t *testing.T) {
 			t.Log(err)
 		})
 	}
+}
+
+// TestAlwaysOnAFullDisk: an "always" answer that cannot be saved because the disk
+// is full is an error that says so (the call is not reported allowed), grants
+// nothing, and leaves the saved approvals whole; once space is back the next
+// "always" is saved and holds in the next host.
+func TestAlwaysOnAFullDisk(t *testing.T) {
+	disktest.Run(t, 64<<10, func(t *testing.T, d *disktest.Disk) {
+		state := filepath.Join(d.Dir, "permissions", "approvals.json")
+		asker := &answerAsker{ans: permission.Answer{Reply: permission.Always}}
+		s := newService(t, permission.Options{Asker: asker, StateFile: state})
+		always := func(action string) error {
+			r := req("s1", action, "a")
+			r.Save = []string{strings.Repeat("*", 8<<10)} // more than the file's last page takes
+			return s.Assert(t.Context(), r)
+		}
+		if err := always("first"); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Fill(t)
+		err = always("second")
+		var se *permission.StateError
+		if !errors.As(err, &se) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "free space") {
+			t.Fatalf("Assert on a full disk = %v; want a *StateError naming the file, ENOSPC and what to do", err)
+		}
+		t.Log(err)
+		if got := s.Evaluate("second", []string{"a"}); got != permission.Ask {
+			t.Errorf("after the failed save Evaluate = %q, want ask", got)
+		}
+		if after, err := os.ReadFile(state); err != nil || string(after) != string(before) {
+			t.Errorf("the approvals file changed: %v", err)
+		}
+		d.Free(t)
+		if err := always("third"); err != nil {
+			t.Fatalf("once space is back: %v", err)
+		}
+		next := newService(t, permission.Options{StateFile: state})
+		for action, want := range map[string]permission.Effect{"first": permission.Allow, "second": permission.Ask, "third": permission.Allow} {
+			if got := next.Evaluate(action, []string{"a"}); got != want {
+				t.Errorf("the next host evaluates %s as %q, want %q", action, got, want)
+			}
+		}
+	})
 }
