@@ -104,7 +104,8 @@ func DefaultStorageDir() (string, error) {
 }
 
 // OpenStorage opens the managed output directory dir, creating it and its parents
-// (mode 0700) if needed. It checks that a file can be created and removed there, then
+// (mode 0700) if needed. On Unix a directory owned by another user, or that group
+// or others may write, is refused (the error wraps filestore.ErrRefused). It checks that a file can be created and removed there, then
 // runs one Sweep; any failure, the sweep's included, is returned as a *StorageError and
 // no Storage. The absolute path of dir must be valid UTF-8, contain no newline and be
 // at most 512 bytes long, because previews name managed files in their marker.
@@ -125,6 +126,11 @@ func OpenStorage(dir string, opts StorageOptions) (*Storage, error) {
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, &StorageError{Op: "open", Path: abs, Err: err}
+	}
+	// Others who may write the directory could replace a managed file, which the
+	// model is told holds a tool's output, with their own.
+	if err := filestore.CheckDir(abs); err != nil {
+		return nil, &StorageError{Op: "open", Err: err}
 	}
 	s := &Storage{dir: abs, retention: opts.Retention, now: opts.Now, log: opts.Logger}
 	if s.retention == 0 {

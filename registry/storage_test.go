@@ -6,12 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/toolhost/toolhost/internal/disktest"
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 func TestDefaultStorageDir(t *testing.T) {
@@ -312,4 +314,26 @@ func TestRetainOnAFullDisk(t *testing.T) {
 			t.Errorf("the managed file holds %d bytes, %v; want the %d retained", len(data), err, len(out))
 		}
 	})
+}
+
+// TestOpenStorageRefusesASharedDirectory: a managed directory others may write
+// (where they could replace an output the model is told about) is refused with
+// an error naming it and what to do.
+func TestOpenStorageRefusesASharedDirectory(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes are Unix's")
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStorage(dir, StorageOptions{})
+	var sErr *StorageError
+	if st != nil || !errors.As(err, &sErr) || !errors.Is(err, filestore.ErrRefused) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("OpenStorage = %v, %v; want a *StorageError refusing %s", st, err, dir)
+	}
+	t.Log(err)
 }
