@@ -11,6 +11,13 @@
 // operating system when its process dies, so a killed writer never leaves it
 // held; what it may leave is a temporary file, which the next writer, or Clean
 // at start, removes under the lock.
+//
+// A write that fails (a full disk, a quota, an I/O error) leaves the file as it
+// was and is a *WriteError that names the file and says what to do. Each store
+// reads its file under a Policy, which refuses, as a *FileError, a file the store
+// would not have written: a symbolic link or named pipe planted in its place, a
+// huge file, and for a store in a directory of toolhost's own one that others
+// could have planted or read.
 package filestore
 
 import (
@@ -92,8 +99,9 @@ func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
 	if err != nil {
 		return &WriteError{Path: l.path, Err: err}
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if err != nil && !renamed {
 			tmp.Close()
 			os.Remove(tmp.Name())
 			err = &WriteError{Path: l.path, Err: err}
@@ -114,6 +122,7 @@ func (l *Locked) Write(data []byte, perm fs.FileMode) (err error) {
 	if err := os.Rename(tmp.Name(), l.path); err != nil {
 		return err
 	}
+	renamed = true
 	if err := SyncDir(dir); err != nil {
 		return &WriteError{Path: l.path, Replaced: true, Err: err}
 	}
