@@ -208,7 +208,9 @@ func (a *auditLog) write(v any) {
 // directory's lock: it first moves to the trail's current file when another
 // process rotated it, rotates the file when line would take it past its size, and
 // ends a torn last line (a process died writing it) so that line starts a line of
-// its own. A write that fails part way is undone (the file truncated back).
+// its own. A write that fails part way is undone (the file truncated back; where
+// the system refuses that, as Windows does for a file opened to append, the next
+// append ends the torn line).
 func (a *auditLog) appendLocked(line []byte) error {
 	if err := filestore.LockFile(a.lock); err != nil {
 		return fmt.Errorf("lock %s: %w", a.lock.Name(), err)
