@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -225,5 +227,135 @@ func TestAuditEndsALineTornByAKilledWriter(t *testing.T) {
 	}
 	if want := `{"id":"whole"}` + "\n" + `{"id":"to` + "\n" + `{"id":"next"}` + "\n" + `{"id":"last"}` + "\n"; string(data) != want {
 		t.Errorf("the trail holds %q, want %q", data, want)
+	}
+}
+
+// auditWriterEnv makes the test binary a toolhost process writing audit lines:
+// "DIR|NAME|LINES" (see init).
+const auditWriterEnv = "TELEMETRY_TEST_AUDIT_WRITER"
+
+// sharedMaxBytes is the rotation size of TestAuditSharedByProcesses.
+const sharedMaxBytes = 4 << 10
+
+// init runs the audit writer before TestMain, which builds test programs a
+// writer does not need: it appends LINES lines {"id": "NAME-i", ...} to the trail in
+// DIR, rotated at sharedMaxBytes, printing each id once written, and exits.
+func init() {
+	v := os.Getenv(auditWriterEnv)
+	if v == "" {
+		return
+	}
+	parts := strings.Split(v, "|")
+	n, _ := strconv.Atoi(parts[2])
+	a, err := openAudit(parts[0], sharedMaxBytes, 1000)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", parts[1], i)
+		a.write(map[string]string{"id": id, "pad": strings.Repeat("p", 100)})
+		fmt.Println(id)
+	}
+	a.Close()
+	os.Exit(0)
+}
+
+// TestAuditSharedByProcesses has three toolhost processes append to one audit
+// trail past its rotation size many times over, and kills one (SIGKILL) part way,
+// holding the lock or not: the others finish (its lock died with it), every line
+// is whole and in exactly one file, every line a live process wrote is there, and
+// every rotated file was rotated once, at the size (never a second time, short).
+func TestAuditSharedByProcesses(t *testing.T) {
+	dir := t.TempDir()
+	const lines = 300
+	start := func(name string, n int) (*exec.Cmd, *bufio.Scanner) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", auditWriterEnv, dir, name, n))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, bufio.NewScanner(out)
+	}
+	a, aOut := start("a", lines)
+	b, bOut := start("b", lines)
+	k, kOut := start("killed", 1<<30)
+	written := map[string]bool{}
+	for i := 0; i < 50 && kOut.Scan(); i++ {
+		written[kOut.Text()] = true
+	}
+	k.Process.Kill()
+	for kOut.Scan() {
+		written[kOut.Text()] = true
+	}
+	k.Wait()
+	for _, w := range []struct {
+		cmd *exec.Cmd
+		out *bufio.Scanner
+	}{{a, aOut}, {b, bOut}} {
+		for w.out.Scan() {
+			written[w.out.Text()] = true
+		}
+		if err := w.cmd.Wait(); err != nil {
+			t.Fatalf("a writer: %v", err)
+		}
+	}
+
+	files, _ := filepath.Glob(filepath.Join(dir, "audit*.jsonl"))
+	seen := map[string]int{}
+	maxLine := 0
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var l map[string]string
+			if err := json.Unmarshal([]byte(line), &l); err != nil || !strings.HasSuffix(line, "\n") {
+				t.Errorf("%s: a broken line %q", filepath.Base(name), line)
+				continue
+			}
+			seen[l["id"]]++
+			maxLine = max(maxLine, len(line))
+		}
+	}
+	for id := range written {
+		if seen[id] != 1 {
+			t.Errorf("line %s found %d times", id, seen[id])
+		}
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("line %s found %d times", id, n)
+		}
+	}
+	for _, w := range []string{"a", "b"} {
+		for i := range lines {
+			if !written[fmt.Sprintf("%s-%d", w, i)] {
+				t.Errorf("%s-%d was not written", w, i)
+			}
+		}
+	}
+	rotated := 0
+	for _, name := range files {
+		if filepath.Base(name) == auditFile {
+			continue
+		}
+		rotated++
+		st, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > sharedMaxBytes || st.Size() <= int64(sharedMaxBytes-maxLine) {
+			t.Errorf("%s was rotated at %d bytes; want it full, within a line of %d", filepath.Base(name), st.Size(), sharedMaxBytes)
+		}
+	}
+	if rotated < 10 {
+		t.Errorf("%d rotations, want many", rotated)
 	}
 }
