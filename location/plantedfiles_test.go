@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/permission"
 )
 
 // TestWorkspaceFilesThatAreNotFiles: a repository can link the files toolhost
@@ -74,4 +76,63 @@ func TestWorkspaceFilesThatAreNotFiles(t *testing.T) {
 			t.Fatalf("LoadConfig through a link = %+v, %v", cfg, err)
 		}
 	})
+}
+
+// TestReloadOfAConfigLinkedToAPipe: while a Location serves, its config is
+// replaced by a link to a named pipe no one writes: the reload returns at once
+// with the refusal, the running config keeps serving (its tools and its rules),
+// the config entry of Sources names the file, and the next valid edit applies.
+func TestReloadOfAConfigLinkedToAPipe(t *testing.T) {
+	e := newEnv(t)
+	tool := obj{"name": "shout", "description": "Repeats the input.", "command": []string{"/bin/cat"}}
+	dir := workspace(t, obj{"tools": []obj{tool}, "permission": allowAll})
+	l := e.activate(t, dir)
+	defer func() {
+		if err := l.Close(t.Context()); err != nil {
+			t.Error(err)
+		}
+	}()
+	before := toolNames(t, l)
+	if !slices.Contains(before, "shout") {
+		t.Fatalf("tools %v, want shout", before)
+	}
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, location.ConfigPath)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fifo, file); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Reload(t.Context())
+	if !errors.Is(err, filestore.ErrRefused) || !strings.Contains(err.Error(), file) {
+		t.Fatalf("Reload = %v; want %s refused", err, file)
+	}
+	if st, ok := sourceState(l, location.KindConfig); !ok || st.Err == nil || !strings.Contains(st.Err.Error(), file) {
+		t.Errorf("the config entry after the refused edit: %+v", st)
+	}
+	if got := toolNames(t, l); !slices.Equal(got, before) {
+		t.Errorf("the refused edit changed the tools: %v, were %v", got, before)
+	}
+	if eff := l.Permission().Evaluate("shout", []string{"x"}); eff != permission.Allow {
+		t.Errorf("the refused edit changed the rules: shout evaluates as %q", eff)
+	}
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	setConfig(t, dir, obj{"permission": allowAll})
+	if err := l.Reload(t.Context()); err != nil {
+		t.Fatalf("the next valid edit: %v", err)
+	}
+	if _, ok := sourceState(l, location.KindConfig); ok {
+		t.Error("the config entry stays after a valid edit applied")
+	}
+	if got := toolNames(t, l); slices.Contains(got, "shout") {
+		t.Errorf("tools after the valid edit: %v", got)
+	}
 }
