@@ -52,8 +52,9 @@ func (e *FileError) Error() string {
 // Is matches ErrRefused.
 func (e *FileError) Is(target error) bool { return target == ErrRefused }
 
-// ReadFile returns the contents of path, or nil and no error when it does not
-// exist; a file (or, when Private, a directory) that p refuses is a *FileError.
+// ReadFile returns the contents of path (an empty file: empty, not nil), or nil
+// and no error when it does not exist; a file (or, when Private, a directory)
+// that p refuses is a *FileError.
 // It takes no lock: the file is read whole as some writer left it.
 func (p Policy) ReadFile(path string) ([]byte, error) {
 	if p.Private {
