@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/registry"
 )
 
@@ -245,24 +245,34 @@ func Canonicalize(dir string) (string, error) {
 	return resolved, nil
 }
 
+// workspaceFile is what the files of a workspace toolhost reads (the config, the
+// lock file, the MCP configs it imports) may be: a regular file of at most 16
+// MiB, or a link to one. A repository that links one of them to /dev/zero or to a
+// named pipe gets an error, not a host that reads forever.
+var workspaceFile = filestore.Policy{FollowLinks: true}
+
 // LoadConfig reads and validates <dir>/.toolhost/config.json. Dir must be
 // absolute and canonical (see Canonicalize); the caller canonicalizes.
 //
 // A missing file is an empty config: LoadConfig returns a zero Config and nil.
 // An invalid document returns a *ConfigError listing every problem; other
-// failures (an unreadable file) return an error naming the file. Resolved paths
+// failures (an unreadable file, one that is not a regular file or a link to one,
+// one over 16 MiB) return an error naming the file. Resolved paths
 // in the result are absolute. LoadConfig is safe for concurrent use.
 func LoadConfig(dir string) (*Config, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("location: config dir %q is not absolute", dir)
 	}
 	file := filepath.Join(dir, filepath.FromSlash(ConfigPath))
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &Config{}, nil
+	data, err := workspaceFile.ReadFile(file)
+	if errors.Is(err, filestore.ErrRefused) {
+		return nil, fmt.Errorf("location: config: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("location: read config: %w", err)
+	}
+	if data == nil {
+		return &Config{}, nil
 	}
 	cfg, err := ParseConfig(dir, file, data)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/toolhost/toolhost/internal/filestore"
@@ -57,10 +55,7 @@ type lockFile struct {
 // A file that does not decode, or of another format version, is an error naming it.
 func ReadLock(dir string) (*Lock, error) {
 	file := filepath.Join(dir, filepath.FromSlash(LockPath))
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		data, err = nil, nil
-	}
+	data, err := workspaceFile.ReadFile(file) // nil when missing
 	if err != nil {
 		return nil, fmt.Errorf("location: read lock file: %w", err)
 	}

@@ -6,9 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/mcp"
 )
 
@@ -247,28 +247,15 @@ func readRef(dir, p string, lookup func(string) (string, bool)) (string, error) 
 // helper's output.
 const maxRefBytes = 1 << 20
 
-// readSmall reads a regular file of at most limit bytes.
+// readSmall reads a regular file of at most limit bytes, or a link to one; it
+// refuses anything else (a named pipe, without waiting for a writer) with a
+// *filestore.FileError naming it. A missing file is an error.
 func readSmall(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
+	data, err := filestore.Policy{FollowLinks: true, MaxBytes: limit}.ReadFile(p)
+	if err == nil && data == nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
-	}
-	return data, nil
+	return data, err
 }
 
 // Expand returns m with its variable references replaced from lookup (the host

@@ -3,15 +3,14 @@ package location
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/mcp"
 )
 
@@ -71,12 +70,16 @@ func importMCPConfigs(dir string, cfg *Config) error {
 	var errs []error
 	for _, rel := range cfg.ImportMCPConfig {
 		file := filepath.Join(dir, filepath.FromSlash(rel))
-		data, err := os.ReadFile(file)
-		if errors.Is(err, fs.ErrNotExist) {
+		data, err := workspaceFile.ReadFile(file)
+		if errors.Is(err, filestore.ErrRefused) {
+			errs = append(errs, fmt.Errorf("location: %w", err))
 			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("location: read %s: %w", file, err))
+			continue
+		}
+		if data == nil {
 			continue
 		}
 		servers, notes, problems := parseImported(dir, file, importFormats[rel], data, seen)

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -85,6 +83,10 @@ func (e *RefreshError) Error() string {
 
 func (e *RefreshError) Unwrap() error { return e.Err }
 
+// grantPolicy is what a token file may be: a regular file of at most 1 MiB that no
+// one else may read or write, in a directory no one else may write.
+var grantPolicy = filestore.Policy{Private: true, Secret: true, MaxBytes: 1 << 20}
+
 // Path returns the file that holds the grant for serverURL.
 func (s TokenStore) Path(serverURL string) string {
 	sum := sha256.Sum256([]byte(serverURL))
@@ -92,15 +94,20 @@ func (s TokenStore) Path(serverURL string) string {
 }
 
 // Load returns the grant stored for serverURL, or nil when there is none. A file
-// that cannot be read or parsed is an error naming it.
+// that cannot be read or parsed is an error naming it, and so is one that others
+// may read or write, a link, or one in a directory others may write (a
+// *filestore.FileError): it is not used.
 func (s TokenStore) Load(serverURL string) (*Grant, error) {
 	file := s.Path(serverURL)
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	data, err := grantPolicy.ReadFile(file)
+	if errors.Is(err, filestore.ErrRefused) {
+		return nil, fmt.Errorf("mcp: the OAuth token file of %s: %w (or log in again to replace it)", RedactURL(serverURL), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mcp: read the OAuth token file for %s: %w", RedactURL(serverURL), err)
+	}
+	if data == nil {
+		return nil, nil
 	}
 	return decodeGrant(serverURL, file, data)
 }
@@ -129,29 +136,43 @@ func decodeGrant(serverURL, file string, data []byte) (*Grant, error) {
 // directory synced), with mode 0600. A grant without IssuedAt (a new login) is
 // stored as issued now, later than the stored one. A grant with IssuedAt earlier
 // than the stored one's is not stored: Save keeps the newer and returns an error
-// wrapping ErrOlderGrant. A stored file that is unreadable is replaced (logging in
-// again is the remedy its error names). Save does not change g.
-func (s TokenStore) Save(serverURL string, g *Grant) error {
+// wrapping ErrOlderGrant. A stored file that is unreadable, or that Load refuses
+// (a link, a mode that lets others read it), is replaced (logging in again is the
+// remedy its error names); a directory others may write is refused. Save does not
+// change g.
+func (s TokenStore) Save(serverURL string, g *Grant) (err error) {
 	file := s.Path(serverURL)
-	err := filestore.Update(file, 0o600, func(old []byte) ([]byte, error) {
-		next := *g
-		var stored *Grant
-		if old != nil {
-			stored, _ = decodeGrant(serverURL, file, old) // unreadable: replaced
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("mcp: store the OAuth token for %s: %w", RedactURL(serverURL), err)
 		}
-		switch {
-		case next.IssuedAt.IsZero():
-			next.IssuedAt = issueAfter(stored)
-		case stored != nil && stored.IssuedAt.After(next.IssuedAt):
-			return nil, fmt.Errorf("%w: %s holds a grant issued at %s, this one was issued at %s; kept the stored one",
-				ErrOlderGrant, file, stored.IssuedAt.Format(time.RFC3339Nano), next.IssuedAt.Format(time.RFC3339Nano))
-		}
-		return json.MarshalIndent(&next, "", "  ")
-	})
+	}()
+	l, err := grantPolicy.Lock(file)
 	if err != nil {
-		return fmt.Errorf("mcp: store the OAuth token for %s: %w", RedactURL(serverURL), err)
+		return err
 	}
-	return nil
+	defer l.Unlock()
+	old, err := l.Read()
+	if err != nil && !errors.Is(err, filestore.ErrRefused) { // a refused file is replaced
+		return fmt.Errorf("read %s: %w", file, err)
+	}
+	next := *g
+	var stored *Grant
+	if old != nil {
+		stored, _ = decodeGrant(serverURL, file, old) // unreadable: replaced
+	}
+	switch {
+	case next.IssuedAt.IsZero():
+		next.IssuedAt = issueAfter(stored)
+	case stored != nil && stored.IssuedAt.After(next.IssuedAt):
+		return fmt.Errorf("%w: %s holds a grant issued at %s, this one was issued at %s; kept the stored one",
+			ErrOlderGrant, file, stored.IssuedAt.Format(time.RFC3339Nano), next.IssuedAt.Format(time.RFC3339Nano))
+	}
+	data, err := json.MarshalIndent(&next, "", "  ")
+	if err != nil {
+		return err
+	}
+	return l.Write(data, 0o600)
 }
 
 // Fresh returns a grant for serverURL to use in place of held, the grant this
@@ -180,12 +201,15 @@ func (s TokenStore) Save(serverURL string, g *Grant) error {
 // spent. Safe for concurrent use.
 func (s TokenStore) Fresh(serverURL string, held *Grant, refresh func(*Grant) (*Grant, error)) (*Grant, error) {
 	file := s.Path(serverURL)
-	l, err := filestore.Lock(file)
+	l, err := grantPolicy.Lock(file)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: refresh the OAuth token for %s: %w", RedactURL(serverURL), err)
 	}
 	defer l.Unlock()
 	data, err := l.Read()
+	if errors.Is(err, filestore.ErrRefused) {
+		return nil, fmt.Errorf("mcp: refresh the OAuth token for %s: %w (or log in again to replace it)", RedactURL(serverURL), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mcp: refresh the OAuth token for %s: read %s: %w", RedactURL(serverURL), file, err)
 	}

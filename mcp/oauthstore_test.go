@@ -10,13 +10,18 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/oauth2"
 
+	"github.com/toolhost/toolhost/internal/disktest"
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/internal/oauthtest"
 	"github.com/toolhost/toolhost/mcp"
 )
@@ -364,4 +369,123 @@ func TestTokenFileWithoutIssueTime(t *testing.T) {
 	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file: %v, %v; want mode 0600", fi.Mode(), err)
 	}
+}
+
+// TestTokenFileOthersCouldReach: a token file others may read, or a link planted
+// in its place, is refused at load with an error naming it and what to do, and
+// without a token in it; a new login replaces it with a file of mode 0600, and
+// what a link pointed to is left as it was.
+func TestTokenFileOthersCouldReach(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes and links are Unix's")
+	}
+	login := &mcp.Grant{Server: tokenServer, ClientID: "c", TokenURL: "https://as.example.test/token",
+		Token: &oauth2.Token{AccessToken: "access-login", RefreshToken: "refresh-login"}}
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, file string)
+		says  string
+	}{
+		{"ReadableByOthers", func(t *testing.T, file string) {
+			if err := os.Chmod(file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "chmod 600"},
+		{"LinkToAFileElsewhere", func(t *testing.T, file string) {
+			outside := filepath.Join(t.TempDir(), "token.json")
+			if err := os.Rename(file, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, file); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := mcp.TokenStore{Dir: dir}
+			file := store.Path(tokenServer)
+			storeExpired(t, dir, nil, "https://as.example.test/token")
+			tc.plant(t, file)
+			target, _ := filepath.EvalSymlinks(file)
+			before, err := os.ReadFile(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			g, err := store.Load(tokenServer)
+			if g != nil || !errors.Is(err, filestore.ErrRefused) {
+				t.Fatalf("Load = %v, %v; want the file refused", g, err)
+			}
+			for _, w := range []string{file, tc.says, "log in again"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "access-") || strings.Contains(err.Error(), "refresh-") {
+				t.Errorf("the error shows a token: %v", err)
+			}
+			t.Log(err)
+
+			if err := store.Save(tokenServer, login); err != nil {
+				t.Fatalf("a new login: %v", err)
+			}
+			if g, err := store.Load(tokenServer); err != nil || g.Token.AccessToken != "access-login" {
+				t.Fatalf("after a new login Load = %v, %v", g, err)
+			}
+			if fi, err := os.Lstat(file); err != nil || fi.Mode() != 0o600 {
+				t.Errorf("after a new login the token file is %v, %v; want a regular file of mode 0600", fi.Mode(), err)
+			}
+			if target != file {
+				if after, err := os.ReadFile(target); err != nil || !bytes.Equal(after, before) {
+					t.Errorf("the file the link pointed to changed: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenStoreOnAFullDisk: a login or a refresh that cannot be stored because
+// the disk is full says so, naming the file and what to do; the stored grant
+// stays whole and readable, no temporary file is left, and the next login once
+// space is back is stored.
+func TestTokenStoreOnAFullDisk(t *testing.T) {
+	disktest.Run(t, 64<<10, func(t *testing.T, d *disktest.Disk) {
+		dir := filepath.Join(d.Dir, "oauth")
+		store := mcp.TokenStore{Dir: dir}
+		grant := func(access string) *mcp.Grant {
+			return &mcp.Grant{Server: tokenServer, ClientID: "c", TokenURL: "https://as.example.test/token",
+				Scopes: []string{strings.Repeat("s", 16<<10)}, // more than the file's last page takes
+				Token:  &oauth2.Token{AccessToken: access, RefreshToken: "refresh-" + access}}
+		}
+		if err := store.Save(tokenServer, grant("first")); err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.Load(tokenServer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Fill(t)
+		err = store.Save(tokenServer, grant("second"))
+		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), store.Path(tokenServer)) || !strings.Contains(err.Error(), "free space") {
+			t.Errorf("Save on a full disk = %v; want ENOSPC naming the file and what to do", err)
+		}
+		next, err := store.Fresh(tokenServer, held, func(*mcp.Grant) (*mcp.Grant, error) { return grant("refreshed"), nil })
+		if next == nil || next.Token.AccessToken != "refreshed" || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "could not store") {
+			t.Errorf("Fresh on a full disk = %v, %v; want the refreshed grant and the error of storing it", next, err)
+		}
+		if g, err := store.Load(tokenServer); err != nil || g.Token.AccessToken != "first" {
+			t.Fatalf("after the failed writes Load = %v, %v; want the first grant", g, err)
+		}
+		if got := d.Files(t, dir); len(got) != 2 { // the grant and its lock
+			t.Errorf("the token directory holds %v", got)
+		}
+		d.Free(t)
+		if err := store.Save(tokenServer, grant("third")); err != nil {
+			t.Fatalf("Save once space is back: %v", err)
+		}
+		if g, err := store.Load(tokenServer); err != nil || g.Token.AccessToken != "third" {
+			t.Errorf("Load = %v, %v; want the third grant", g, err)
+		}
+	})
 }

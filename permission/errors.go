@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/tool"
 )
 
@@ -97,8 +98,17 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	if e.Op == "load" {
+	// These errors name the file (or its directory) and what to do themselves.
+	var fe *filestore.FileError
+	var we *filestore.WriteError
+	named := errors.As(e.Err, &fe) || errors.As(e.Err, &we)
+	switch {
+	case e.Op == "load" && named:
+		return fmt.Sprintf("permission: saved approvals: %v (nothing in it was applied)", e.Err)
+	case e.Op == "load":
 		return fmt.Sprintf("permission: saved approvals %s: %v (fix or remove the file; nothing in it was applied)", e.File, e.Err)
+	case named:
+		return fmt.Sprintf("permission: save approvals: %v", e.Err)
 	}
 	return fmt.Sprintf("permission: save approvals to %s: %v", e.File, e.Err)
 }

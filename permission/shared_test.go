@@ -1,6 +1,7 @@
 package permission_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,7 +21,8 @@ const saverEnv = "PERMISSION_TEST_SAVER"
 
 // runSaver is a host process: it saves "always" approvals for the actions
 // PREFIX-0 … PREFIX-(N-1) to STATE, answering its own asks, given as
-// "STATE|PREFIX|N" in saverEnv.
+// "STATE|PREFIX|N" in saverEnv, and prints each action once its approval is
+// saved.
 func runSaver() {
 	parts := strings.Split(os.Getenv(saverEnv), "|")
 	n, _ := strconv.Atoi(parts[2])
@@ -36,6 +38,7 @@ func runSaver() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		fmt.Println(r.Action) // saved: the host has said so
 	}
 	s.Close()
 	os.Exit(0)
@@ -135,5 +138,54 @@ func TestLeftoverTemporaryFileRemovedAtStart(t *testing.T) {
 	newService(t, permission.Options{StateFile: state})
 	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
 		t.Errorf("leftover temporary file still there: %v", err)
+	}
+}
+
+// TestHostKilledWhileSavingLosesNothingSaved kills a host process (SIGKILL) in
+// the middle of saving approvals one after another, so mid-write, holding the
+// lock or between the write and the rename, again and again: after each kill the
+// next host starts at once over a valid file (the dead one's lock is free) that
+// holds every approval the dead one said it saved, and no temporary file.
+func TestHostKilledWhileSavingLosesNothingSaved(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "approvals.json")
+	saved := map[string]bool{}
+	for round := range 5 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|round%d|100000", saverEnv, state, round))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for i := 0; i < 20+round*7 && sc.Scan(); i++ {
+			saved[sc.Text()] = true
+		}
+		cmd.Process.Kill() // while it saves the next
+		for sc.Scan() {    // said before it died
+			saved[sc.Text()] = true
+		}
+		cmd.Wait()
+
+		s, err := permission.New(permission.Options{StateFile: state})
+		if err != nil {
+			t.Fatalf("round %d: the next host: %v", round, err)
+		}
+		for action := range saved {
+			if got := s.Evaluate(action, []string{"x"}); got != permission.Allow {
+				t.Errorf("round %d: %s, saved before the kill, evaluates as %q", round, action, got)
+			}
+		}
+		s.Close()
+		if tmp, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(tmp) > 0 {
+			t.Errorf("round %d: temporary files left: %v", round, tmp)
+		}
+	}
+	if len(saved) < 5*20 {
+		t.Errorf("only %d approvals saved in all", len(saved))
 	}
 }

@@ -35,13 +35,20 @@ type approval struct {
 	Source   string `json:"source,omitempty"`
 }
 
+// statePolicy is what a saved-approvals file may be: a regular file of at most 16
+// MiB in a directory of the user's own, which no one else may write, since what
+// it holds grants.
+var statePolicy = filestore.Policy{Private: true, MaxBytes: 16 << 20}
+
 // loadState reads the approvals in path. A missing file holds none. Anything else
-// that is not a well-formed document — unreadable, empty, bad JSON, unknown fields,
-// an unknown version, an approval with an empty field — is a *StateError, so a
-// damaged file neither grants by accident nor loses the rest silently.
+// that is not a well-formed document — unreadable, refused by statePolicy (a
+// symbolic link, a directory others may write, a huge file), empty, bad JSON,
+// unknown fields, an unknown version, an approval with an empty field — is a
+// *StateError, so a damaged or planted file neither grants by accident nor loses
+// the rest silently.
 func loadState(path string) ([]approval, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := statePolicy.ReadFile(path)
+	if data == nil && err == nil {
 		return nil, nil
 	}
 	if err != nil {
@@ -119,10 +126,11 @@ func position(data []byte, off int64) string {
 // appends those of approvals it lacks, and writes it atomically (a temporary file
 // in the same directory, synced, renamed over path, then the directory synced). It
 // returns the approvals the file now holds and its FileInfo. The directory is
-// created (0700) if missing; the file is 0600. An approval another process saved
+// created (0700) if missing; the file is 0600. A file or directory statePolicy
+// refuses is a *StateError, and nothing is written. An approval another process saved
 // meanwhile is kept, as is one removed by hand: only the latest file is merged.
 func addState(path string, add []approval) (all []approval, fi fs.FileInfo, err error) {
-	l, err := filestore.Lock(path)
+	l, err := statePolicy.Lock(path)
 	if err != nil {
 		return nil, nil, &StateError{File: path, Op: "save", Err: err}
 	}

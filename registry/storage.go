@@ -44,9 +44,9 @@ type StorageError struct {
 
 func (e *StorageError) Error() string {
 	if e.Path == "" {
-		return "registry: output storage: " + e.Op + ": " + e.Err.Error()
+		return "registry: output storage: " + e.Op + ": " + e.Err.Error() + filestore.Remedy(e.Err)
 	}
-	return "registry: output storage: " + e.Op + " " + e.Path + ": " + e.Err.Error()
+	return "registry: output storage: " + e.Op + " " + e.Path + ": " + e.Err.Error() + filestore.Remedy(e.Err)
 }
 
 func (e *StorageError) Unwrap() error { return e.Err }
@@ -104,7 +104,8 @@ func DefaultStorageDir() (string, error) {
 }
 
 // OpenStorage opens the managed output directory dir, creating it and its parents
-// (mode 0700) if needed. It checks that a file can be created and removed there, then
+// (mode 0700) if needed. On Unix a directory owned by another user, or that group
+// or others may write, is refused (the error wraps filestore.ErrRefused). It checks that a file can be created and removed there, then
 // runs one Sweep; any failure, the sweep's included, is returned as a *StorageError and
 // no Storage. The absolute path of dir must be valid UTF-8, contain no newline and be
 // at most 512 bytes long, because previews name managed files in their marker.
@@ -125,6 +126,11 @@ func OpenStorage(dir string, opts StorageOptions) (*Storage, error) {
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, &StorageError{Op: "open", Path: abs, Err: err}
+	}
+	// Others who may write the directory could replace a managed file, which the
+	// model is told holds a tool's output, with their own.
+	if err := filestore.CheckDir(abs); err != nil {
+		return nil, &StorageError{Op: "open", Err: err}
 	}
 	s := &Storage{dir: abs, retention: opts.Retention, now: opts.Now, log: opts.Logger}
 	if s.retention == 0 {
@@ -404,7 +410,8 @@ func (q quota) retain(src io.WriterTo) (path string, err error) {
 				err = errors.Join(err, rerr)
 			}
 			f.Close()
-			err = &StorageError{Op: "retain", Path: path, Err: err}
+			// Named by its directory: neither file is left.
+			err = &StorageError{Op: "retain", Path: s.dir, Err: err}
 		}
 	}()
 	w := &quotaWriter{q: q, f: f}

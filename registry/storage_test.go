@@ -6,10 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/disktest"
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 func TestDefaultStorageDir(t *testing.T) {
@@ -269,4 +273,67 @@ func outputFiles(t *testing.T, dir string) []string {
 		}
 	}
 	return names
+}
+
+// TestRetainOnAFullDisk: a retention that fills the disk fails with a
+// *StorageError that says so and what to do, leaves no partial file and no
+// reservation against the quota, and the next retention once space is back
+// succeeds.
+func TestRetainOnAFullDisk(t *testing.T) {
+	disktest.Run(t, 256<<10, func(t *testing.T, d *disktest.Disk) {
+		st, err := OpenStorage(filepath.Join(d.Dir, "out"), StorageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := st.forLocation("loc", 1<<30)
+		d.Fill(t)
+		out := strings.Repeat("o", 128<<10)
+		path, err := q.retain(strings.NewReader(out))
+		var sErr *StorageError
+		if path != "" || !errors.As(err, &sErr) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("retain on a full disk = %q, %v; want a *StorageError wrapping ENOSPC", path, err)
+		}
+		t.Log(err)
+		for _, w := range []string{st.Dir(), "free space"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("the error does not say %q", w)
+			}
+		}
+		if left := outputFiles(t, st.Dir()); len(left) != 0 {
+			t.Errorf("after a failed retain the directory holds %v", left)
+		}
+		if used, err := st.Usage("loc"); used != 0 || err != nil {
+			t.Errorf("Usage = %d, %v after a failed retain; want 0", used, err)
+		}
+		d.Free(t)
+		path, err = q.retain(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("retain once space is back: %v", err)
+		}
+		if data, err := os.ReadFile(path); err != nil || string(data) != out {
+			t.Errorf("the managed file holds %d bytes, %v; want the %d retained", len(data), err, len(out))
+		}
+	})
+}
+
+// TestOpenStorageRefusesASharedDirectory: a managed directory others may write
+// (where they could replace an output the model is told about) is refused with
+// an error naming it and what to do.
+func TestOpenStorageRefusesASharedDirectory(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes are Unix's")
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStorage(dir, StorageOptions{})
+	var sErr *StorageError
+	if st != nil || !errors.As(err, &sErr) || !errors.Is(err, filestore.ErrRefused) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("OpenStorage = %v, %v; want a *StorageError refusing %s", st, err, dir)
+	}
+	t.Log(err)
 }

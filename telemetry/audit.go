@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // AuditEnv names the environment variable that turns the audit trail on: "on" (or
@@ -107,7 +109,10 @@ type auditConfig struct {
 	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
-// auditLog appends lines to dir/audit.jsonl, rotating it by size.
+// auditLog appends lines to dir/audit.jsonl, rotating it by size. Every append
+// and rotation happens under the lock file dir/audit.lock, which every process
+// writing the directory's trail takes, so a line that only partly reached the disk
+// (the disk filled up) can be undone before anyone appends after it.
 type auditLog struct {
 	dir      string
 	maxBytes int64
@@ -115,7 +120,10 @@ type auditLog struct {
 
 	mu     sync.Mutex
 	f      *os.File // nil after Close
-	failed bool     // a write failed: said once on stderr
+	lock   *os.File // audit.lock, open while f is
+	end    int64    // where f ended after this log's last append; -1: unknown
+	failed bool     // a write failed: said once on stderr, until writing resumes
+	lost   int      // lines dropped since writing last succeeded
 }
 
 const (
@@ -133,9 +141,18 @@ func openAudit(dir string, maxBytes int64, keep int) (*auditLog, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("telemetry: audit directory: %w", err)
 	}
-	a := &auditLog{dir: dir, maxBytes: maxBytes, keep: keep}
+	// Others who may write the directory could plant a link where a line goes.
+	if err := filestore.CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("telemetry: audit directory: %w", err)
+	}
+	lock, err := openNoLink(filepath.Join(dir, auditLock), os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditLog{dir: dir, maxBytes: maxBytes, keep: keep, lock: lock, end: -1}
 	f, err := a.open()
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	a.f = f
@@ -143,16 +160,27 @@ func openAudit(dir string, maxBytes int64, keep int) (*auditLog, error) {
 }
 
 func (a *auditLog) open() (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(a.dir, auditFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Read too: an append looks at the file's last byte (see appendLocked).
+	return openNoLink(filepath.Join(a.dir, auditFile), os.O_RDWR|os.O_APPEND|os.O_CREATE)
+}
+
+// openNoLink opens a file of the audit trail (mode 0600 when made) unless it is a
+// symbolic link, which the trail never writes through.
+func openNoLink(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|filestore.NoFollow, 0o600)
 	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("telemetry: audit trail: %s is a symbolic link, which the audit trail never writes through; remove it", path)
+		}
 		return nil, fmt.Errorf("telemetry: audit trail: %w", err)
 	}
 	return f, nil
 }
 
-// write appends v as one JSON line, in one write, rotating first when the file has
-// reached its size. A line that cannot be written is dropped, and the first such
-// failure is reported on stderr: the audit trail never fails a call.
+// write appends v as one JSON line (see appendLocked). A line that cannot be
+// written is dropped: the first such failure is reported on stderr, and so is
+// the number of lines lost once writing resumes. The audit trail never fails a
+// call.
 func (a *auditLog) write(v any) {
 	line, err := json.Marshal(v)
 	if err != nil {
@@ -165,48 +193,100 @@ func (a *auditLog) write(v any) {
 	if a.f == nil {
 		return
 	}
-	if st, err := a.f.Stat(); err == nil && st.Size()+int64(len(line)) > a.maxBytes && st.Size() > 0 {
-		if err := a.rotate(); err != nil {
-			a.reportLocked(err)
-		}
-	}
-	if _, err := a.f.Write(line); err != nil {
+	if err := a.appendLocked(line); err != nil {
+		a.lost++
 		a.reportLocked(err)
+		return
+	}
+	if a.lost > 0 {
+		fmt.Fprintf(os.Stderr, "toolhost: audit trail in %s: writing again; %d lines were lost\n", a.dir, a.lost)
+		a.failed, a.lost = false, 0
 	}
 }
 
-// rotate renames a full audit.jsonl aside and opens a new one, under the lock file,
-// so that of several processes sharing the directory exactly one renames it; the
-// others find a new file at the path and reopen it. It keeps the newest a.keep
-// rotated files.
-func (a *auditLog) rotate() error {
-	unlock, err := lockFile(filepath.Join(a.dir, auditLock))
-	if err != nil {
-		return fmt.Errorf("telemetry: audit trail: lock: %w", err)
+// appendLocked appends line, whole or not at all, in one write under the
+// directory's lock: it first moves to the trail's current file when another
+// process rotated it, rotates the file when line would take it past its size, and
+// ends a torn last line (a process died writing it) so that line starts a line of
+// its own. A write that fails part way is undone (the file truncated back; where
+// the system refuses that, as Windows does for a file opened to append, the next
+// append ends the torn line).
+func (a *auditLog) appendLocked(line []byte) error {
+	if err := filestore.LockFile(a.lock); err != nil {
+		return fmt.Errorf("lock %s: %w", a.lock.Name(), err)
 	}
-	defer unlock()
+	defer filestore.UnlockFile(a.lock)
 	path := filepath.Join(a.dir, auditFile)
 	mine, err := a.f.Stat()
 	if err != nil {
 		return err
 	}
 	cur, err := os.Stat(path)
-	if err == nil && os.SameFile(mine, cur) && cur.Size() > 0 {
-		// Still the file we write and still full: ours to rotate.
-		aside := filepath.Join(a.dir, "audit-"+time.Now().UTC().Format("20060102T150405.000000000Z")+"-"+strconv.Itoa(os.Getpid())+".jsonl")
-		if err := os.Rename(path, aside); err != nil {
-			return err
-		}
-		a.prune()
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	if err != nil || !os.SameFile(mine, cur) { // rotated by another process
+		if err := a.reopen(); err != nil {
+			return err
+		}
+		if mine, err = a.f.Stat(); err != nil {
+			return err
+		}
+	}
+	if size := mine.Size(); size > 0 && size+int64(len(line)) > a.maxBytes {
+		if err := a.rotateLocked(); err != nil {
+			a.reportLocked(err) // the line goes to the full file
+		} else if mine, err = a.f.Stat(); err != nil {
+			return err
+		}
+	}
+	// Only a file that another process appended to since this log did may end
+	// in a torn line.
+	size := mine.Size()
+	if size > 0 && size != a.end {
+		var last [1]byte
+		if _, err := a.f.ReadAt(last[:], size-1); err != nil {
+			return err
+		}
+		if last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	a.end = -1
+	if n, err := a.f.Write(line); err != nil {
+		if n > 0 {
+			if terr := a.f.Truncate(size); terr != nil {
+				return errors.Join(err, fmt.Errorf("undo a torn line: %w", terr))
+			}
+		}
+		return err
+	}
+	a.end = size + int64(len(line))
+	return nil
+}
+
+// rotateLocked renames the full audit.jsonl aside and opens a new one; the lock is
+// held, so of several processes sharing the directory exactly one renames it and
+// the others move to the new file at their next append. It keeps the newest
+// a.keep rotated files.
+func (a *auditLog) rotateLocked() error {
+	path := filepath.Join(a.dir, auditFile)
+	aside := filepath.Join(a.dir, "audit-"+time.Now().UTC().Format("20060102T150405.000000000Z")+"-"+strconv.Itoa(os.Getpid())+".jsonl")
+	if err := os.Rename(path, aside); err != nil {
+		return err
+	}
+	a.prune()
+	return a.reopen()
+}
+
+// reopen opens the file at the trail's path in place of a.f.
+func (a *auditLog) reopen() error {
 	f, err := a.open()
 	if err != nil {
 		return err
 	}
 	a.f.Close()
-	a.f = f
+	a.f, a.end = f, -1
 	return nil
 }
 
@@ -240,7 +320,7 @@ func (a *auditLog) Close() error {
 	if a.f == nil {
 		return nil
 	}
-	err := a.f.Close()
+	err := errors.Join(a.f.Close(), a.lock.Close())
 	a.f = nil
 	return err
 }

@@ -2,14 +2,18 @@ package filestore_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/disktest"
 	"github.com/toolhost/toolhost/internal/filestore"
 )
 
@@ -101,4 +105,42 @@ func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	if err := filestore.Update(path, 0o600, func([]byte) ([]byte, error) { return nil, filestore.ErrUnchanged }); err != nil {
 		t.Errorf("an unchanged update: %v", err)
 	}
+}
+
+// TestDiskFullKeepsTheFile: an update that finds the disk full fails with an
+// error naming the file and saying what to do, leaves the file as it was and no
+// temporary file, and the next update once space is back succeeds.
+func TestDiskFullKeepsTheFile(t *testing.T) {
+	disktest.Run(t, 64<<10, func(t *testing.T, d *disktest.Disk) {
+		path := filepath.Join(d.Dir, "state.json")
+		old := `{"whole": true}`
+		if err := filestore.Update(path, 0o600, func([]byte) ([]byte, error) { return []byte(old), nil }); err != nil {
+			t.Fatal(err)
+		}
+		d.Fill(t)
+		big := strings.Repeat("x", 16<<10)
+		err := filestore.Update(path, 0o600, func([]byte) ([]byte, error) { return []byte(big), nil })
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Update on a full disk = %v, want ENOSPC", err)
+		}
+		t.Log(err)
+		for _, want := range []string{path, "unchanged", "free"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the error does not say %q", want)
+			}
+		}
+		if data, err := os.ReadFile(path); err != nil || string(data) != old {
+			t.Errorf("after the failed update the file holds %q, %v; want it as it was", data, err)
+		}
+		if got := d.Files(t, d.Dir); !slices.Equal(got, []string{".state.json.lock", "state.json"}) {
+			t.Errorf("the directory holds %v; want the file and its lock only", got)
+		}
+		d.Free(t)
+		if err := filestore.Update(path, 0o600, func([]byte) ([]byte, error) { return []byte(big), nil }); err != nil {
+			t.Fatalf("Update once space is back: %v", err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != big {
+			t.Errorf("the file holds %d bytes, want the %d written", len(data), len(big))
+		}
+	})
 }

@@ -19,6 +19,11 @@ func LockFile(f *os.File) error {
 	}
 }
 
+// UnlockFile releases the lock LockFile took on f, which stays open.
+func UnlockFile(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
 // TryLockFile is LockFile without waiting: false when another holds the lock.
 func TryLockFile(f *os.File) (bool, error) {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -37,3 +42,11 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// The errors Remedy knows.
+var (
+	errNoSpace  error = syscall.ENOSPC
+	errQuota    error = syscall.EDQUOT
+	errReadOnly error = syscall.EROFS
+	errIO       error = syscall.EIO
+)

@@ -16,6 +16,12 @@ func LockFile(f *os.File) error {
 	return windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK, 0, 1, 0, &ol)
 }
 
+// UnlockFile releases the lock LockFile took on f, which stays open.
+func UnlockFile(f *os.File) error {
+	var ol windows.Overlapped
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, &ol)
+}
+
 // TryLockFile is LockFile without waiting: false when another holds the lock.
 func TryLockFile(f *os.File) (bool, error) {
 	var ol windows.Overlapped
@@ -29,3 +35,11 @@ func TryLockFile(f *os.File) (bool, error) {
 // SyncDir does nothing on Windows, where a directory cannot be synced; a rename
 // there is made durable by the file system's journal.
 func SyncDir(string) error { return nil }
+
+// The errors Remedy knows.
+var (
+	errNoSpace  error = windows.ERROR_DISK_FULL
+	errQuota    error = windows.ERROR_DISK_QUOTA_EXCEEDED
+	errReadOnly error = windows.ERROR_WRITE_PROTECT
+	errIO       error = windows.ERROR_IO_DEVICE
+)
