@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/internal/sandbox"
 	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 )
@@ -125,6 +126,9 @@ type FileError struct {
 
 func (e *FileError) Error() string {
 	msg := "manifest: " + e.File
+	if fe := (*filestore.FileError)(nil); errors.As(e.Err, &fe) {
+		return "manifest: " + fe.Error() // it names the file
+	}
 	if e.Err != nil {
 		return msg + ": " + e.Err.Error()
 	}
@@ -250,23 +254,15 @@ func loadFile(locationDir, file string) (Tool, error) {
 	return t, nil
 }
 
+// readLimited reads a manifest, following a link to a regular file and refusing
+// anything else without blocking on it (a named pipe, /dev/zero: a repository
+// can link its manifests anywhere), and refusing a file over limit.
 func readLimited(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
+	data, err := filestore.Policy{FollowLinks: true, MaxBytes: limit}.ReadFile(file)
+	if err == nil && data == nil {
+		return nil, fs.ErrNotExist // gone since it was listed
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%d bytes is over the %d-byte limit for a manifest", fi.Size(), limit)
-	}
-	return os.ReadFile(file)
+	return data, err
 }
 
 func decodeProblem(err error) string {

@@ -83,7 +83,7 @@ type Telemetry struct {
 
 // Start configures telemetry from opts and the environment. It fails when an
 // exporter variable names an unknown exporter or protocol, the prometheus
-// exporter cannot listen on its address, or the audit directory cannot be made. The returned Telemetry must be shut down (Shutdown) to flush
+// exporter cannot listen on its address, or the audit directory cannot be made or is refused (others may write it, or a link stands in place of its files). The returned Telemetry must be shut down (Shutdown) to flush
 // what is buffered.
 func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 	getenv := opts.Getenv
