@@ -6,9 +6,18 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// DefaultSessionIdleTimeout is how long an HTTP session may go without a request
+// before the Server closes it (HTTPOptions.SessionIdleTimeout).
+const DefaultSessionIdleTimeout = 10 * time.Minute
+
+// DefaultMaxSessions bounds the live HTTP sessions of one Handler
+// (HTTPOptions.MaxSessions).
+const DefaultMaxSessions = 64
 
 // HTTPOptions configure Handler.
 type HTTPOptions struct {
@@ -20,10 +29,24 @@ type HTTPOptions struct {
 	MaxRequestBytes int64
 	// TokenFile names where the token is, for the 401's explanation, or "".
 	TokenFile string
+	// SessionIdleTimeout closes a session that has had no POST in flight for this
+	// long (default DefaultSessionIdleTimeout): its calls are over, its streams
+	// end, and its id then gets 404, on which a client starts a new session. An
+	// open GET stream does not keep a session alive; a client that only listens
+	// sends a ping now and then.
+	SessionIdleTimeout time.Duration
+	// MaxSessions bounds the sessions live at once (default DefaultMaxSessions).
+	// An initialize past it is refused, not served by closing another session: a
+	// session ends only by its client (DELETE) or by idling, so no client can end
+	// another's. The refusal is 503 with a Retry-After header and a JSON-RPC error
+	// (code -32000, data {"limit": MaxSessions}) naming the limit.
+	MaxSessions int
 }
 
 // Handler returns the streamable HTTP transport of the Server (every path), for a
-// listener on loopback. Against DNS rebinding and cross-site requests it refuses
+// listener on loopback. Its sessions end when their client DELETEs them, when they
+// idle (HTTPOptions.SessionIdleTimeout) or when the Server closes; at most
+// HTTPOptions.MaxSessions are live at once. Against DNS rebinding and cross-site requests it refuses
 // (403) a Host header that is not a loopback name or address, and an Origin header
 // that is not http(s) on a loopback name or address; then it checks the token.
 //
@@ -36,15 +59,22 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = int64(s.opts.MaxMessageBytes)
 	}
-	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
-		&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxRequestBytes})
+	if o.SessionIdleTimeout <= 0 {
+		o.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	h := newSessionLimit(s, o.MaxSessions, o.SessionIdleTimeout,
+		gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
+			&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxRequestBytes, SessionTimeout: o.SessionIdleTimeout}))
 	want := []byte("Bearer " + o.Token)
 	tokenHint := "send Authorization: Bearer TOKEN with the static token from toolhost mcp's token file"
 	if o.TokenFile != "" {
 		tokenHint += " " + o.TokenFile
 	}
 	tokenHint = strings.ReplaceAll(tokenHint, `"`, "'") // it goes into a quoted header parameter
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &httpHandler{limit: h, serve: func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
 			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
 			return
@@ -63,8 +93,16 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}}
 }
+
+// httpHandler is what Handler returns: the checks (serve), then the session limit.
+type httpHandler struct {
+	limit *sessionLimit
+	serve http.HandlerFunc
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
 
 // loopbackHost reports whether a Host header (host or host:port) names loopback.
 func loopbackHost(hostport string) bool {
