@@ -15,6 +15,10 @@ import (
 // before the Server closes it (HTTPOptions.SessionIdleTimeout).
 const DefaultSessionIdleTimeout = 10 * time.Minute
 
+// DefaultWriteTimeout bounds how long one write to an HTTP client may wait for it
+// to read (HTTPOptions.WriteTimeout).
+const DefaultWriteTimeout = 10 * time.Second
+
 // DefaultMaxSessions bounds the live HTTP sessions of one Handler
 // (HTTPOptions.MaxSessions).
 const DefaultMaxSessions = 64
@@ -41,6 +45,14 @@ type HTTPOptions struct {
 	// another's. The refusal is 503 with a Retry-After header and a JSON-RPC error
 	// (code -32000, data {"limit": MaxSessions}) naming the limit.
 	MaxSessions int
+	// WriteTimeout bounds how long one write of a response or stream (an SSE
+	// event, its flush) may wait for the client to read (default
+	// DefaultWriteTimeout). Past it the connection is closed, the request or
+	// stream ends and what is sent to it later is dropped: the go-sdk writes a
+	// session's messages in the sender's goroutine, so without it a client that
+	// stops reading its GET stream holds up the log and list_changed messages of
+	// every session.
+	WriteTimeout time.Duration
 }
 
 // Handler returns the streamable HTTP transport of the Server (every path), for a
@@ -64,6 +76,9 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	h := newSessionLimit(s, o.MaxSessions, o.SessionIdleTimeout,
 		gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
@@ -92,9 +107,37 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			http.Error(w, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with", http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r)
+		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: o.WriteTimeout}
+		defer dw.rc.SetWriteDeadline(time.Time{}) // what net/http writes after the handler has its own time
+		h.ServeHTTP(dw, r)
 	}}
 }
+
+// deadlineWriter gives every write and flush of a response the write timeout.
+// net/http closes the connection when a write fails, which ends the request's
+// context, so the go-sdk's stream ends with it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush, the go-sdk's flush, calls.
+func (w *deadlineWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.rc.Flush()
+}
+
+// Flush is http.Flusher's.
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap gives http.ResponseController the ResponseWriter.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // httpHandler is what Handler returns: the checks (serve), then the session limit.
 type httpHandler struct {

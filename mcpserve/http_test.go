@@ -1,14 +1,20 @@
 package mcpserve_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/mcpserve"
 )
@@ -149,5 +155,95 @@ func TestHTTPSessionCap(t *testing.T) {
 	}
 	if resp, body := hf.do(t, "POST", "", initialize, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("initialize after a DELETE: %d %q, want 200", resp.StatusCode, body)
+	}
+}
+
+// openSession initializes a session that has set its log level to debug and
+// returns its id.
+func (hf *httpFixture) openSession(t *testing.T) string {
+	t.Helper()
+	resp, body := hf.do(t, "POST", "", initialize, nil)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %q", resp.StatusCode, body)
+	}
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`,
+	} {
+		if resp, body := hf.do(t, "POST", id, msg, nil); resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d %q", msg, resp.StatusCode, body)
+		}
+	}
+	return id
+}
+
+// TestHTTPStalledStreamHoldsUpNoOne: a client that stops reading its GET stream
+// does not keep another session from getting its log messages: the write to the
+// stalled stream gives up after WriteTimeout and the stream is closed.
+func TestHTTPStalledStreamHoldsUpNoOne(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{WriteTimeout: 100 * time.Millisecond})
+	stalled, reading := hf.openSession(t), hf.openSession(t)
+
+	// The stalled client reads its GET stream's response header, then nothing.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(hf.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10) // so fewer messages fill it
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\n\r\n", hf.token, stalled)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+
+	// The reading client hands on the number of every log message it gets.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", hf.url, nil)
+	req.Header.Set("Authorization", "Bearer "+hf.token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", reading)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	got := make(chan int, 1)
+	go func() {
+		defer close(got)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m struct {
+				Params struct {
+					Data struct{ N string } `json:"data"`
+				} `json:"params"`
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || json.Unmarshal([]byte(data), &m) != nil || m.Params.Data.N == "" {
+				continue
+			}
+			n, _ := strconv.Atoi(m.Params.Data.N)
+			got <- n
+		}
+	}()
+
+	// 8 MiB of log messages, twice what the stalled client's socket buffers hold
+	// (the sender's grows to 4 MiB on Linux), each sent once the reading client has the one before (so none is
+	// dropped for a full queue).
+	sink := f.srv.LogSink()
+	pad := strings.Repeat("x", 256<<10)
+	for i := range 32 {
+		sink.Accept("test", hclog.Info, pad, "n", strconv.Itoa(i))
+		if n, ok := <-got; !ok || n != i {
+			t.Fatalf("the reading client got message %d (stream open %v), want %d", n, ok, i)
+		}
 	}
 }
