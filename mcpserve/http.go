@@ -90,21 +90,27 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 	}
 	tokenHint = strings.ReplaceAll(tokenHint, `"`, "'") // it goes into a quoted header parameter
 	return &httpHandler{limit: h, serve: func(w http.ResponseWriter, r *http.Request) {
+		// A refused request closes its connection: a client without the token, or
+		// a page elsewhere, holds no idle connection (and its goroutine) open.
+		refuse := func(code int, msg string) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, msg, code)
+		}
 		if !loopbackHost(r.Host) {
-			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
+			refuse(http.StatusForbidden, "forbidden: Host must be a loopback address (DNS rebinding protection)")
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
-			http.Error(w, "forbidden: Origin must be a loopback address", http.StatusForbidden)
+			refuse(http.StatusForbidden, "forbidden: Origin must be a loopback address")
 			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/.well-known/") {
-			http.Error(w, "not found: toolhost mcp has no OAuth authorization server; "+tokenHint, http.StatusNotFound)
+			refuse(http.StatusNotFound, "not found: toolhost mcp has no OAuth authorization server; "+tokenHint)
 			return
 		}
 		if o.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost", error="invalid_token", error_description="`+tokenHint+`"`)
-			http.Error(w, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with", http.StatusUnauthorized)
+			refuse(http.StatusUnauthorized, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with")
 			return
 		}
 		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: o.WriteTimeout}

@@ -53,11 +53,14 @@ func (hf *httpFixture) do(t *testing.T, method, session, body string, header map
 		req.Header.Set("Mcp-Session-Id", session)
 	}
 	for k, v := range header {
-		if k == "Host" {
+		switch {
+		case k == "Host":
 			req.Host = v
-			continue
+		case v == "":
+			req.Header.Del(k)
+		default:
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -245,5 +248,37 @@ func TestHTTPStalledStreamHoldsUpNoOne(t *testing.T) {
 		if n, ok := <-got; !ok || n != i {
 			t.Fatalf("the reading client got message %d (stream open %v), want %d", n, ok, i)
 		}
+	}
+}
+
+// TestHTTPRefusalsCloseTheConnection: a request refused before it reaches the
+// session (no token, a foreign Host or Origin, OAuth discovery) does not leave its
+// connection open for the next one.
+func TestHTTPRefusalsCloseTheConnection(t *testing.T) {
+	f := start(t)
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	for _, tc := range []struct {
+		name   string
+		method string
+		header map[string]string
+		path   string
+		want   int
+	}{
+		{"NoToken", "POST", map[string]string{"Authorization": ""}, "/", http.StatusUnauthorized},
+		{"NoTokenDELETE", "DELETE", map[string]string{"Authorization": "", "Mcp-Session-Id": "x"}, "/", http.StatusUnauthorized},
+		{"NoTokenGET", "GET", map[string]string{"Authorization": "Bearer s3cre", "Mcp-Session-Id": "x"}, "/", http.StatusUnauthorized},
+		{"ForeignHost", "POST", map[string]string{"Host": "evil.example:80"}, "/", http.StatusForbidden},
+		{"ForeignOrigin", "POST", map[string]string{"Origin": "http://evil.example"}, "/", http.StatusForbidden},
+		{"NullOrigin", "POST", map[string]string{"Origin": "null"}, "/", http.StatusForbidden},
+		{"OAuthDiscovery", "GET", nil, "/.well-known/oauth-authorization-server", http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := *hf
+			u.url += tc.path
+			resp, body := u.do(t, tc.method, "", initialize, tc.header)
+			if resp.StatusCode != tc.want || !resp.Close {
+				t.Errorf("%d (connection closed %v) %q, want %d and the connection closed", resp.StatusCode, resp.Close, body, tc.want)
+			}
+		})
 	}
 }
