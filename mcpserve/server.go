@@ -30,6 +30,10 @@ const DefaultChangeDelay = 50 * time.Millisecond
 // DefaultMaxMessageBytes bounds one inbound message on stdio.
 const DefaultMaxMessageBytes = 8 << 20
 
+// DefaultMaxCallsPerSession bounds the tools/call one client session has in flight
+// (Options.MaxCallsPerSession).
+const DefaultMaxCallsPerSession = 64
+
 // Options configure a Server.
 type Options struct {
 	// Registry holds the Locations' placements. Required.
@@ -45,6 +49,11 @@ type Options struct {
 	// DefaultMaxMessageBytes); a longer line is discarded and answered with an
 	// error, and the session carries on.
 	MaxMessageBytes int
+	// MaxCallsPerSession bounds the tools/call one session has in flight, waiting
+	// for a Hold or a starting source included (default
+	// DefaultMaxCallsPerSession). A call past it is refused at once, never queued:
+	// JSON-RPC error -32000 naming the limit (data {"limit": MaxCallsPerSession}).
+	MaxCallsPerSession int
 	// Roots, if set, is called with the client's roots that are file:// directories
 	// (absolute paths, sorted), after a session initializes and whenever its client
 	// sends notifications/roots/list_changed; the caller activates and adds what is
@@ -84,6 +93,7 @@ type session struct {
 	id    string
 	agent string
 	view  *view // the tool set the client last listed; nil before it listed
+	calls int   // tools/call in flight
 }
 
 type callKey struct{ session, call string }
@@ -118,6 +128,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxCallsPerSession <= 0 {
+		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger,
