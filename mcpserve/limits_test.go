@@ -82,3 +82,32 @@ func TestCallsPerSessionAreBounded(t *testing.T) {
 		break
 	}
 }
+
+// TestDisconnectWithAnAskPendingEndsTheSession: a client that goes away (closes
+// stdin) while the host waits for its answer to an elicitation ends the session:
+// ServeStdio returns, the call interrupted.
+func TestDisconnectWithAnAskPendingEndsTheSession(t *testing.T) {
+	f := start(t, "ws")
+	rs := f.raw(t)
+	rs.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.recv(t)
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"guarded","arguments":{"text":"go"}}}`)
+	for {
+		if m := rs.next(t); m["method"] == "elicitation/create" {
+			break
+		}
+	}
+	rs.w.Close() // never answered: the client goes away
+	go func() {  // what the host still writes, until it is done
+		for {
+			if _, err := rs.r.ReadByte(); err != nil {
+				return
+			}
+		}
+	}()
+	if err := <-rs.served; err != nil {
+		t.Errorf("ServeStdio: %v", err)
+	}
+	rs.served <- nil // for the cleanup
+}
