@@ -282,3 +282,27 @@ func TestHTTPRefusalsCloseTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPInitializeIsBounded: the POST that makes a session, whose initialize
+// params the session keeps for its life, is refused (413) past 64 KiB, though
+// other requests may be as large as MaxRequestBytes.
+func TestHTTPInitializeIsBounded(t *testing.T) {
+	f := start(t)
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"x":"` +
+		strings.Repeat("a", 1<<20) + `"}},"clientInfo":{"name":"raw","version":"1"}}}`
+	if resp, body := hf.do(t, "POST", "", big, nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 1 MiB initialize: %d (%d bytes of body), want 413", resp.StatusCode, len(body))
+	}
+	if n := mcpserve.SDKSessions(f.srv); n != 0 {
+		t.Errorf("%d sessions live, want none", n)
+	}
+	if err := mcpserve.WaitSessions(t.Context(), hf.h, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := hf.openSession(t)
+	ping := `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`
+	if resp, body := hf.do(t, "POST", id, ping, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a 1 MiB ping in a session: %d %q, want 200", resp.StatusCode, body)
+	}
+}

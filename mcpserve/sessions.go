@@ -31,6 +31,12 @@ func newSessionLimit(s *Server, max int, idle time.Duration, h http.Handler) *se
 	return &sessionLimit{s: s, max: max, idle: idle, handler: h, changed: make(chan struct{})}
 }
 
+// maxInitializeBytes bounds the body of a POST that makes a session (its
+// initialize; past it 413): the session keeps the initialize's params, client
+// capabilities with their "experimental" JSON included, for its whole life, and an
+// initialize is a few hundred bytes.
+const maxInitializeBytes = 64 << 10
+
 // sessionIDHeader is the streamable HTTP transport's session header.
 const sessionIDHeader = "Mcp-Session-Id"
 
@@ -43,6 +49,7 @@ func (l *sessionLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.refuse(w)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxInitializeBytes)
 	l.handler.ServeHTTP(w, r)
 	// The go-sdk has set the header of the session it made (the header map is
 	// still readable once the response is written).
