@@ -81,7 +81,10 @@ type Server struct {
 	mirrored map[string]string // served name → key of the tool the SDK holds
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
-	rootsMu  sync.Mutex // one Options.Roots call at a time
+	// rootsAgain holds the sessions with a roots/list in flight: true when their
+	// roots changed since it was sent.
+	rootsAgain map[*gomcp.ServerSession]bool
+	rootsMu    sync.Mutex // one Options.Roots call at a time
 
 	holdMu   sync.Mutex
 	holds    int           // Holds not yet released
@@ -139,6 +142,8 @@ func New(opts Options) (*Server, error) {
 		mirrored: map[string]string{},
 		sessions: map[*gomcp.ServerSession]*session{},
 		calls:    map[callKey]*gomcp.ServerSession{},
+
+		rootsAgain: map[*gomcp.ServerSession]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mcp = gomcp.NewServer(&gomcp.Implementation{Name: "toolhost", Title: "toolhost", Version: opts.Version}, &gomcp.ServerOptions{
