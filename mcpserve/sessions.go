@@ -49,13 +49,17 @@ func (l *sessionLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.refuse(w)
 		return
 	}
+	var made *gomcp.ServerSession
+	defer func() {
+		if made == nil { // none made, it has ended already, or the handler panicked
+			l.release()
+		}
+	}()
 	r.Body = http.MaxBytesReader(w, r.Body, maxInitializeBytes)
 	l.handler.ServeHTTP(w, r)
 	// The go-sdk has set the header of the session it made (the header map is
 	// still readable once the response is written).
-	id := w.Header().Get(sessionIDHeader)
-	var made *gomcp.ServerSession
-	if id != "" {
+	if id := w.Header().Get(sessionIDHeader); id != "" {
 		for ss := range l.s.mcp.Sessions() {
 			if ss.ID() == id {
 				made = ss
@@ -63,8 +67,7 @@ func (l *sessionLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if made == nil { // none made, or it has ended already
-		l.release()
+	if made == nil {
 		return
 	}
 	l.s.done.Add(1)
