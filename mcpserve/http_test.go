@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/mcpserve"
 )
@@ -304,5 +305,23 @@ func TestHTTPInitializeIsBounded(t *testing.T) {
 	ping := `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`
 	if resp, body := hf.do(t, "POST", id, ping, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("a 1 MiB ping in a session: %d %q, want 200", resp.StatusCode, body)
+	}
+}
+
+// TestHTTPSessionIDStaysWithTheClient: the session id a tool's invocation carries
+// is not the HTTP session's Mcp-Session-Id, which (with the token) addresses the
+// session: a plugin learns nothing it could use to reach the client's session.
+func TestHTTPSessionIDStaysWithTheClient(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "go-http", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &gomcp.StreamableClientTransport{Endpoint: hf.url, HTTPClient: &http.Client{Transport: bearer{hf.token}}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	got := text(call(t, cs, "session", map[string]string{"text": ""}))
+	if !strings.HasPrefix(got, "mcp_") || cs.ID() == "" || strings.Contains(got, cs.ID()) {
+		t.Errorf("the invocation's session id %q, the HTTP session's %q: want an mcp_ id of its own", got, cs.ID())
 	}
 }

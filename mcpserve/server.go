@@ -452,11 +452,9 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	if st, ok := s.sessions[ss]; ok {
 		return st
 	}
-	st := &session{id: ss.ID(), agent: "mcp"}
-	if st.id == "" {
-		st.id = rand.Text()
-	}
-	st.id = "mcp_" + st.id
+	// Not the transport's session id: over HTTP that is what addresses the
+	// session (with the token), and the id goes to plugins in every invocation.
+	st := &session{id: "mcp_" + rand.Text(), agent: "mcp"}
 	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 		st.agent = p.ClientInfo.Name
 	}
