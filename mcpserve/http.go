@@ -58,9 +58,11 @@ type HTTPOptions struct {
 // Handler returns the streamable HTTP transport of the Server (every path), for a
 // listener on loopback. Its sessions end when their client DELETEs them, when they
 // idle (HTTPOptions.SessionIdleTimeout) or when the Server closes; at most
-// HTTPOptions.MaxSessions are live at once. Against DNS rebinding and cross-site requests it refuses
-// (403) a Host header that is not a loopback name or address, and an Origin header
-// that is not http(s) on a loopback name or address; then it checks the token.
+// HTTPOptions.MaxSessions are live at once, and the POST that makes one may carry
+// 64 KiB. Against DNS rebinding and cross-site requests it refuses (403) a Host
+// header that is not a loopback name or address, and an Origin header that is not
+// http(s) on a loopback name or address; then it checks the token. A refused
+// request (403, 401, 404) closes its connection.
 //
 // The token is static: there is no OAuth authorization server to discover. A
 // request without it gets 401 whose WWW-Authenticate header (error="invalid_token")

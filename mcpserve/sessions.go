@@ -27,8 +27,8 @@ type sessionLimit struct {
 	changed chan struct{} // closed and replaced whenever live changes
 }
 
-func newSessionLimit(s *Server, max int, idle time.Duration, h http.Handler) *sessionLimit {
-	return &sessionLimit{s: s, max: max, idle: idle, handler: h, changed: make(chan struct{})}
+func newSessionLimit(s *Server, limit int, idle time.Duration, h http.Handler) *sessionLimit {
+	return &sessionLimit{s: s, max: limit, idle: idle, handler: h, changed: make(chan struct{})}
 }
 
 // maxInitializeBytes bounds the body of a POST that makes a session (its
