@@ -325,3 +325,50 @@ func TestHTTPSessionIDStaysWithTheClient(t *testing.T) {
 		t.Errorf("the invocation's session id %q, the HTTP session's %q: want an mcp_ id of its own", got, cs.ID())
 	}
 }
+
+// TestHTTPSessionsCannotCancelEachOther: notifications/cancelled naming a request
+// id of another session's call leaves that call alone (request ids are per
+// session).
+func TestHTTPSessionsCannotCancelEachOther(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	a, b := hf.openSession(t), hf.openSession(t)
+
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", hf.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{"steps":20,"step_ms":10},"_meta":{"progressToken":"a"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+hf.token)
+	req.Header.Set("Mcp-Session-Id", a)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	cancelled := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["method"] == "notifications/progress" && !cancelled { // under way: b cancels "its" request 7
+			cancelled = true
+			if resp, body := hf.do(t, "POST", b, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`, nil); resp.StatusCode/100 != 2 {
+				t.Fatalf("cancel from b: %d %q", resp.StatusCode, body)
+			}
+			continue
+		}
+		if m["id"] == 7.0 {
+			if res, _ := m["result"].(map[string]any); res == nil || res["isError"] == true {
+				t.Fatalf("a's call after b's cancel: %v, want its result", m)
+			}
+			return
+		}
+	}
+	t.Fatalf("a's stream ended without the call's answer: %v", sc.Err())
+}
