@@ -105,11 +105,25 @@ func (s *Server) lookup(ctx context.Context, st *session, name string) (served, 
 // call settles one tools/call on the view the session last listed; a tool whose
 // source is still starting is waited for (see lookup).
 func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+	st := s.sessionOf(req.Session)
+	name := req.Params.Name
+	s.mu.Lock()
+	if st.calls >= s.opts.MaxCallsPerSession {
+		s.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d}`, s.opts.MaxCallsPerSession)),
+			Message: fmt.Sprintf("tool %q: refused: this session has %d calls in flight, the most toolhost mcp runs at once for one session; call again once one has ended",
+				name, s.opts.MaxCallsPerSession)}
+	}
+	st.calls++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		st.calls--
+		s.mu.Unlock()
+	}()
 	if err := s.awaitRelease(ctx); err != nil {
 		return nil, err
 	}
-	st := s.sessionOf(req.Session)
-	name := req.Params.Name
 	t, ok := s.lookup(ctx, st, name)
 	if !ok {
 		return &gomcp.CallToolResult{
@@ -156,6 +170,9 @@ func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.C
 	}
 	return result(settlement), nil
 }
+
+// codeLimit is the JSON-RPC error code of a request refused for a limit.
+const codeLimit = -32000
 
 // callError is the JSON-RPC error of a call that did not settle.
 func callError(name string, err error) error {

@@ -43,6 +43,8 @@
 //
 // # Session
 //
+// A session has at most Options.MaxCallsPerSession calls in flight; the next is
+// refused at once with JSON-RPC error -32000 naming the limit.
 // Progress reaches the client as notifications/progress when the call carried a
 // progress token; notifications/cancelled cancels the call's context (the tool's
 // executor, in a plugin process too, sees it end). Host and plugin logs are sent to

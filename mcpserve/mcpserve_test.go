@@ -80,9 +80,17 @@ func (l *logCapture) has(msg string) bool {
 // start serves the Locations at dirs: under testdata, or absolute paths.
 func start(t testing.TB, dirs ...string) *fixture {
 	t.Helper()
+	return startWith(t, mcpserve.Options{}, dirs...)
+}
+
+// startWith is start with the Server's Options (its Registry, Logger and
+// ChangeDelay are the fixture's).
+func startWith(t testing.TB, opts mcpserve.Options, dirs ...string) *fixture {
+	t.Helper()
 	reg := hosttest.Registry(t, registry.Options{})
 	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "test", Output: io.Discard, Level: hclog.Debug})
-	srv, err := mcpserve.New(mcpserve.Options{Registry: reg, Logger: logger, ChangeDelay: 20 * time.Millisecond})
+	opts.Registry, opts.Logger, opts.ChangeDelay = reg, logger, 20*time.Millisecond
+	srv, err := mcpserve.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,11 @@
 package mcpserve_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,4 +44,62 @@ func TestRootsFollowTheClient(t *testing.T) {
 	next(a, b)
 	client.RemoveRoots("file://" + a)
 	next(b)
+}
+
+// TestRootsChangesAreCoalesced: while the host waits for a client's roots/list
+// answer, any number of notifications/roots/list_changed make one more roots/list
+// after it, not one each.
+func TestRootsChangesAreCoalesced(t *testing.T) {
+	got := make(chan []string, 8)
+	f := startWith(t, mcpserve.Options{Roots: func(dirs []string) { got <- dirs }})
+	rs := f.raw(t)
+	rs.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.recv(t)
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// untilPing sends a ping and returns the roots/list requests that come before
+	// its answer.
+	untilPing := func(id int) (asks []any) {
+		t.Helper()
+		rs.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, id))
+		for {
+			m := rs.next(t)
+			if m["method"] == "roots/list" {
+				asks = append(asks, m["id"])
+			}
+			if m["id"] == float64(id) && m["method"] == nil {
+				return asks
+			}
+		}
+	}
+	answer := func(id any) {
+		t.Helper()
+		raw, _ := json.Marshal(id)
+		rs.send(t, `{"jsonrpc":"2.0","id":`+string(raw)+`,"result":{"roots":[]}}`)
+		<-got
+	}
+	var first any
+	for first == nil {
+		if m := rs.next(t); m["method"] == "roots/list" {
+			first = m["id"]
+		}
+	}
+	var changes strings.Builder
+	for range 1000 {
+		changes.WriteString(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` + "\n")
+	}
+	rs.send(t, strings.TrimSuffix(changes.String(), "\n"))
+	if asks := untilPing(100); len(asks) != 0 {
+		t.Fatalf("%d roots/list sent while the first is unanswered, want none", len(asks))
+	}
+	answer(first)
+	var second any
+	for second == nil {
+		if m := rs.next(t); m["method"] == "roots/list" {
+			second = m["id"]
+		}
+	}
+	answer(second)
+	if asks := untilPing(101); len(asks) != 0 {
+		t.Errorf("%d more roots/list after the one for 1000 changes, want none", len(asks))
+	}
 }

@@ -30,6 +30,10 @@ const DefaultChangeDelay = 50 * time.Millisecond
 // DefaultMaxMessageBytes bounds one inbound message on stdio.
 const DefaultMaxMessageBytes = 8 << 20
 
+// DefaultMaxCallsPerSession bounds the tools/call one client session has in flight
+// (Options.MaxCallsPerSession).
+const DefaultMaxCallsPerSession = 64
+
 // Options configure a Server.
 type Options struct {
 	// Registry holds the Locations' placements. Required.
@@ -45,6 +49,11 @@ type Options struct {
 	// DefaultMaxMessageBytes); a longer line is discarded and answered with an
 	// error, and the session carries on.
 	MaxMessageBytes int
+	// MaxCallsPerSession bounds the tools/call one session has in flight, waiting
+	// for a Hold or a starting source included (default
+	// DefaultMaxCallsPerSession). A call past it is refused at once, never queued:
+	// JSON-RPC error -32000 naming the limit (data {"limit": MaxCallsPerSession}).
+	MaxCallsPerSession int
 	// Roots, if set, is called with the client's roots that are file:// directories
 	// (absolute paths, sorted), after a session initializes and whenever its client
 	// sends notifications/roots/list_changed; the caller activates and adds what is
@@ -72,7 +81,10 @@ type Server struct {
 	mirrored map[string]string // served name → key of the tool the SDK holds
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
-	rootsMu  sync.Mutex // one Options.Roots call at a time
+	// rootsAgain holds the sessions with a roots/list in flight: true when their
+	// roots changed since it was sent.
+	rootsAgain map[*gomcp.ServerSession]bool
+	rootsMu    sync.Mutex // one Options.Roots call at a time
 
 	holdMu   sync.Mutex
 	holds    int           // Holds not yet released
@@ -84,6 +96,7 @@ type session struct {
 	id    string
 	agent string
 	view  *view // the tool set the client last listed; nil before it listed
+	calls int   // tools/call in flight
 }
 
 type callKey struct{ session, call string }
@@ -119,6 +132,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if opts.MaxCallsPerSession <= 0 {
+		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
+	}
 	s := &Server{
 		opts: opts, log: opts.Logger,
 		logs:     make(chan logEntry, logBuffer),
@@ -126,6 +142,8 @@ func New(opts Options) (*Server, error) {
 		mirrored: map[string]string{},
 		sessions: map[*gomcp.ServerSession]*session{},
 		calls:    map[callKey]*gomcp.ServerSession{},
+
+		rootsAgain: map[*gomcp.ServerSession]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mcp = gomcp.NewServer(&gomcp.Implementation{Name: "toolhost", Title: "toolhost", Version: opts.Version}, &gomcp.ServerOptions{
@@ -434,11 +452,9 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	if st, ok := s.sessions[ss]; ok {
 		return st
 	}
-	st := &session{id: ss.ID(), agent: "mcp"}
-	if st.id == "" {
-		st.id = rand.Text()
-	}
-	st.id = "mcp_" + st.id
+	// Not the transport's session id: over HTTP that is what addresses the
+	// session (with the token), and the id goes to plugins in every invocation.
+	st := &session{id: "mcp_" + rand.Text(), agent: "mcp"}
 	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 		st.agent = p.ClientInfo.Name
 	}

@@ -71,6 +71,9 @@ func main() {
 			"fail": sdk.NewTool("Always fails.", func(ctx context.Context, _ sdk.Invocation, in TextInput) (string, error) {
 				return "", sdk.Failf("failed on purpose: %s", in.Text)
 			}),
+			"session": sdk.NewTool("Returns the session id its invocation carries.", func(ctx context.Context, inv sdk.Invocation, in TextInput) (string, error) {
+				return inv.SessionID, nil
+			}),
 			"guarded": sdk.NewTool("Needs the user's approval.", func(ctx context.Context, _ sdk.Invocation, in TextInput) (string, error) {
 				return "approved: " + in.Text, nil
 			}),
