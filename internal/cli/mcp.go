@@ -352,7 +352,10 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 
 // serveHTTP serves streamable HTTP on lis until ctx ends or serving fails.
 func (m *mcpRun) serveHTTP(ctx context.Context, lis net.Listener) int {
-	hs := &http.Server{Handler: m.srv.Handler(mcpserve.HTTPOptions{Token: m.token, TokenFile: m.tokenFile}), ReadHeaderTimeout: 10 * time.Second}
+	// No WriteTimeout: a session's event stream lives as long as the session (the
+	// handler bounds each write itself). A kept-alive connection left idle is let go.
+	hs := &http.Server{Handler: m.srv.Handler(mcpserve.HTTPOptions{Token: m.token, TokenFile: m.tokenFile}),
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lis) }()
 	if m.o.noToken {
