@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	isandbox "github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sandbox"
@@ -225,9 +226,9 @@ func TestPluginServesTools(t *testing.T) {
 // protocol version 1, the host token in a header on every call, and results as
 // events although the host asks for flat results.
 func TestOlderSDKPluginServes(t *testing.T) {
-	bin := filepath.Join(filepath.Dir(faultBinary), "oldsdk")
-	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/oldsdk").CombinedOutput(); err != nil {
-		t.Fatalf("build oldsdk: %v\n%s", err, out)
+	bin := oldSDKBinary(t)
+	if isandbox.RefusesConnect(isandbox.Spec{Contain: true, Confine: &isandbox.Confinement{}}) {
+		t.Skip("its sandbox would refuse connect(2) here (no world): TestOlderSDKPluginFailsClearlyWithoutAWorld")
 	}
 	h := newHost(t)
 	if _, err := h.supervise(plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, supervise.Budget{}); err != nil {
@@ -238,6 +239,36 @@ func TestOlderSDKPluginServes(t *testing.T) {
 			t.Fatalf("echo = %+v", s)
 		}
 	}
+}
+
+// oldSDKBinary builds testdata/oldsdk.
+func oldSDKBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(faultBinary), "oldsdk")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/oldsdk").CombinedOutput(); err != nil {
+		t.Fatalf("build oldsdk: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestOlderSDKPluginFailsClearlyWithoutAWorld: where a plugin's sandbox refuses
+// connect(2) (no world), the host multiplexes its connections to the plugin over
+// one, which a plugin built with an older sdk refuses (it checks every
+// connection's peer pid): it does not start, and the error names it and says to
+// rebuild it.
+func TestOlderSDKPluginFailsClearlyWithoutAWorld(t *testing.T) {
+	t.Setenv(isandbox.OffEnv, "world")
+	if !isandbox.RefusesConnect(isandbox.Spec{Contain: true, Confine: &isandbox.Confinement{}}) {
+		t.Skip("no seccomp filter here")
+	}
+	bin := oldSDKBinary(t)
+	h := newHost(t)
+	_, err := plugins.Start(context.Background(), h.root, plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, h.target(), 1)
+	var se *plugins.StartError
+	if !errors.As(err, &se) || se.Plugin != "oldsdk" || !strings.Contains(err.Error(), "rebuild it with the current sdk") {
+		t.Fatalf("start: %v; want a StartError naming oldsdk and saying to rebuild it", err)
+	}
+	t.Log(err)
 }
 
 func TestCancellationReachesThePlugin(t *testing.T) {
