@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/loglimit"
@@ -348,7 +349,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
-	if err := inst.connect(atStart != ""); err != nil {
+	if err := inst.connect(ctx, atStart != ""); err != nil {
 		return err
 	}
 	inst.serveCapabilities()
@@ -475,7 +476,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 
 // connect launches (or attaches to) the plugin and completes go-plugin's handshake
 // (activating: the plugin activates as it starts).
-func (inst *Instance) connect(activating bool) error {
+func (inst *Instance) connect(ctx context.Context, activating bool) error {
 	rpcClient, err := inst.client.Client()
 	if err != nil {
 		return inst.handshakeError(err, activating)
@@ -487,11 +488,14 @@ func (inst *Instance) connect(activating bool) error {
 	}
 	conn := raw.(*hostConn)
 	inst.rpc, inst.broker = conn.client, conn.broker
-	if inst.multiplexed {
-		// The first call over the multiplexed connection: a plugin built with an
-		// older sdk refuses it (it checks its peer's pid on every connection, and a
-		// stream of one has none), which would otherwise show only at its first call.
-		if err := rpcClient.Ping(); err != nil {
+	if gc, ok := rpcClient.(*plugin.GRPCClient); ok && inst.multiplexed {
+		// The first call over the multiplexed connection (go-plugin's health check),
+		// within the start timeout: a plugin built with an older sdk refuses it (it
+		// checks its peer's pid on every connection, and a stream of one has none),
+		// which would otherwise show only at its first call.
+		pctx, cancel := context.WithTimeout(ctx, inst.cfg.StartTimeout)
+		defer cancel()
+		if _, err := grpc_health_v1.NewHealthClient(gc.Conn).Check(pctx, &grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName}); err != nil {
 			return fmt.Errorf("the plugin refused the host's connection (%w): where its sandbox refuses connect(2) (no world, no network) the host multiplexes everything over one connection, which a plugin built with an older toolhost sdk refuses; rebuild it with the current sdk", err)
 		}
 	}
