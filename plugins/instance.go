@@ -440,11 +440,13 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 	// that one, so that the plugin connects to nothing (see multiplexed).
 	inst.multiplexed = sandbox.RefusesConnect(cfg.sandboxSpec())
 	clientCfg.GRPCBrokerMultiplex = inst.multiplexed
-	clientCfg.Dialer = func(ctx context.Context, addr net.Addr) (net.Conn, error) {
-		inst.mu.Lock()
-		proc := inst.proc
-		inst.mu.Unlock()
-		return proc.dial(ctx, addr.String())
+	if !inst.multiplexed {
+		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			inst.mu.Lock()
+			proc := inst.proc
+			inst.mu.Unlock()
+			return proc.dial(ctx, addr)
+		}))
 	}
 	served := map[uint32]bool{toolsBrokerID: true, servicesBrokerID: cfg.Services != nil, interactionBrokerID: len(cfg.Grants) > 0}
 	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithChainStreamInterceptor(brokerInbound(func(id uint32) bool { return served[id] })))
@@ -466,6 +468,16 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
 		proc := newProcRunner(box, activationLineLimit(cfg.Limits), inst.log, socketDir)
+		if inst.multiplexed {
+			// go-plugin dials the multiplexed connection itself (net.Dial), once: it
+			// dials a hard link the host makes to the plugin's socket in a directory
+			// of its own (see PluginToHost).
+			if proc.linkDir, err = os.MkdirTemp(cfg.SocketDir, "toolhost-link"); err != nil {
+				box.Release()
+				return nil, fmt.Errorf("a directory for the link to its socket: %w", err)
+			}
+			_ = inst.scope.Defer(context.Background(), func(context.Context) error { return os.RemoveAll(proc.linkDir) })
+		}
 		inst.mu.Lock() // stop may read it at once: the Location can close during a start
 		inst.proc = proc
 		inst.mu.Unlock()

@@ -43,6 +43,9 @@ type procRunner struct {
 	handshake handshakeLine
 	// address is the socket PluginToHost accepted; dial connects only there.
 	address atomic.Pointer[string]
+	// linkDir, for a multiplexed plugin, is a private directory of the host's in
+	// which PluginToHost links the plugin's socket (see there); "" otherwise.
+	linkDir string
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
@@ -183,6 +186,22 @@ func (r *procRunner) PluginToHost(network, addr string) (string, string, error) 
 			what = "a regular file"
 		}
 		return "", "", fmt.Errorf("its handshake names %q, which is %s, not a socket; the host connects only to the plugin's own socket", addr, what)
+	}
+	if r.linkDir != "" {
+		// Multiplexed: go-plugin dials the address once with net.Dial, past dial's
+		// checks. It gets a hard link to the socket's inode in the host's own
+		// directory, made without following a link (link(2)) and checked to be a
+		// socket: the plugin can swap nothing there, and an inode's socket stays
+		// the one that bound it. Only the plugin's tree, and the user's unconfined
+		// processes, can write the plugin's directory.
+		link := filepath.Join(r.linkDir, "plugin.sock")
+		if err := os.Link(addr, link); err != nil {
+			return "", "", fmt.Errorf("link the socket its handshake names: %w", err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			return "", "", fmt.Errorf("the socket its handshake names, %q, was replaced before the host linked it: refused", addr)
+		}
+		addr = link
 	}
 	r.address.Store(&addr)
 	return network, addr, nil

@@ -267,11 +267,6 @@ type ClientConfig struct {
 	// before calling AcceptAndServe again.
 	GRPCBrokerMultiplex bool
 
-	// Dialer, if set, makes every connection to the plugin's address (the
-	// handshake's): the gRPC connection, or with GRPCBrokerMultiplex the one
-	// connection everything is multiplexed over. Default: net.Dial.
-	Dialer func(ctx context.Context, addr net.Addr) (net.Conn, error)
-
 	// SkipHostEnv allows plugins to run without inheriting the parent process'
 	// environment variables.
 	SkipHostEnv bool
@@ -1139,11 +1134,6 @@ func (c *Client) dialer(ctx context.Context, _ string) (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if c.config.Dialer != nil {
-		conn, err = c.config.Dialer(ctx, c.address)
-		if err != nil {
-			return nil, err
-		}
 	} else {
 		conn, err = netAddrDialer(c.address)(ctx, "")
 		if err != nil {
@@ -1167,11 +1157,7 @@ func (c *Client) getGRPCMuxer(addr net.Addr) (*grpcmux.GRPCClientMuxer, error) {
 
 	var err error
 	c.grpcMuxerOnce.Do(func() {
-		var dial func(net.Addr) (net.Conn, error)
-		if d := c.config.Dialer; d != nil {
-			dial = func(addr net.Addr) (net.Conn, error) { return d(context.Background(), addr) }
-		}
-		c.grpcMuxer, err = grpcmux.NewGRPCClientMuxer(c.logger, addr, dial)
+		c.grpcMuxer, err = grpcmux.NewGRPCClientMuxer(c.logger, addr)
 	})
 	if err != nil {
 		return nil, err

@@ -39,15 +39,10 @@ type GRPCClientMuxer struct {
 // maxKnocked bounds the knocks acknowledged whose streams have not come yet.
 const maxKnocked = 64
 
-// NewGRPCClientMuxer dials addr (with dial, or net.Dial when dial is nil) and
-// multiplexes the broker's connections over that one connection.
-func NewGRPCClientMuxer(logger hclog.Logger, addr net.Addr, dial func(net.Addr) (net.Conn, error)) (*GRPCClientMuxer, error) {
+func NewGRPCClientMuxer(logger hclog.Logger, addr net.Addr) (*GRPCClientMuxer, error) {
 	// Eagerly establish the underlying connection as early as possible.
 	logger.Debug("making new client mux initial connection", "addr", addr)
-	if dial == nil {
-		dial = func(addr net.Addr) (net.Conn, error) { return net.Dial(addr.Network(), addr.String()) }
-	}
-	conn, err := dial(addr)
+	conn, err := net.Dial(addr.Network(), addr.String())
 	if err != nil {
 		return nil, err
 	}
