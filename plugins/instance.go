@@ -688,8 +688,8 @@ func (inst *Instance) awaitAnnounced(ctx context.Context) {
 // onlyThePlugin admits only this instance's plugin process tree (the plugin and, in
 // the sandbox's cgroup and subreaper modes, its launcher) to a broker-served
 // capability. Multiplexed, that holds by construction: a capability's connections
-// are streams of the one connection the host dialled to the plugin's socket, whose
-// server procRunner.dial found in the plugin's tree, and no socket serves them; nil
+// are streams of the one connection the host dialled to the plugin's socket
+// (through the link procRunner.PluginToHost made), and no socket serves them; nil
 // then. Otherwise the broker listens on sockets: their directory is private to the host's user, but
 // plugins run as that user, so the kernel's word on the peer's pid is what keeps
 // one plugin from dialling another's capabilities.
