@@ -192,8 +192,10 @@ func (s *heldStream) RecvMsg(m any) error {
 	if err := s.b.take(n, "a message of the result of", s.method); err != nil {
 		return err
 	}
-	if ev, ok := m.(*pluginpb.ExecuteEvent); ok && ev.GetProgress() != nil {
-		s.b.give(n) // passed on, not kept: a long call's progress does not add up
+	if ev, ok := m.(*pluginpb.ExecuteEvent); ok && ev.GetProgress() != nil || s.method == brokerStreamMethod {
+		// Passed on, not kept: a long call's progress, or a knock on the broker
+		// stream (which lasts as long as the plugin), does not add up.
+		s.b.give(n)
 		return nil
 	}
 	s.held.Add(n)
@@ -225,7 +227,7 @@ func (inst *Instance) capabilityServer(opts []grpc.ServerOption, limit int, admi
 		context.AfterFunc(ctx, r.release)
 		return context.WithValue(ctx, reservationKey{}, r), nil
 	}
-	opts = append(opts, inst.onlyThePlugin(), grpc.MaxRecvMsgSize(limit), grpc.InTapHandle(handle),
+	opts = append(append(opts, inst.onlyThePlugin()...), grpc.MaxRecvMsgSize(limit), grpc.InTapHandle(handle),
 		grpc.ChainUnaryInterceptor(b.keepDecoded))
 	opts = append(append(opts, more...), pluginpb.ServerOptions()...)
 	return grpc.NewServer(opts...)

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/loglimit"
@@ -290,6 +291,11 @@ type Instance struct {
 
 	mu   sync.Mutex
 	regs map[uint64]*registry.Registration // by the plugin-chosen registration id
+	// multiplexed: the plugin's sandbox refuses connect(2), so its broker's
+	// connections are streams of the host's one connection to it (go-plugin's
+	// GRPCBrokerMultiplex) instead of connections to sockets the host listens on.
+	// Set before the launch.
+	multiplexed bool
 	// announced has a channel per capability served, closed once the broker has
 	// announced it to the plugin (acceptAndServe).
 	announced []chan struct{}
@@ -343,7 +349,7 @@ func (inst *Instance) start(ctx context.Context) error {
 	// The process stops after the tools are gone.
 	_ = inst.scope.Defer(ctx, inst.stop)
 	_ = inst.scope.Defer(ctx, func(context.Context) error { inst.releaseAll(); return nil })
-	if err := inst.connect(atStart != ""); err != nil {
+	if err := inst.connect(ctx, atStart != ""); err != nil {
 		return err
 	}
 	inst.serveCapabilities()
@@ -428,13 +434,22 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 	}
 	clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
 	// The host connects only to the socket the plugin's process serves in its own
-	// directory (see procRunner.PluginToHost and dial).
-	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		inst.mu.Lock()
-		proc := inst.proc
-		inst.mu.Unlock()
-		return proc.dial(ctx, addr)
-	}), grpc.WithChainStreamInterceptor(refuseBrokerInbound))
+	// directory (see procRunner.PluginToHost and dial). Where the plugin's sandbox
+	// refuses connect(2) (confined without a world and without the network), the
+	// host connects once and the broker's connections are streams multiplexed over
+	// that one, so that the plugin connects to nothing (see multiplexed).
+	inst.multiplexed = sandbox.RefusesConnect(cfg.sandboxSpec())
+	clientCfg.GRPCBrokerMultiplex = inst.multiplexed
+	if !inst.multiplexed {
+		clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			inst.mu.Lock()
+			proc := inst.proc
+			inst.mu.Unlock()
+			return proc.dial(ctx, addr)
+		}))
+	}
+	served := map[uint32]bool{toolsBrokerID: true, servicesBrokerID: cfg.Services != nil, interactionBrokerID: len(cfg.Grants) > 0}
+	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, grpc.WithChainStreamInterceptor(brokerInbound(func(id uint32) bool { return served[id] })))
 	clientCfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		env := append(proc.EnvList(cfg.Env), spec.Env...) // spec.Env: go-plugin's own variables only
 		env = append(env, pluginpb.HostTokenEnv+"="+token)
@@ -445,10 +460,24 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		if err != nil {
 			return nil, err
 		}
+		if box.RefusesConnect() != inst.multiplexed {
+			box.Release()
+			return nil, fmt.Errorf("its sandbox refuses connect(2): %v, but the host expected %v (a bug: sandbox.RefusesConnect and the box disagree)", box.RefusesConnect(), inst.multiplexed)
+		}
 		if w := box.Warning(); w != "" {
 			cfg.Logger.Warn("plugin runs unconfined", "plugin", cfg.Name, "reason", w)
 		}
 		proc := newProcRunner(box, activationLineLimit(cfg.Limits), inst.log, socketDir)
+		if inst.multiplexed {
+			// go-plugin dials the multiplexed connection itself (net.Dial), once: it
+			// dials a hard link the host makes to the plugin's socket in a directory
+			// of its own (see PluginToHost).
+			if proc.linkDir, err = os.MkdirTemp(cfg.SocketDir, "toolhost-link"); err != nil {
+				box.Release()
+				return nil, fmt.Errorf("a directory for the link to its socket: %w", err)
+			}
+			_ = inst.scope.Defer(context.Background(), func(context.Context) error { return os.RemoveAll(proc.linkDir) })
+		}
 		inst.mu.Lock() // stop may read it at once: the Location can close during a start
 		inst.proc = proc
 		inst.mu.Unlock()
@@ -459,7 +488,7 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 
 // connect launches (or attaches to) the plugin and completes go-plugin's handshake
 // (activating: the plugin activates as it starts).
-func (inst *Instance) connect(activating bool) error {
+func (inst *Instance) connect(ctx context.Context, activating bool) error {
 	rpcClient, err := inst.client.Client()
 	if err != nil {
 		return inst.handshakeError(err, activating)
@@ -471,6 +500,17 @@ func (inst *Instance) connect(activating bool) error {
 	}
 	conn := raw.(*hostConn)
 	inst.rpc, inst.broker = conn.client, conn.broker
+	if gc, ok := rpcClient.(*plugin.GRPCClient); ok && inst.multiplexed {
+		// The first call over the multiplexed connection (go-plugin's health check),
+		// within the start timeout: a plugin built with an older sdk refuses it (it
+		// checks its peer's pid on every connection, and a stream of one has none),
+		// which would otherwise show only at its first call.
+		pctx, cancel := context.WithTimeout(ctx, inst.cfg.StartTimeout)
+		defer cancel()
+		if _, err := grpc_health_v1.NewHealthClient(gc.Conn).Check(pctx, &grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName}); err != nil {
+			return fmt.Errorf("the plugin refused the host's connection (%w): where its sandbox refuses connect(2) (no world, no network) the host multiplexes everything over one connection, which a plugin built with an older toolhost sdk refuses; rebuild it with the current sdk", err)
+		}
+	}
 	if inst.proc != nil {
 		inst.exited = inst.proc.exited
 	} else {
@@ -577,6 +617,9 @@ func (inst *Instance) handshakeError(err error, activating bool) error {
 		}
 	case <-time.After(100 * time.Millisecond):
 	}
+	if errors.Is(err, plugin.ErrGRPCBrokerMuxNotSupported) {
+		return fmt.Errorf("its go-plugin cannot multiplex its broker, which the host requires (the plugin connects to nothing; its sandbox may refuse connect(2)): rebuild it with the current toolhost sdk")
+	}
 	if strings.Contains(err.Error(), "timeout while waiting for plugin to start") {
 		return fmt.Errorf("the plugin did not %s within the start timeout (%s)", what, inst.cfg.StartTimeout)
 	}
@@ -644,11 +687,17 @@ func (inst *Instance) awaitAnnounced(ctx context.Context) {
 
 // onlyThePlugin admits only this instance's plugin process tree (the plugin and, in
 // the sandbox's cgroup and subreaper modes, its launcher) to a broker-served
-// capability. The socket directory is private to the host's user, but plugins run
-// as that user, so the kernel's word on the peer's pid is what keeps one plugin
-// from dialling another's capabilities.
-func (inst *Instance) onlyThePlugin() grpc.ServerOption {
-	return grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+// capability. Multiplexed, that holds by construction: a capability's connections
+// are streams of the one connection the host dialled to the plugin's socket
+// (through the link procRunner.PluginToHost made), and no socket serves them; nil
+// then. Otherwise the broker listens on sockets: their directory is private to the host's user, but
+// plugins run as that user, so the kernel's word on the peer's pid is what keeps
+// one plugin from dialling another's capabilities.
+func (inst *Instance) onlyThePlugin() []grpc.ServerOption {
+	if inst.multiplexed {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
 		if inst.proc != nil && inst.proc.box.Contains(p.PID) {
 			return nil
 		}
@@ -656,7 +705,7 @@ func (inst *Instance) onlyThePlugin() grpc.ServerOption {
 			return fmt.Errorf("peer pid %d is not plugin %q (pid %d)", p.PID, inst.cfg.Name, want)
 		}
 		return nil
-	}))
+	}))}
 }
 
 // pluginPID is the plugin process's pid, launched or attached.

@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/proctest"
+	isandbox "github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/plugins"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sandbox"
@@ -225,9 +226,9 @@ func TestPluginServesTools(t *testing.T) {
 // protocol version 1, the host token in a header on every call, and results as
 // events although the host asks for flat results.
 func TestOlderSDKPluginServes(t *testing.T) {
-	bin := filepath.Join(filepath.Dir(faultBinary), "oldsdk")
-	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/oldsdk").CombinedOutput(); err != nil {
-		t.Fatalf("build oldsdk: %v\n%s", err, out)
+	bin := oldSDKBinary(t)
+	if isandbox.RefusesConnect(isandbox.Spec{Contain: true, Confine: &isandbox.Confinement{}}) {
+		t.Skip("its sandbox would refuse connect(2) here (no world): TestOlderSDKPluginFailsClearlyWithoutAWorld")
 	}
 	h := newHost(t)
 	if _, err := h.supervise(plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, supervise.Budget{}); err != nil {
@@ -238,6 +239,36 @@ func TestOlderSDKPluginServes(t *testing.T) {
 			t.Fatalf("echo = %+v", s)
 		}
 	}
+}
+
+// oldSDKBinary builds testdata/oldsdk.
+func oldSDKBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(faultBinary), "oldsdk")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/oldsdk").CombinedOutput(); err != nil {
+		t.Fatalf("build oldsdk: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestOlderSDKPluginFailsClearlyWithoutAWorld: where a plugin's sandbox refuses
+// connect(2) (no world), the host multiplexes its connections to the plugin over
+// one, which a plugin built with an older sdk refuses (it checks every
+// connection's peer pid): it does not start, and the error names it and says to
+// rebuild it.
+func TestOlderSDKPluginFailsClearlyWithoutAWorld(t *testing.T) {
+	t.Setenv(isandbox.OffEnv, "world")
+	if !isandbox.RefusesConnect(isandbox.Spec{Contain: true, Confine: &isandbox.Confinement{}}) {
+		t.Skip("no seccomp filter here")
+	}
+	bin := oldSDKBinary(t)
+	h := newHost(t)
+	_, err := plugins.Start(context.Background(), h.root, plugins.Config{Name: "oldsdk", Path: bin, StartTimeout: 5 * time.Second, StopGrace: 2 * time.Second}, h.target(), 1)
+	var se *plugins.StartError
+	if !errors.As(err, &se) || se.Plugin != "oldsdk" || !strings.Contains(err.Error(), "rebuild it with the current sdk") {
+		t.Fatalf("start: %v; want a StartError naming oldsdk and saying to rebuild it", err)
+	}
+	t.Log(err)
 }
 
 func TestCancellationReachesThePlugin(t *testing.T) {
@@ -664,13 +695,24 @@ func TestSocketsArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(cfg.SocketDir)
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("socket dir holds %v (%v), want one private directory", entries, err)
+	// Multiplexed (its sandbox refuses connect(2)), the host links the plugin's
+	// socket into a private directory of its own too.
+	want := 1
+	if isandbox.RefusesConnect(isandbox.Spec{Contain: true, Confine: &isandbox.Confinement{}}) {
+		want = 2
 	}
-	dir := filepath.Join(cfg.SocketDir, entries[0].Name())
-	info, _ := os.Stat(dir)
-	if info.Mode().Perm() != 0o700 {
-		t.Fatalf("%s has mode %v, want 0700", dir, info.Mode().Perm())
+	if err != nil || len(entries) != want {
+		t.Fatalf("socket dir holds %v (%v), want %d private directories", entries, err, want)
+	}
+	var dir string
+	for _, e := range entries {
+		d := filepath.Join(cfg.SocketDir, e.Name())
+		if info, _ := os.Stat(d); info.Mode().Perm() != 0o700 {
+			t.Fatalf("%s has mode %v, want 0700", d, info.Mode().Perm())
+		}
+		if strings.HasPrefix(e.Name(), "plugin-dir") {
+			dir = d
+		}
 	}
 	sockets, _ := os.ReadDir(dir)
 	var n int

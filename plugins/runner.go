@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
@@ -42,6 +43,9 @@ type procRunner struct {
 	handshake handshakeLine
 	// address is the socket PluginToHost accepted; dial connects only there.
 	address atomic.Pointer[string]
+	// linkDir, for a multiplexed plugin, is a private directory of the host's in
+	// which PluginToHost links the plugin's socket (see there); "" otherwise.
+	linkDir string
 
 	waitOnce sync.Once
 	exited   chan struct{} // closed once the process has been reaped
@@ -183,6 +187,22 @@ func (r *procRunner) PluginToHost(network, addr string) (string, string, error) 
 		}
 		return "", "", fmt.Errorf("its handshake names %q, which is %s, not a socket; the host connects only to the plugin's own socket", addr, what)
 	}
+	if r.linkDir != "" {
+		// Multiplexed: go-plugin dials the address once with net.Dial, past dial's
+		// checks. It gets a hard link to the socket's inode in the host's own
+		// directory, made without following a link (link(2)) and checked to be a
+		// socket: the plugin can swap nothing there, and an inode's socket stays
+		// the one that bound it. Only the plugin's tree, and the user's unconfined
+		// processes, can write the plugin's directory.
+		link := filepath.Join(r.linkDir, "plugin.sock")
+		if err := os.Link(addr, link); err != nil {
+			return "", "", fmt.Errorf("link the socket its handshake names: %w", err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			return "", "", fmt.Errorf("the socket its handshake names, %q, was replaced before the host linked it: refused", addr)
+		}
+		addr = link
+	}
 	r.address.Store(&addr)
 	return network, addr, nil
 }
@@ -223,30 +243,67 @@ func (r *procRunner) dial(ctx context.Context, _ string) (net.Conn, error) {
 }
 
 // brokerStreamMethod is go-plugin's broker stream, on which the host announces the
-// capabilities it serves to the plugin (see Instance.serveCapabilities).
+// capabilities it serves to the plugin (see Instance.serveCapabilities), and the
+// plugin knocks before it opens a connection to one (the broker is multiplexed:
+// see Instance.clientConfig).
 const brokerStreamMethod = "/plugin.GRPCBroker/StartStream"
 
-// refuseBrokerInbound ends a plugin's broker stream at the first message the plugin
-// sends on it: the host never dials a broker id a plugin serves, so it needs none,
-// and go-plugin would keep a goroutine (five seconds) or a map entry (for ever, a
-// knock) for each, as many as a plugin cares to send. The host's announcements to
-// the plugin end with the stream: a plugin that does this gets no capability it
-// has not dialled yet.
-func refuseBrokerInbound(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != brokerStreamMethod {
-		return s, err
+// brokerInbound passes, of what a plugin sends on its broker stream, only a knock
+// for a capability the host serves it (served reports which ids), and ends the
+// stream at anything else: the host never dials a broker id a plugin serves, so it
+// needs no connection info, and go-plugin would keep a goroutine (five seconds) or
+// a map entry (for ever, a knock for any other id) for each, as many as a plugin
+// cares to send. The host's announcements to the plugin end with the stream: a
+// plugin that does this gets no capability it has not dialled yet.
+func brokerInbound(served func(id uint32) bool) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != brokerStreamMethod {
+			return s, err
+		}
+		return refusingStream{s, served}, nil
 	}
-	return refusingStream{s}, nil
 }
 
-type refusingStream struct{ grpc.ClientStream }
+type refusingStream struct {
+	grpc.ClientStream
+	served func(uint32) bool
+}
 
 func (s refusingStream) RecvMsg(m any) error {
 	if err := s.ClientStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return status.Error(codes.PermissionDenied, "the plugin sent connection info on its broker stream, which the host never asks a plugin for: the stream is closed")
+	if id, ok := knockFor(m); ok && s.served(id) {
+		return nil
+	}
+	return status.Error(codes.PermissionDenied, "the plugin sent on its broker stream what the host never asks a plugin for (connection info, or a knock for a capability it does not serve it): the stream is closed")
+}
+
+// knockFor reports the broker id m (go-plugin's ConnInfo, whose package is
+// internal to go-plugin) knocks for, if m is a knock: knock set, ack not, and no
+// address.
+func knockFor(m any) (uint32, bool) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return 0, false
+	}
+	r := pm.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	id, knock, network, address := fields.ByName("service_id"), fields.ByName("knock"), fields.ByName("network"), fields.ByName("address")
+	if id == nil || knock == nil || knock.Message() == nil || network == nil || address == nil {
+		return 0, false
+	}
+	if r.Get(network).String() != "" || r.Get(address).String() != "" || !r.Has(knock) {
+		return 0, false
+	}
+	k := r.Get(knock).Message()
+	kf := k.Descriptor().Fields()
+	isKnock, ack, errText := kf.ByName("knock"), kf.ByName("ack"), kf.ByName("error")
+	if isKnock == nil || ack == nil || errText == nil || !k.Get(isKnock).Bool() || k.Get(ack).Bool() || k.Get(errText).String() != "" {
+		return 0, false
+	}
+	return uint32(r.Get(id).Uint()), true
 }
 
 // handshakeLine passes stdout through and watches its first line, go-plugin's

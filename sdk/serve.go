@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
@@ -60,6 +61,13 @@ func Serve(p Plugin) {
 			}
 			return nil
 		})
+		if multiplexed() {
+			// Every connection is a stream of the one go-plugin's server accepted,
+			// which the sdk never sees: no peer to ask the kernel about. The host
+			// token on each (below) is the check; the host multiplexes only where
+			// this process's sandbox refuses connect(2), and checks its end itself.
+			creds = insecure.NewCredentials()
+		}
 		var tokenOpts []grpc.ServerOption
 		if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
 			os.Unsetenv(pluginpb.HostTokenEnv) // not for the plugin's own children
@@ -727,4 +735,14 @@ func annotationsPB(a *Annotations) *pluginpb.ToolAnnotations {
 		ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
 		IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint,
 	}
+}
+
+// multiplexed reports whether the host that launched this process multiplexes its
+// connections to it (go-plugin's PLUGIN_MULTIPLEX_GRPC, which the host sets where
+// this process's sandbox refuses connect(2)): each then reaches the plugin's
+// server as a stream of one connection, with no peer of its own for the kernel to
+// name.
+func multiplexed() bool {
+	v, _ := strconv.ParseBool(os.Getenv("PLUGIN_MULTIPLEX_GRPC"))
+	return v
 }

@@ -681,6 +681,30 @@ func Expected(spec Spec) (mode Mode, confined bool) {
 	return mode, LandlockABI() > 0 || world && mode == ModeNamespace
 }
 
+// RefusesConnect reports whether a box made from spec on this machine gets the
+// seccomp filter that refuses connect(2) and every socket but an AF_UNIX stream
+// one (seccompFilter): confined without a world of its own and without the
+// network. Such a program can serve on a socket of its own and reach none; what
+// it talks to must connect to it (a plugin's broker is multiplexed over the
+// host's one connection for that). Box.RefusesConnect says the same once made.
+func RefusesConnect(spec Spec) bool {
+	if spec.Mode == ModeNone || spec.Confine == nil || spec.Confine.Network || seccompFilter(false, false) == nil {
+		return false
+	}
+	mode := spec.Mode
+	if mode == "" {
+		mode = DetectMode()
+	}
+	world, _ := WorldAvailable()
+	return !(world && mode == ModeNamespace)
+}
+
+// RefusesConnect reports whether the program's seccomp filter refuses connect(2)
+// (see the function RefusesConnect).
+func (b *Box) RefusesConnect() bool {
+	return b.plan.Filter && !b.plan.Network && seccompFilter(false, false) != nil
+}
+
 // Layers names what holds the program, once started, for status and logs: its
 // namespaces ("pid", "mount", "ipc", "cgroupns", "net", "user") and its TMPDIR's
 // "tmpfs" caps where it has a world of its own (see startWorld), else the

@@ -279,3 +279,10 @@ func SourceOf(pid int) (name string, ok bool) {
 // Layers names what holds the program for status and logs: here only its
 // containment mode (a process group, or a Job Object); nothing confines it.
 func (b *Box) Layers() []string { return []string{string(b.mode)} }
+
+// RefusesConnect reports whether a box made from spec refuses connect(2): never
+// here (there is no seccomp filter).
+func RefusesConnect(Spec) bool { return false }
+
+// RefusesConnect reports whether the program's filter refuses connect(2): never here.
+func (b *Box) RefusesConnect() bool { return false }

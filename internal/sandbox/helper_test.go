@@ -227,6 +227,13 @@ func helper() bool {
 			c.Close()
 		}
 		try("connect-host-socket", err)
+		// A datagram socket reaches a path without connect(2).
+		if s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			try("send-host-dgram", err)
+		} else {
+			try("send-host-dgram", unix.Sendto(s, []byte("dgram"), 0, &unix.SockaddrUnix{Name: os.Getenv("SANDBOX_DGRAM")}))
+			unix.Close(s)
+		}
 		if name := os.Getenv("SANDBOX_ABSTRACT"); name != "" {
 			if c, err := net.Dial("unix", "@"+name); err == nil {
 				c.Close()

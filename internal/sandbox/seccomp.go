@@ -36,6 +36,17 @@ func denyNetwork(network bool) (bool, error) {
 // socket(2)), and the keyring calls (add_key, request_key, keyctl) with EPERM.
 // Unless network, socket(2) succeeds only for AF_UNIX (EACCES).
 //
+// Without world and without network, connect(2) fails with EACCES, and socket(2)
+// succeeds only for an AF_UNIX stream socket: a program may serve on a socket of
+// its own (a go-plugin plugin does), and reach none. Landlock below ABI 9
+// (resolve_unix) does not govern connecting to a path socket, so without this a
+// program could connect to any whose path it knows — the user's session bus, an
+// ssh-agent, a container engine — and an unconnected datagram socket could send
+// to one with sendto(2) or sendmsg(2), whose address the filter cannot read.
+// socketpair(2) names no path and passes. A world keeps connect(2): its mount
+// namespace shows a program only the paths it was granted, and sockets there
+// are ones the user granted.
+//
 // Without world, System V IPC (shm*, msg*, sem*) and POSIX message queues (mq_*)
 // fail with EPERM: no IPC namespace separates the program from the host and the
 // other sources then, and their objects are found by key, id or name, not by a
@@ -74,7 +85,9 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 		offArg0 = 16 // seccomp_data.args[0], its low 32 bits on little-endian machines
 		offArg1 = 24 // seccomp_data.args[1], so too
 		x32Bit  = 0x40000000
-		nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+		// sockTypeMask is socket(2)'s type without SOCK_NONBLOCK and SOCK_CLOEXEC.
+		sockTypeMask = 0xf
+		nsFlags      = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 			unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
 	)
 	ld := func(off uint32) unix.SockFilter {
@@ -143,15 +156,32 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 			ret(unix.SECCOMP_RET_ALLOW),
 		)
 	}
+	if !network && !world {
+		// No connect(2) at all: without the network the only sockets are AF_UNIX
+		// ones, and a connect names a path (or abstract name) Landlock below
+		// ABI 9 does not govern.
+		deny(unix.SYS_CONNECT, unix.EACCES)
+	}
 	if !network {
+		// socket: AF_UNIX only; without world, SOCK_STREAM only (an unconnected
+		// datagram socket reaches a path with sendto/sendmsg, whose address the
+		// filter cannot read).
+		unixOK := []unix.SockFilter{ret(unix.SECCOMP_RET_ALLOW)}
+		if !world {
+			unixOK = []unix.SockFilter{
+				ld(offArg1),
+				{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: sockTypeMask},
+				jeq(unix.SOCK_STREAM, 0, 1),
+				ret(unix.SECCOMP_RET_ALLOW),
+			}
+		}
 		prog = append(prog,
 			jeq(unix.SYS_SOCKET, 1, 0),
 			ret(unix.SECCOMP_RET_ALLOW),
 			ld(offArg0),
-			jeq(unix.AF_UNIX, 0, 1),
-			ret(unix.SECCOMP_RET_ALLOW),
-			ret(errno(unix.EACCES)),
+			jeq(unix.AF_UNIX, 0, uint8(len(unixOK))),
 		)
+		prog = append(append(prog, unixOK...), ret(errno(unix.EACCES)))
 	}
 	return append(prog, ret(unix.SECCOMP_RET_ALLOW))
 }

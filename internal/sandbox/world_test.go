@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -23,7 +24,7 @@ import (
 
 // TestWorldHolds runs a program that tries what issue 23 found open — descriptors
 // the host holds without close-on-exec (a file and a TCP connection), the user's
-// key, metadata and inotify outside, a host path socket and abstract name, a name
+// key, metadata and inotify outside, a host path socket, datagram socket and abstract name, a name
 // of its own a host client connects to, filling TMPDIR — and more (its host's
 // cgroups seen in /proc/self/cgroup among them), with every
 // layer on, then with each layer alone (the others turned off through
@@ -35,13 +36,21 @@ func TestWorldHolds(t *testing.T) {
 	host := hosttest.Hold(t, t.TempDir())
 	outside, leaked, key, sock, abstract := host.Secret, host.Leaked, host.Key, host.Socket, host.Abstract
 
+	// A host service on a datagram socket (as syslog's or the journal's are).
+	dgram := filepath.Join(t.TempDir(), "host.dgram")
+	dl, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: dgram, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dl.Close() })
+
 	exe := self(t)
 	tmp := sandboxcfg.TmpLimits{Bytes: 4 << 20, Files: 100}
 	run := func(t *testing.T, off string) (map[string]string, []string) {
 		t.Setenv(sandbox.OffEnv, off)
 		listen := fmt.Sprintf("toolhost-test-impostor-%d", rand.Int64())
 		b, err := sandbox.Command(sandbox.Spec{Name: "world", Confine: &sandbox.Confinement{Tmp: tmp}}, exe, []string{exe}, "/",
-			[]string{"SANDBOX_HELPER=world", "SANDBOX_OUTSIDE=" + outside, "SANDBOX_SOCKET=" + sock, "SANDBOX_ABSTRACT=" + abstract,
+			[]string{"SANDBOX_HELPER=world", "SANDBOX_OUTSIDE=" + outside, "SANDBOX_SOCKET=" + sock, "SANDBOX_DGRAM=" + dgram, "SANDBOX_ABSTRACT=" + abstract,
 				"SANDBOX_LISTEN=" + listen, fmt.Sprint("SANDBOX_KEY=", key), fmt.Sprint("SANDBOX_HOST_PID=", os.Getpid()),
 				"SANDBOX_FILL_MIB=12", "SANDBOX_FILL_FILES=300"})
 		if err != nil {
@@ -112,7 +121,7 @@ func TestWorldHolds(t *testing.T) {
 			t.Errorf("write-tmp: %s", v)
 		}
 	}
-	world := []string{"stat-outside", "chmod-outside", "inotify-outside", "connect-host-socket", "connect-host-abstract",
+	world := []string{"stat-outside", "chmod-outside", "inotify-outside", "connect-host-socket", "send-host-dgram", "connect-host-abstract",
 		"host-connects-to-impostor", "read-host-environ", "ptrace-host", "key-read", "mount", "see-host-cgroup"}
 	capped := func(t *testing.T, res map[string]string) {
 		t.Helper()
@@ -147,20 +156,17 @@ func TestWorldHolds(t *testing.T) {
 	})
 	t.Run("WithoutAWorld", func(t *testing.T) {
 		// What the fallback holds: descriptors (the host marks its own close-on-exec
-		// at each start), the keyring calls (seccomp), and the files Landlock covers.
+		// at each start), the keyring calls and every socket path and name
+		// (seccomp: no connect, no datagram socket), and the files Landlock covers.
 		res, layers := run(t, "world")
-		want := []string{"key-read", "key-add", "host-connects-to-impostor"}
-		if sandbox.LandlockABI() >= 6 {
-			want = append(want, "connect-host-abstract")
-		}
-		expect(t, res, want...)
+		expect(t, res, "key-read", "key-add", "host-connects-to-impostor", "connect-host-socket", "send-host-dgram", "connect-host-abstract")
 		if slices.Contains(layers, "mount") {
 			t.Errorf("layers %v without a world", layers)
 		}
 	})
 	t.Run("SeccompAlone", func(t *testing.T) {
 		res, _ := run(t, "world,landlock")
-		expect(t, res, "key-read", "key-add")
+		expect(t, res, "key-read", "key-add", "connect-host-socket", "send-host-dgram", "connect-host-abstract")
 	})
 }
 

@@ -306,17 +306,18 @@ func newGRPCBroker(s streamer, tls *tls.Config, unixSocketCfg UnixSocketConfig, 
 func (b *GRPCBroker) Accept(id uint32) (net.Listener, error) {
 	if b.muxer.Enabled() {
 		p := b.getServerStream(id)
-		go func() {
-			err := b.listenForKnocks(id)
-			if err != nil {
-				log.Printf("[ERR]: error listening for knocks, id: %d, error: %s", id, err)
-			}
-		}()
-
+		// The listener first, then the knocks: a knock that came before Accept
+		// is acknowledged only once there is a listener to take its stream.
 		ln, err := b.muxer.Listener(id, p.doneCh)
 		if err != nil {
 			return nil, err
 		}
+		go func() {
+			err := b.listenForKnocks(id, p)
+			if err != nil {
+				log.Printf("[ERR]: error listening for knocks, id: %d, error: %s", id, err)
+			}
+		}()
 
 		ln = &rmListener{
 			Listener: ln,
@@ -426,8 +427,10 @@ func (b *GRPCBroker) Close() error {
 	return nil
 }
 
-func (b *GRPCBroker) listenForKnocks(id uint32) error {
-	p := b.getServerStream(id)
+// listenForKnocks acknowledges the knocks for id, which come on p, until p is
+// done. p is Accept's own (upstream looked it up again here, and made a new one,
+// never done, when the listener had been closed and p removed before this ran).
+func (b *GRPCBroker) listenForKnocks(id uint32, p *gRPCBrokerPending) error {
 	for {
 		select {
 		case msg := <-p.ch:

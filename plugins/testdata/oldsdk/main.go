@@ -1,5 +1,6 @@
 // Command oldsdk is a plugin as one built with an older sdk serves: go-plugin
-// protocol version 1 only, the host token checked in every call's header, and a
+// protocol version 1 only, the host token checked in every call's header, the peer's
+// pid on every connection, and a
 // Call's result always as events, whatever the host's ActivateRequest asks for. The
 // host must keep serving such plugins.
 package main
@@ -8,11 +9,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/toolhost/toolhost/internal/peercred"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 )
 
@@ -64,6 +68,18 @@ func main() {
 	if token, ok := os.LookupEnv(pluginpb.HostTokenEnv); ok {
 		opts = pluginpb.TokenServerOptions(token)
 	}
+	// An older sdk admits only its host's pid on every connection (a multiplexed
+	// connection's streams have none).
+	host, err := strconv.Atoi(os.Getenv("TOOLHOST_HOST_PID"))
+	if err != nil {
+		host = os.Getppid()
+	}
+	opts = append(opts, grpc.Creds(peercred.Creds(func(p peercred.Peer) error {
+		if p.PID != host {
+			return fmt.Errorf("peer pid %d is not the host (pid %d)", p.PID, host)
+		}
+		return nil
+	})))
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: pluginpb.Handshake,
 		Plugins:         plugin.PluginSet{pluginpb.PluginName: grpcPlugin{}},

@@ -13,16 +13,17 @@ import (
 var _ net.Listener = (*blockedClientListener)(nil)
 
 // blockedClientListener accepts connections for a specific gRPC broker stream
-// ID on the client (host) side of the connection.
+// ID on the client (host) side of the connection: the streams the muxer's
+// accept loop hands it, one per knock it acknowledged for the ID.
 type blockedClientListener struct {
 	session *yamux.Session
-	waitCh  chan struct{}
+	conns   chan net.Conn
 	doneCh  <-chan struct{}
 }
 
 func newBlockedClientListener(session *yamux.Session, doneCh <-chan struct{}) *blockedClientListener {
 	return &blockedClientListener{
-		waitCh:  make(chan struct{}, 1),
+		conns:   make(chan net.Conn),
 		doneCh:  doneCh,
 		session: session,
 	}
@@ -30,8 +31,8 @@ func newBlockedClientListener(session *yamux.Session, doneCh <-chan struct{}) *b
 
 func (b *blockedClientListener) Accept() (net.Conn, error) {
 	select {
-	case <-b.waitCh:
-		return b.session.Accept()
+	case c := <-b.conns:
+		return c, nil
 	case <-b.doneCh:
 		return nil, io.EOF
 	}
@@ -46,6 +47,12 @@ func (b *blockedClientListener) Close() error {
 	return nil
 }
 
-func (b *blockedClientListener) unblock() {
-	b.waitCh <- struct{}{}
+// deliver hands c to the listener's Accept, or closes it once the listener is
+// done.
+func (b *blockedClientListener) deliver(c net.Conn) {
+	select {
+	case b.conns <- c:
+	case <-b.doneCh:
+		_ = c.Close()
+	}
 }

@@ -31,7 +31,13 @@ type GRPCClientMuxer struct {
 
 	acceptMutex     sync.Mutex
 	acceptListeners map[uint32]*blockedClientListener
+	// knocked are the listeners of the knocks acknowledged, in order, each
+	// waiting for the stream the other side opens after the acknowledgement.
+	knocked []*blockedClientListener
 }
+
+// maxKnocked bounds the knocks acknowledged whose streams have not come yet.
+const maxKnocked = 64
 
 func NewGRPCClientMuxer(logger hclog.Logger, addr net.Addr) (*GRPCClientMuxer, error) {
 	// Eagerly establish the underlying connection as early as possible.
@@ -61,8 +67,37 @@ func NewGRPCClientMuxer(logger hclog.Logger, addr net.Addr) (*GRPCClientMuxer, e
 		session:         sess,
 		acceptListeners: make(map[uint32]*blockedClientListener),
 	}
+	go m.acceptLoop()
 
 	return m, nil
+}
+
+// acceptLoop hands each stream the other side opens to the listener of the
+// oldest knock not yet served: the other side opens a stream only after its
+// knock was acknowledged, one at a time, so streams come in the knocks' order.
+// (Upstream, every knocked listener took the session's next stream itself, and
+// two knocked at once could take each other's.) A stream no knock announced is
+// closed. It ends with the session.
+func (m *GRPCClientMuxer) acceptLoop() {
+	for {
+		conn, err := m.session.Accept()
+		if err != nil {
+			return
+		}
+		m.acceptMutex.Lock()
+		var ln *blockedClientListener
+		if len(m.knocked) > 0 {
+			ln = m.knocked[0]
+			m.knocked = m.knocked[1:]
+		}
+		m.acceptMutex.Unlock()
+		if ln == nil {
+			m.logger.Debug("closing a stream no knock announced")
+			_ = conn.Close()
+			continue
+		}
+		ln.deliver(conn)
+	}
 }
 
 func (m *GRPCClientMuxer) Enabled() bool {
@@ -87,7 +122,10 @@ func (m *GRPCClientMuxer) AcceptKnock(id uint32) error {
 	if !ok {
 		return fmt.Errorf("no listener for id %d", id)
 	}
-	ln.unblock()
+	if len(m.knocked) >= maxKnocked {
+		return fmt.Errorf("%d knocks are waiting for their connections already", len(m.knocked))
+	}
+	m.knocked = append(m.knocked, ln)
 	return nil
 }
 
