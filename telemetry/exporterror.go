@@ -126,6 +126,9 @@ type reporter struct {
 	skipped map[string]int
 }
 
+// maxReportKinds bounds the kinds of failure the reporter remembers.
+const maxReportKinds = 64
+
 var reports = &reporter{now: time.Now}
 
 func init() { otel.SetErrorHandler(reports) }
@@ -155,7 +158,9 @@ func (r *reporter) Handle(err error) {
 		r.skipped[kind]++
 		return
 	}
-	if r.last == nil {
+	if r.last == nil || len(r.last) >= maxReportKinds {
+		// Kinds are messages, which may differ without end (a count in them): the
+		// reporter forgets them rather than grow, and may then say one again early.
 		r.last, r.skipped = map[string]time.Time{}, map[string]int{}
 	}
 	r.last[kind] = now

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,19 @@ func TestExportReasonsAreWords(t *testing.T) {
 		if got := exportReason(c.err); got != c.want {
 			t.Errorf("exportReason(%v) = %q, want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// TestReporterForgetsRatherThanGrows: failures whose messages all differ (a count
+// in each) do not grow the reporter without end.
+func TestReporterForgetsRatherThanGrows(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	r := &reporter{now: func() time.Time { return now }}
+	r.setLogger(hclog.NewNullLogger())
+	for i := range 10 * maxReportKinds {
+		r.Handle(fmt.Errorf("OTLP partial success: %d spans rejected", i))
+	}
+	if len(r.last) > maxReportKinds || len(r.skipped) > maxReportKinds {
+		t.Errorf("the reporter remembers %d kinds, want at most %d", len(r.last), maxReportKinds)
 	}
 }

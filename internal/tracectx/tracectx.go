@@ -56,7 +56,7 @@ const MaxTraceState = 512
 func bounded(ctx context.Context) context.Context {
 	sc := trace.SpanContextFromContext(ctx)
 	ts := sc.TraceState()
-	if len(ts.String()) <= MaxTraceState {
+	if ts.Len() == 0 || len(ts.String()) <= MaxTraceState {
 		return ctx
 	}
 	var keys []string
