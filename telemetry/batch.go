@@ -31,8 +31,10 @@ type batcher struct {
 	maxQueue int           // OTEL_BSP_MAX_QUEUE_SIZE
 	maxBatch int           // OTEL_BSP_MAX_EXPORT_BATCH_SIZE
 
+	batch []sdktrace.ReadOnlySpan // the batch being exported; only run uses it
+
 	mu      sync.Mutex
-	queue   []sdktrace.ReadOnlySpan
+	queue   []sdktrace.ReadOnlySpan // its array is kept, never replaced (see export)
 	dropped int
 	stopped bool
 	last    context.Context // Shutdown's, which bounds the last export
@@ -178,17 +180,20 @@ func (b *batcher) run() {
 // it stay queued.
 func (b *batcher) export(parent context.Context, all bool) error {
 	for {
+		// The batch is copied out and the rest moved to the front, so that the
+		// queue's array, and the batch's, serve every batch: one taken whole as a
+		// slice would leave the queue to grow a new array, span by span, each time.
 		b.mu.Lock()
 		n := min(len(b.queue), b.maxBatch)
 		if !all && n < b.maxBatch {
 			n = 0
 		}
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		if len(b.queue) == 0 {
-			b.queue = nil // the next span starts a new array; batch keeps the old one
-		}
+		b.batch = append(b.batch[:0], b.queue[:n]...)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
 		b.mu.Unlock()
+		batch := b.batch
 		if n == 0 {
 			return nil
 		}
@@ -203,7 +208,7 @@ func (b *batcher) export(parent context.Context, all bool) error {
 			err = b.exp.ExportSpans(ctx, batch)
 		}
 		cancel()
-		clear(batch) // the queue's array may live on; the spans need not
+		clear(batch) // the array lives on; the spans need not
 		if err != nil {
 			return err
 		}

@@ -154,6 +154,10 @@ func benchmarkTelemetryAlternating(b *testing.B, receiver string) {
 	b.ReportMetric(float64(receiverCPU.Nanoseconds())/calls, "receiver-cpu-ns/call")
 	b.ReportMetric(float64(offUse.allocs)/calls, "off-allocs/call")
 	b.ReportMetric(float64(onUse.allocs)/calls, "on-allocs/call")
+	b.ReportMetric(float64(offUse.bytes)/calls, "off-B/call")
+	b.ReportMetric(float64(onUse.bytes)/calls, "on-B/call")
+	b.ReportMetric(float64(offUse.gcs), "off-gcs")
+	b.ReportMetric(float64(onUse.gcs), "on-gcs")
 }
 
 // usage is what this process (host, exporters) spent in blocks of calls: CPU time,
@@ -162,17 +166,21 @@ func benchmarkTelemetryAlternating(b *testing.B, receiver string) {
 type usage struct {
 	cpu    time.Duration
 	allocs uint64
+	bytes  uint64
+	gcs    uint64
 }
 
 func measureUsage() usage {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	return usage{cpu: proctest.CPUTime(0), allocs: s[0].Value.Uint64()}
+	return usage{cpu: proctest.CPUTime(0), allocs: s[0].Value.Uint64(), bytes: s[1].Value.Uint64(), gcs: s[2].Value.Uint64()}
 }
 
 func (u *usage) add(before, after usage) {
 	u.cpu += after.cpu - before.cpu
 	u.allocs += after.allocs - before.allocs
+	u.bytes += after.bytes - before.bytes
+	u.gcs += after.gcs - before.gcs
 }
 
 // startReceiverProcess starts the receiver bin (testdata/receiver or

@@ -41,6 +41,49 @@ type otlpUpload struct {
 	// The resources and scopes met so far, converted once.
 	resources map[*resource.Resource]*resourcepb.Resource
 	scopes    map[instrumentation.Scope]*commonpb.InstrumentationScope
+
+	// The request's messages that group spans, reused: out is the batch's
+	// resources, each once, with their scopes, each once, with their spans.
+	out           []*tracepb.ResourceSpans
+	resourceSpans map[*resource.Resource]*tracepb.ResourceSpans
+	scopeSpans    map[scopeKey]*tracepb.ScopeSpans
+}
+
+type scopeKey struct {
+	res   *resource.Resource
+	scope instrumentation.Scope
+}
+
+// scopeSpansOf returns the message that holds the batch's spans of res and scope,
+// adding it to its resource's in u.out when the batch has none of them yet. The
+// messages of a batch are emptied once it is uploaded, so an empty one is one the
+// batch has not used yet.
+func (u *otlpUpload) scopeSpansOf(res *resource.Resource, scope instrumentation.Scope) *tracepb.ScopeSpans {
+	k := scopeKey{res, scope}
+	ss := u.scopeSpans[k]
+	if ss == nil {
+		ss = &tracepb.ScopeSpans{Scope: u.scope(scope), SchemaUrl: scope.SchemaURL}
+		if u.scopeSpans == nil {
+			u.scopeSpans = map[scopeKey]*tracepb.ScopeSpans{}
+		}
+		u.scopeSpans[k] = ss
+	}
+	if len(ss.Spans) > 0 {
+		return ss
+	}
+	rs := u.resourceSpans[res]
+	if rs == nil {
+		rs = &tracepb.ResourceSpans{Resource: u.resource(res), SchemaUrl: res.SchemaURL()}
+		if u.resourceSpans == nil {
+			u.resourceSpans = map[*resource.Resource]*tracepb.ResourceSpans{}
+		}
+		u.resourceSpans[res] = rs
+	}
+	if len(rs.ScopeSpans) == 0 {
+		u.out = append(u.out, rs)
+	}
+	rs.ScopeSpans = append(rs.ScopeSpans, ss)
+	return ss
 }
 
 type spanIDs struct {
@@ -71,57 +114,25 @@ func (u *otlpUpload) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) 
 	u.strs = grow(u.strs, nattrs)
 	u.ints = grow(u.ints, nattrs)
 
-	type group struct {
-		res   *resource.Resource
-		scope instrumentation.Scope
-		ss    *tracepb.ScopeSpans
+	if len(u.scopeSpans) >= 64 { // kept bounded, between batches only (see scopeSpansOf)
+		u.scopeSpans, u.resourceSpans = nil, nil
 	}
-	var groups []group
-	var out []*tracepb.ResourceSpans
 	kv := 0
 	for i, s := range batch {
-		sp := u.span(i, s, &kv)
-		res, scope := s.Resource(), s.InstrumentationScope()
-		g := -1
-		for j := range groups {
-			if groups[j].res == res && groups[j].scope == scope {
-				g = j
-				break
-			}
-		}
-		if g < 0 {
-			ss := &tracepb.ScopeSpans{Scope: u.scope(scope), SchemaUrl: scope.SchemaURL}
-			var rs *tracepb.ResourceSpans
-			for j := range groups {
-				if groups[j].res == res {
-					rs = out[j]
-				}
-			}
-			if rs == nil {
-				rs = &tracepb.ResourceSpans{Resource: u.resource(res), SchemaUrl: res.SchemaURL()}
-			}
-			rs.ScopeSpans = append(rs.ScopeSpans, ss)
-			groups = append(groups, group{res, scope, ss})
-			out = append(out, rs)
-			g = len(groups) - 1
-		}
-		groups[g].ss.Spans = append(groups[g].ss.Spans, sp)
+		ss := u.scopeSpansOf(s.Resource(), s.InstrumentationScope())
+		ss.Spans = append(ss.Spans, u.span(i, s, &kv))
 	}
-	// A resource with several scopes appears once in out per scope: keep the first.
-	rss := out[:0]
-	for j, rs := range out {
-		first := true
-		for k := range j {
-			if out[k] == rs {
-				first = false
-				break
-			}
+	err := u.client.UploadTraces(ctx, u.out)
+	for _, rs := range u.out { // emptied for the next batch, their arrays kept
+		for _, ss := range rs.ScopeSpans {
+			clear(ss.Spans)
+			ss.Spans = ss.Spans[:0]
 		}
-		if first {
-			rss = append(rss, rs)
-		}
+		clear(rs.ScopeSpans)
+		rs.ScopeSpans = rs.ScopeSpans[:0]
 	}
-	err := u.client.UploadTraces(ctx, rss)
+	clear(u.out)
+	u.out = u.out[:0]
 	clear(u.ptrs) // the spans may be collected; the messages stay for the next batch
 	clear(u.kvptrs)
 	clear(u.attrs)

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -27,7 +28,28 @@ type otlpCodec struct {
 	proto encoding.CodecV2
 	max   int
 	last  atomic.Int64 // the size of the last request, the next one's first guess
+	bufs  bufferPool   // requests' buffers, back from gRPC once written
 }
+
+// bufferPool keeps the buffers of requests gRPC has written, for the next ones: a
+// batch's request is tens of kilobytes, written every few milliseconds under load,
+// and a new buffer for each made most of what an export left to the collector.
+type bufferPool struct{ sync.Pool }
+
+var _ mem.BufferPool = (*bufferPool)(nil)
+
+// Get returns a buffer of length bytes (its capacity may be larger).
+func (p *bufferPool) Get(length int) *[]byte {
+	if b, ok := p.Pool.Get().(*[]byte); ok && cap(*b) >= length {
+		*b = (*b)[:length]
+		return b
+	}
+	b := make([]byte, length)
+	return &b
+}
+
+// Put keeps b for a later Get.
+func (p *bufferPool) Put(b *[]byte) { p.Pool.Put(b) }
 
 // maxExportRequest is the OTLP exporter's default limit on an export request's
 // encoded size, 64 MiB (otlptracegrpc.WithMaxRequestSize).
@@ -44,12 +66,15 @@ func (c *otlpCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.proto.Marshal(v)
 	}
-	b := appendExportRequest(make([]byte, 0, c.last.Load()), req)
+	buf := c.bufs.Get(int(c.last.Load()))
+	b := appendExportRequest((*buf)[:0], req)
 	if len(b) > c.max {
+		c.bufs.Put(buf)
 		return nil, fmt.Errorf("request message too large: exceeded %d bytes", c.max)
 	}
 	c.last.Store(int64(len(b)))
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	*buf = b // grown, if it had to: the larger array goes back to the pool
+	return mem.BufferSlice{mem.NewBuffer(buf, &c.bufs)}, nil
 }
 
 func (c *otlpCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
