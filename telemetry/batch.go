@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -38,15 +39,19 @@ type batcher struct {
 	dropped int
 	stopped bool
 	last    context.Context // Shutdown's, which bounds the last export
-	lastErr error           // the last export's, for Shutdown
+	said    int             // of dropped, how many were reported
+	lost    int             // spans the exports since Shutdown lost, for Shutdown
+	lostErr error           // why
 
-	full    chan struct{}   // a batch is ready; capacity 1
-	flushes chan chan error // ForceFlush's requests
-	quit    chan struct{}   // closed by Shutdown
-	done    chan struct{}   // closed when run returns
-	stop    sync.Once
-	shut    sync.Once
-	shutErr error
+	full       chan struct{}      // a batch is ready; capacity 1
+	flushes    chan chan error    // ForceFlush's requests
+	quit       chan struct{}      // closed by Shutdown
+	exports    context.Context    // every export's parent, ended by endExports
+	endExports context.CancelFunc // when Shutdown's context ends
+	done       chan struct{}      // closed when run returns
+	stop       sync.Once
+	shut       sync.Once
+	shutErr    error
 }
 
 var _ sdktrace.SpanProcessor = (*batcher)(nil)
@@ -70,6 +75,7 @@ func newBatcher(exp sdktrace.SpanExporter, client otlptrace.Client, endpoint str
 		done:     make(chan struct{}),
 	}
 	b.maxBatch = min(b.maxBatch, b.maxQueue) // as the SDK does
+	b.exports, b.endExports = context.WithCancel(context.Background())
 	if client != nil {
 		b.up = &otlpUpload{client: client}
 	}
@@ -151,26 +157,73 @@ func (b *batcher) run() {
 		var err error
 		select {
 		case <-b.full:
-			err = b.export(context.Background(), false)
+			err = b.export(b.exports, false)
 		case <-timer.C:
-			err = b.export(context.Background(), true)
+			err = b.export(b.exports, true)
 			timer.Reset(b.delay)
 		case reply := <-b.flushes:
-			reply <- b.export(context.Background(), true)
+			reply <- b.export(b.exports, true)
 			continue
 		case <-b.quit:
 			b.mu.Lock()
 			ctx := b.last
 			b.mu.Unlock()
-			err := b.export(ctx, true) // Shutdown returns it
-			b.mu.Lock()
-			b.lastErr = err
-			b.mu.Unlock()
+			err := b.export(ctx, true)
+			b.keepLost(err)
+			if err != nil { // the spans after the failed batch are not sent either
+				b.mu.Lock()
+				b.lost += len(b.queue)
+				clear(b.queue)
+				b.queue = b.queue[:0]
+				b.mu.Unlock()
+			}
 			return
 		}
-		if err != nil {
-			otel.Handle(err)
+		select {
+		case <-b.quit: // an export Shutdown's context ended: Shutdown says what it lost
+			b.keepLost(err)
+		default:
+			if err != nil {
+				otel.Handle(err)
+			}
+			if err := b.drops(); err != nil {
+				otel.Handle(err)
+			}
 		}
+	}
+}
+
+// drops returns the spans dropped since the last call as an *ExportError, or nil.
+func (b *batcher) drops() error {
+	b.mu.Lock()
+	n := b.dropped - b.said
+	b.said = b.dropped
+	b.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return &ExportError{Signal: "TRACES", Spans: n, Endpoint: b.endpoint, Err: queueFullError(b.maxQueue)}
+}
+
+// queueFullError is why spans were dropped: the batcher's queue held
+// OTEL_BSP_MAX_QUEUE_SIZE spans when they ended.
+type queueFullError int
+
+func (e queueFullError) Error() string {
+	return fmt.Sprintf("the span queue (OTEL_BSP_MAX_QUEUE_SIZE %d) was full: spans ended faster than they were taken", int(e))
+}
+
+// keepLost adds what the failed export err lost to what Shutdown returns.
+func (b *batcher) keepLost(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lostErr = err
+	if ee := (*ExportError)(nil); errors.As(err, &ee) {
+		b.lost += ee.Spans
+		b.lostErr = ee.Err
 	}
 }
 
@@ -233,15 +286,18 @@ func (b *batcher) ForceFlush(ctx context.Context) error {
 	}
 }
 
-// Shutdown exports what is queued and then shuts the exporter down, within ctx;
-// spans ended after it are not exported. It returns the last export's error (an
-// *ExportError: what was lost, where it was going and why). A call after one that
-// returned nil returns nil.
+// Shutdown exports what is queued and then shuts the exporter down, within ctx:
+// when ctx ends, so does the export under way, whatever its own timeout. Spans
+// ended after it are not exported. It returns what the exports since it was
+// called lost, and the spans dropped from a full queue not yet reported, each as an
+// *ExportError (how many spans, where they were going and why). A call after one
+// that returned nil returns nil.
 func (b *batcher) Shutdown(ctx context.Context) error {
 	b.stop.Do(func() {
 		b.mu.Lock()
 		b.stopped, b.last = true, ctx
 		b.mu.Unlock()
+		context.AfterFunc(ctx, b.endExports)
 		close(b.quit)
 	})
 	select {
@@ -255,15 +311,23 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 		}
 	}
 	b.shut.Do(func() {
+		b.endExports()
 		b.mu.Lock()
-		dropped, lastErr := b.dropped, b.lastErr
+		lost, lostErr := b.lost, b.lostErr
 		b.mu.Unlock()
-		if dropped > 0 {
-			otel.Handle(fmt.Errorf("telemetry: %d spans were not exported: the span queue was full (OTEL_BSP_MAX_QUEUE_SIZE %d)", dropped, b.maxQueue))
-		}
 		b.shutErr = b.exp.Shutdown(ctx) // stops the OTLP client otlpUpload shares
-		if lastErr != nil {
-			b.shutErr = lastErr // what was lost and why, not the client's stop in the same ctx
+		// What was lost and why, rather than the client's stop in the same ctx:
+		// the spans the last exports did not deliver, and those dropped and not
+		// yet reported.
+		var errs []error
+		if lostErr != nil {
+			errs = append(errs, &ExportError{Signal: "TRACES", Spans: lost, Endpoint: b.endpoint, Err: lostErr})
+		}
+		if err := b.drops(); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			b.shutErr = errors.Join(errs...)
 		}
 	})
 	return b.shutErr

@@ -306,6 +306,13 @@ func TestSpansReachAnHTTPCollector(t *testing.T) {
 // plugin:test, through a registry tel observes.
 func settleEcho(t *testing.T, tel *telemetry.Telemetry) {
 	t.Helper()
+	settleEchoes(t, tel, 1)
+}
+
+// settleEchoes settles n calls of an in-process echo tool through a registry
+// observed by tel.
+func settleEchoes(t *testing.T, tel *telemetry.Telemetry, n int) {
+	t.Helper()
 	echo := sdk.NewTool("Echoes.", func(_ context.Context, _ sdk.Invocation, in struct {
 		Text string `json:"text"`
 	}) (string, error) {
@@ -322,8 +329,10 @@ func settleEcho(t *testing.T, tel *telemetry.Telemetry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: []byte(`{"text":"x"}`)}); err != nil || s.Outcome != registry.Completed {
-		t.Fatalf("settle: %v %v", s, err)
+	for range n {
+		if s, err := q.Settle(t.Context(), registry.Call{Name: "echo", Input: []byte(`{"text":"x"}`)}); err != nil || s.Outcome != registry.Completed {
+			t.Fatalf("settle: %v %v", s, err)
+		}
 	}
 }
 

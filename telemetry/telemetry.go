@@ -224,7 +224,14 @@ func (t *Telemetry) Handler() http.Handler {
 // once.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	var errs []error
-	add := func(err error) {
+	var add func(error)
+	add = func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, err := range joined.Unwrap() {
+				add(err)
+			}
+			return
+		}
 		if ee := (*ExportError)(nil); errors.As(err, &ee) {
 			errs = append(errs, ee) // it says what was lost and why
 		} else if err != nil {
