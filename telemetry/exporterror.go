@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -119,6 +120,7 @@ const reportEvery = time.Minute
 // at most once per reportEvery for each kind (the signal of an ExportError, else
 // the message), counting the ones it held back.
 type reporter struct {
+	muted   atomic.Bool // see quietly
 	mu      sync.Mutex
 	log     hclog.Logger
 	now     func() time.Time
@@ -143,8 +145,17 @@ func (r *reporter) setLogger(log hclog.Logger) {
 	r.mu.Unlock()
 }
 
+// quietly runs f with the reporter silent: the SDK's TracerProvider reports the
+// sampler variables' errors, in its words, after Start has reported them in its
+// own (samplerFromEnv).
+func (r *reporter) quietly(f func()) {
+	r.muted.Store(true)
+	defer r.muted.Store(false)
+	f()
+}
+
 func (r *reporter) Handle(err error) {
-	if err == nil {
+	if err == nil || r.muted.Load() {
 		return
 	}
 	kind := err.Error()

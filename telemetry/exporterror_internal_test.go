@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,4 +72,47 @@ func TestReporterForgetsRatherThanGrows(t *testing.T) {
 	if len(r.last) > maxReportKinds || len(r.skipped) > maxReportKinds {
 		t.Errorf("the reporter remembers %d kinds, want at most %d", len(r.last), maxReportKinds)
 	}
+}
+
+// TestABadSamplerIsSaidOnceInWords: an OTEL_TRACES_SAMPLER toolhost does not know
+// is reported once, by Start, saying what it uses instead; the SDK's own report of
+// the same variable, in its words ("unsupported sampler"), is not written too.
+func TestABadSamplerIsSaidOnceInWords(t *testing.T) {
+	var out syncBuffer
+	reports.mu.Lock()
+	reports.last, reports.skipped = nil, nil // what earlier tests said
+	reports.mu.Unlock()
+	t.Setenv("OTEL_TRACES_SAMPLER", "bogus") // the SDK reads the process's
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	tel, err := Start(t.Context(), Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(t.Context())
+	got := out.String()
+	if n := strings.Count(got, `OTEL_TRACES_SAMPLER "bogus" is not a sampler toolhost knows`); n != 1 {
+		t.Errorf("the bad sampler was said %d times, want once:\n%s", n, got)
+	}
+	if strings.Contains(got, "unsupported sampler") {
+		t.Errorf("the SDK's report was written too:\n%s", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -67,6 +67,9 @@ func newSpanExporter(ctx context.Context, getenv func(string) string) (_ sdktrac
 		if err != nil {
 			return nil, nil, "", err
 		}
+		if err := checkOTLPEnv(getenv, "TRACES", proto); err != nil {
+			return nil, nil, "", err
+		}
 		var c otlptrace.Client = otlptracehttp.NewClient()
 		if proto == "grpc" {
 			// The export requests are encoded by otlpCodec, without reflection, and
@@ -99,6 +102,9 @@ func newMetricReader(ctx context.Context, getenv func(string) string) (_ sdkmetr
 	case "otlp":
 		proto, err := otlpProtocol(getenv, "METRICS")
 		if err != nil {
+			return nil, "", err
+		}
+		if err := checkOTLPEnv(getenv, "METRICS", proto); err != nil {
 			return nil, "", err
 		}
 		var exp sdkmetric.Exporter

@@ -6,6 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +136,90 @@ func TestPrometheusExporterEndpoint(t *testing.T) {
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Error("the Prometheus endpoint still listens after Shutdown")
+	}
+}
+
+// TestOTLPSettingsThatWouldMisdirectAreRefused: the OTLP exporter skips, without a
+// word, an endpoint it cannot parse (and sends to localhost instead), a CA file it
+// cannot read (and trusts the system's roots instead), a header entry it cannot
+// parse (and sends without it). Start refuses each, naming the variable and what
+// to write, and never repeats a header's value or a URL's password.
+func TestOTLPSettingsThatWouldMisdirectAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	otlp := func(kv ...string) map[string]string {
+		env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none"}
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		want    []string
+		secrets []string
+	}{
+		{"EndpointWithoutScheme", otlp("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+			[]string{`OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318"`, "http://localhost:4318"}, nil},
+		{"GRPCEndpointNotAURL", otlp("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT", "::4317"),
+			[]string{`OTEL_EXPORTER_OTLP_ENDPOINT="::4317"`, "http://localhost:4317"}, nil},
+		{"EndpointWithoutHost", otlp("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http:///v1/traces"),
+			[]string{`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http:///v1/traces"`}, nil},
+		{"UnixSocketOverHTTP", otlp("OTEL_EXPORTER_OTLP_ENDPOINT", "unix:///run/otel.sock"),
+			[]string{`OTEL_EXPORTER_OTLP_ENDPOINT="unix:///run/otel.sock"`}, nil},
+		{"PasswordInABadEndpoint", otlp("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://user:hunter2@collector:4318"),
+			[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "user:xxxxx@collector"}, []string{"hunter2"}},
+		{"MissingCA", otlp("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE", missing),
+			[]string{"OTEL_EXPORTER_OTLP_CERTIFICATE=" + strconv.Quote(missing), "no such file", "the CA that signed"}, nil},
+		{"CANotPEM", otlp("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", notPEM),
+			[]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE=" + strconv.Quote(notPEM), "holds no PEM certificate"}, nil},
+		{"ClientCertificateWithoutKey", otlp("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", notPEM),
+			[]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE is set without OTEL_EXPORTER_OTLP_CLIENT_KEY"}, nil},
+		{"ClientKeyPairNotOne", otlp("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", notPEM, "OTEL_EXPORTER_OTLP_CLIENT_KEY", notPEM),
+			[]string{"are not a certificate and its key"}, nil},
+		{"HeaderValueNotPercentEncoded", otlp("OTEL_EXPORTER_OTLP_HEADERS", "x-team=a,authorization=Bearer%zzs3cret"),
+			[]string{"OTEL_EXPORTER_OTLP_HEADERS", "authorization (entry 2) is not percent-encoded"}, []string{"s3cret", "Bearer"}},
+		{"HeaderEntryWithoutValue", otlp("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=s3cret,oops"),
+			[]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS: entry 2 is not key=value"}, []string{"s3cret"}},
+		{"HeaderKeyNotAName", otlp("OTEL_EXPORTER_OTLP_HEADERS", "api key=s3cret"),
+			[]string{`"api key" for a key`}, []string{"s3cret"}},
+		{"MetricsToo", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "localhost:4318"},
+			[]string{"telemetry: metrics:", `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="localhost:4318"`}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tel, err := telemetry.Start(t.Context(), telemetry.Options{Getenv: envOf(c.env)})
+			if err == nil {
+				tel.Shutdown(context.Background())
+				t.Fatal("Start accepted it")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			for _, s := range c.secrets {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q repeats %q", err, s)
+				}
+			}
+		})
+	}
+	// What the specification allows passes: https with a path, a unix socket over
+	// gRPC, headers with percent-encoded commas.
+	for _, env := range []map[string]string{
+		otlp("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example:4318/otlp", "OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%2Cb, x-team = t"),
+		otlp("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT", "unix:///run/otel.sock"),
+	} {
+		tel, err := telemetry.Start(t.Context(), telemetry.Options{Getenv: envOf(env)})
+		if err != nil {
+			t.Errorf("%v: %v", env, err)
+			continue
+		}
+		tel.Shutdown(context.Background())
 	}
 }

@@ -123,7 +123,9 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		}
 		t.sampler, t.spanRes, t.scope = sampler, spanRes, instrumentation.Scope{Name: tracectx.Scope}
 		t.batch = newBatcher(exp, client, endpoint, getenv)
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(spanRes), sdktrace.WithSampler(sampler))
+		reports.quietly(func() {
+			t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.batch), sdktrace.WithResource(spanRes), sdktrace.WithSampler(sampler))
+		})
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option
