@@ -47,6 +47,8 @@ type otlpUpload struct {
 	out           []*tracepb.ResourceSpans
 	resourceSpans map[*resource.Resource]*tracepb.ResourceSpans
 	scopeSpans    map[scopeKey]*tracepb.ScopeSpans
+	last          *tracepb.ScopeSpans // scopeSpansOf's last answer, for lastKey
+	lastKey       scopeKey
 }
 
 type scopeKey struct {
@@ -60,6 +62,14 @@ type scopeKey struct {
 // batch has not used yet.
 func (u *otlpUpload) scopeSpansOf(res *resource.Resource, scope instrumentation.Scope) *tracepb.ScopeSpans {
 	k := scopeKey{res, scope}
+	if u.last == nil || len(u.last.Spans) == 0 || u.lastKey != k { // most spans are the previous one's
+		u.last, u.lastKey = u.scopeSpansFor(k), k
+	}
+	return u.last
+}
+
+func (u *otlpUpload) scopeSpansFor(k scopeKey) *tracepb.ScopeSpans {
+	res, scope := k.res, k.scope
 	ss := u.scopeSpans[k]
 	if ss == nil {
 		ss = &tracepb.ScopeSpans{Scope: u.scope(scope), SchemaUrl: scope.SchemaURL}
