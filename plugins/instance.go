@@ -398,7 +398,8 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		SyncStdout:  inst.log.writer("stdout"),
 		SkipHostEnv: true,
 		GRPCDialOptions: append(append(pluginpb.DialOptions(),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))), inst.budget.dialOptions()...),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize)), grpc.WithMaxHeaderListSize(maxHeaderBytes)),
+			inst.budget.dialOptions()...),
 	}
 	if cfg.Reattach != nil {
 		rc, err := pluginpb.Reattach(*cfg.Reattach).Config()

@@ -31,6 +31,15 @@ func registerMessageLimit(l registry.SourceLimits) int {
 	return int(min(2*held+1<<20, 1<<30))
 }
 
+// maxHeaderBytes is the most HTTP/2 header bytes (gRPC metadata, a status and its
+// message, as HPACK counts them) the host takes in one header block from a plugin,
+// on its connection to the plugin and on every capability it serves. gRPC takes
+// 16 MiB by default, which no message limit and no byte budget counts, and
+// decodes it before any handler or interceptor sees it; a block past this is
+// refused as it is decoded (no string longer than it is allocated), failing its
+// call. The host's own protocol sends well under 1 KiB.
+const maxHeaderBytes = 64 << 10
+
 // serviceMessageLimit is the largest message the host reads from a trusted plugin
 // over its Location services (paths, patterns): gRPC's default.
 const serviceMessageLimit = 4 << 20

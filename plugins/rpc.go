@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/permission"
@@ -379,15 +380,18 @@ func (inst *Instance) exitedDuring(err error) *supervise.CrashError {
 }
 
 // statusError turns a gRPC status into a plain error for people: the plugin's own
-// message, and for a broken connection what that means; never the gRPC code. It never
-// wraps context errors: only the caller's own context decides interruption.
+// message (cut to loglimit.MaxText: the plugin writes it, and the error goes to
+// logs and runners), and for a broken connection what that means; never the gRPC
+// code. It never wraps context errors: only the caller's own context decides
+// interruption.
 func statusError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
+	msg := loglimit.Cut(st.Message())
 	if st.Code() == codes.Unavailable {
-		return fmt.Errorf("the connection to the plugin broke: %s", st.Message())
+		return fmt.Errorf("the connection to the plugin broke: %s", msg)
 	}
-	return errors.New(st.Message())
+	return errors.New(msg)
 }

@@ -451,3 +451,59 @@ func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
 		}
 	})
 }
+
+// gRPC metadata and a status's message travel in HTTP/2 headers, which no message
+// limit and no byte budget counts, and which gRPC takes up to 16 MiB a block by
+// default. A plugin fails a call with a 12 MiB status message, answers one with
+// 12 MiB of trailers, and sends registrations with 12 MiB of metadata each, four at
+// once: each is refused before it is read (the host allocates little), the
+// failed call's error stays short and names the plugin, and the plugin and its
+// neighbour keep working.
+func TestHugeMetadataIsRefusedUnread(t *testing.T) {
+	h := newHost(t)
+	if _, err := h.supervise(h.config(nil, ""), supervise.Budget{}); err != nil { // a well-behaved neighbour
+		t.Fatal(err)
+	}
+	h.startSpender(t, "s_")
+	const mib = 12
+	for _, tool := range []string{"s_status", "s_trailers"} {
+		t.Run(tool, func(t *testing.T) {
+			var s *registry.Settlement
+			var err error
+			grew := allocated(func() { s, err = h.call(context.Background(), tool, fmt.Sprintf(`{"mib":%d}`, mib)) })
+			if err != nil {
+				t.Logf("the host allocated %d KiB; %.300s", grew>>10, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), `plugin "spender"`) {
+				t.Errorf("%s: %v, %v; want an error naming the plugin", tool, s, err)
+			} else if len(err.Error()) > 8<<10 {
+				t.Errorf("%s: the error is %d bytes long", tool, len(err.Error()))
+			}
+			if grew > 4<<20 {
+				t.Errorf("%s: the host allocated %d MiB for %d MiB of headers", tool, grew>>20, mib)
+			}
+		})
+	}
+	t.Run("s_metadata", func(t *testing.T) {
+		const n = 4
+		var answers map[string]int
+		grew := allocated(func() { h.callJSON(t, "s_metadata", fmt.Sprintf(`{"mib":%d,"n":%d}`, mib, n), &answers) })
+		t.Logf("the host allocated %d KiB; %v", grew>>10, answers)
+		if answers["registered"] != 0 {
+			t.Errorf("%d of %d registrations with %d MiB of metadata registered", answers["registered"], n, mib)
+		}
+		if grew > 4<<20 {
+			t.Errorf("the host allocated %d MiB for %d registrations with %d MiB of metadata each", grew>>20, n, mib)
+		}
+	})
+	t.Run("EveryoneKeepsWorking", func(t *testing.T) {
+		var got string
+		h.callJSON(t, "s_names", `{"names":["after_the_headers"]}`, &got)
+		if got != "registered" {
+			t.Fatalf("names: %s", got)
+		}
+		if s := h.mustCall("echo", `{"text":"still here"}`); !strings.Contains(s.Text(), "still here") {
+			t.Fatalf("echo: %s", s.Text())
+		}
+	})
+}
