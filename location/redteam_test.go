@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/internal/testio"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/server"
@@ -308,4 +309,77 @@ func TestHostileDeepProcessIsASource(t *testing.T) {
 	if strings.HasPrefix(got, "refused") && !strings.Contains(logs.String(), "source=hostile") {
 		t.Errorf("the serve socket's log %q does not name the refused source", logs.String())
 	}
+}
+
+// TestHostilePluginCannotRewriteItsAuthority: the hostile plugin, granted write on
+// its whole Location (`"write": ["."]`, as a formatter or a code-editing plugin is),
+// rewrites the Location's config to make itself trusted and unconfined: in place,
+// by replacing the file, and by moving `.toolhost` aside and making a new one. At
+// the next reload it would run with the Location's services and no sandbox.
+// Every attempt fails, in a world of its own (with Landlock off too: the world's
+// read-only mount holds alone) and in the fallback without one (Landlock, with
+// the grant carved around .toolhost); the config is as it was, and after a reload
+// the plugin is still untrusted.
+func TestHostilePluginCannotRewriteItsAuthority(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"WorldWithoutLandlock", "landlock"}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			}
+			if ok, why := sandbox.WorldAvailable(); !ok && c.off != "world" {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			hostile := obj{"name": "hostile", "path": bin, "sandbox": obj{"write": []string{"."}}}
+			dir := workspace(t, pluginsConfig(hostile, echoPlugin("echo")))
+			os.Mkdir(filepath.Join(dir, "src"), 0o755)
+			cfgFile := filepath.Join(dir, filepath.FromSlash(location.ConfigPath))
+			was, err := os.ReadFile(cfgFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := e.activate(t, dir)
+
+			// It can write where it was granted: the grant is real. (Without a
+			// world it makes nothing new directly in the Location: Landlock cannot
+			// grant that without granting it in .toolhost too.)
+			if r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{"src/notes.txt": "mine"}})); r["write src/notes.txt in place"] != "WROTE" {
+				t.Fatalf("the plugin cannot write in its grant: %v", r)
+			}
+			evil := mustJSON(t, pluginsConfig(obj{"name": "hostile", "path": bin, "trusted": true}, echoPlugin("echo")))
+			r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{location.ConfigPath: evil}}))
+			for _, k := range slices.Sorted(maps.Keys(r)) {
+				t.Logf("%-60s %s", k, r[k])
+				if !strings.HasPrefix(r[k], "denied: ") {
+					t.Errorf("%s: %s", k, r[k])
+				}
+			}
+			if now, _ := os.ReadFile(cfgFile); string(now) != string(was) {
+				t.Errorf("the config is now %s", now)
+			}
+			if err := l.Reload(t.Context()); err != nil {
+				t.Logf("reload: %v", err)
+			}
+			if p := probe(t, l); p.ServicesGiven {
+				t.Errorf("after a reload the hostile plugin has the Location's services: %+v", p)
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -120,9 +120,10 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.plan.Path = path
 			if LandlockABI() > 0 {
+				ro, rw := writeAround(c.Write, protected(c, dir))
 				b.plan.Confine = &Confinement{
-					Read:    append(append([]string{}, SystemRead...), c.Read...),
-					Write:   append(append([]string{"/dev/null"}, extraWrite...), c.Write...),
+					Read:    append(append(append([]string{}, SystemRead...), c.Read...), ro...),
+					Write:   append(append([]string{"/dev/null"}, extraWrite...), rw...),
 					Network: c.Network,
 				}
 			}
@@ -147,9 +148,12 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.tmpDir = tmp
 			env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+tmp)
+			// The Locations' state directories its Write paths hold stay read-only
+			// (see writeAround).
+			ro, rw := writeAround(c.Write, protected(c, dir))
 			full := &Confinement{
-				Read:    append(append([]string{}, SystemRead...), c.Read...),
-				Write:   append(append([]string{tmp, "/dev/null"}, extraWrite...), c.Write...),
+				Read:    append(append(append([]string{}, SystemRead...), c.Read...), ro...),
+				Write:   append(append([]string{tmp, "/dev/null"}, extraWrite...), rw...),
 				Network: c.Network,
 			}
 			b.plan.Confine = full
