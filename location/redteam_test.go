@@ -383,3 +383,52 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestHostilePluginHoldsNoMemoryPastItsLimit: the hostile plugin, its memory
+// capped at 128 MiB, takes three times that in each way that is not its data
+// segment (which RLIMIT_DATA counts): a memfd, a shared anonymous mapping, a shared
+// mapping of /dev/zero, System V shared memory (its own IPC namespace's in a
+// world). None of them holds it, in a world of its own or in the fallback, and
+// the well-behaved plugin keeps working.
+func TestHostilePluginHoldsNoMemoryPastItsLimit(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			l := e.activate(t, workspace(t, pluginsConfig(
+				obj{"name": "hostile", "path": bin, "sandbox": obj{"memory": "128MiB"}}, echoPlugin("echo"))))
+			const mib = 3 * 128
+			s, err := settleIn(t, l, "memory", mustJSON(t, obj{"mib": mib}))
+			if err != nil {
+				// Killed for it: the plugin's death is an answer too.
+				t.Logf("memory: %v", err)
+			} else {
+				var r map[string]string
+				if err := json.Unmarshal(s.Structured, &r); err != nil {
+					t.Fatalf("memory: %v: %s", err, s.Text())
+				}
+				for _, k := range slices.Sorted(maps.Keys(r)) {
+					t.Logf("%-40s %s", k, r[k])
+					if !strings.HasPrefix(r[k], "denied: ") {
+						t.Errorf("%s: %s, past a limit of 128 MiB", k, r[k])
+					}
+				}
+				if len(r) != 4 {
+					t.Errorf("%d ways tried, want 4: %v", len(r), r)
+				}
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
