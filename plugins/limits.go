@@ -40,6 +40,12 @@ func registerMessageLimit(l registry.SourceLimits) int {
 // call. The host's own protocol sends well under 1 KiB.
 const maxHeaderBytes = 64 << 10
 
+// maxDefectStack is the most of a defect's stack the host keeps (a plugin's panic,
+// which the plugin reports with its stack): a Go panic's goroutine stack is a few
+// KiB, and the rest of a longer one is the plugin's to fill. A defect's message is
+// cut to loglimit.MaxText.
+const maxDefectStack = 64 << 10
+
 // serviceMessageLimit is the largest message the host reads from a trusted plugin
 // over its Location services (paths, patterns): gRPC's default.
 const serviceMessageLimit = 4 << 20

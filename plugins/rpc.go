@@ -340,7 +340,11 @@ func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.
 		}
 		return sdk.Output{}, true, &sdk.ToolFailure{Message: e.Failure.Message}
 	case *pluginpb.ExecuteEvent_Defect:
-		return sdk.Output{}, true, &registry.DefectError{Tool: a.name, Value: fmt.Sprintf("in plugin %q: %s", a.inst.cfg.Name, e.Defect.Message), Stack: []byte(e.Defect.Stack)}
+		stack := e.Defect.Stack
+		if len(stack) > maxDefectStack {
+			stack = stack[:maxDefectStack] // its head: the panicking frames
+		}
+		return sdk.Output{}, true, &registry.DefectError{Tool: a.name, Value: fmt.Sprintf("in plugin %q: %s", a.inst.cfg.Name, loglimit.Cut(e.Defect.Message)), Stack: []byte(stack)}
 	default:
 		return fail("unexpected event %T", ev.Event)
 	}

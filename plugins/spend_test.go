@@ -5,6 +5,7 @@ package plugins_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -458,7 +459,8 @@ func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
 // 12 MiB of trailers, and sends registrations with 12 MiB of metadata each, four at
 // once: each is refused before it is read (the host allocates little), the
 // failed call's error stays short and names the plugin, and the plugin and its
-// neighbour keep working.
+// neighbour keep working. A defect it reports (a message and a stack of 512 KiB
+// each, within a message) is kept short too.
 func TestHugeMetadataIsRefusedUnread(t *testing.T) {
 	h := newHost(t)
 	if _, err := h.supervise(h.config(nil, ""), supervise.Budget{}); err != nil { // a well-behaved neighbour
@@ -494,6 +496,19 @@ func TestHugeMetadataIsRefusedUnread(t *testing.T) {
 		}
 		if grew > 4<<20 {
 			t.Errorf("the host allocated %d MiB for %d registrations with %d MiB of metadata each", grew>>20, n, mib)
+		}
+	})
+	t.Run("s_defect", func(t *testing.T) {
+		_, err := h.call(context.Background(), "s_defect", `{"mib":1}`)
+		var defect *registry.DefectError
+		if !errors.As(err, &defect) || !strings.Contains(err.Error(), `plugin "spender"`) {
+			t.Fatalf("a defect of 1 MiB: %.300v; want a DefectError naming the plugin", err)
+		}
+		if n := len(err.Error()); n > 8<<10 {
+			t.Errorf("a defect's message of 512 KiB became an error of %d bytes", n)
+		}
+		if n := len(defect.Stack); n > 64<<10 {
+			t.Errorf("a defect's stack of 512 KiB is kept whole (%d bytes)", n)
 		}
 	})
 	t.Run("EveryoneKeepsWorking", func(t *testing.T) {
