@@ -37,7 +37,10 @@ const hostilePage = 256 << 10
 // messages. In mode "noise" its tool "big" prints floodLines lines that are not
 // JSON-RPC before it answers. In mode "pages" its tools/list has 100 pages of one tool each, each
 // page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
-// call {"pages": n} is answered with n times hostilePage bytes of text. In mode
+// call {"pages": n} is answered with n times hostilePage bytes of text; in mode
+// "errors" the same call is answered with a JSON-RPC error whose message and data
+// are that long; in mode "liar" it answers initialize with a protocol version no
+// one speaks. In mode
 // "asks" its tools "ask" and "echo" put requests of its own to the host
 // (askFlood, asks_test.go).
 func hostileServer(mode string) {
@@ -73,6 +76,8 @@ func hostileServer(mode string) {
 		}
 		out.mu.Lock()
 		switch {
+		case msg.Method == "initialize" && mode == "liar":
+			reply(msg.ID, `{"protocolVersion":"1999-01-01","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`)
 		case msg.Method == "initialize":
 			reply(msg.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`, msg.Params.ProtocolVersion))
 		case msg.Method == "tools/list" && mode == "pages":
@@ -93,6 +98,11 @@ func hostileServer(mode string) {
 				fmt.Fprintf(out.w, "noise line %d %s\n", i, strings.Repeat("x", 200))
 			}
 			reply(msg.ID, `{"content":[{"type":"text","text":"noisy"}]}`)
+		case msg.Method == "tools/call" && mode == "errors":
+			text := strings.Repeat(pad, msg.Params.Arguments.Pages)
+			message, _ := json.Marshal("\x1b]0;owned\x07" + text)
+			data, _ := json.Marshal(text)
+			fmt.Fprintf(out.w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":%s,"data":%s}}`+"\n", msg.ID, message, data)
 		case msg.Method == "tools/call":
 			reply(msg.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat(pad, msg.Params.Arguments.Pages)))
 		default:
@@ -267,5 +277,46 @@ func TestStdoutNoiseIsHeldBackAndCounted(t *testing.T) {
 	t.Logf("%d noise lines logged (%d bytes of log), %d held back and counted", logged, len(out.String()), heldBack)
 	if heldBack == 0 || logged+heldBack != floodLines {
 		t.Errorf("%d logged and %d held back of %d lines: want the noise held back and counted", logged, heldBack, floodLines)
+	}
+}
+
+// A server's JSON-RPC error is its own text: answered with an error of a 1 MiB
+// message and 1 MiB of data (within the message cap), the call fails with an error that names the server and
+// stays short, and the session goes on.
+func TestServerErrorTextsAreBounded(t *testing.T) {
+	h := newBareHost(t)
+	cfg := hostileConfig(t, "errors", 16<<20)
+	cfg.MaxMessageBytes = 4 << 20
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+
+	for range 2 {
+		_, err = h.settle(t.Context(), "hostile_big", `{"pages":4}`)
+		var call *mcp.CallError
+		if !errors.As(err, &call) || call.Server != "hostile" {
+			t.Fatalf("a 1 MiB error: %.300v; want a CallError naming the server", err)
+		}
+		if n := len(err.Error()); n > 8<<10 {
+			t.Errorf("a 1 MiB error message from the server became a %d-byte error: %.300s", n, err)
+		}
+		t.Logf("%.300q", err.Error())
+	}
+}
+
+// A server that answers initialize with a protocol version the host does not
+// speak does not start, and the error names the server and the version.
+func TestServerThatLiesAboutItsProtocolDoesNotStart(t *testing.T) {
+	h := newBareHost(t)
+	_, err := mcp.Start(t.Context(), h.root, hostileConfig(t, "liar", 0), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err == nil || !strings.Contains(err.Error(), `"hostile"`) || !strings.Contains(err.Error(), "1999-01-01") {
+		t.Fatalf("a server that answers initialize with protocol version 1999-01-01: %v; want a start error naming the server and the version", err)
+	}
+	t.Log(err)
+	if got := h.names(); len(got) != 0 {
+		t.Errorf("its tools: %v", got)
 	}
 }

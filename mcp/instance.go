@@ -767,7 +767,7 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
 			default:
 			}
-			return sdk.Output{}, &CallError{Server: inst.cfg.Name, Tool: original, Err: err}
+			return sdk.Output{}, &CallError{Server: inst.cfg.Name, Tool: original, Err: shortened(err)}
 		}
 		return output(res)
 	}
