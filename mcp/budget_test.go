@@ -21,6 +21,7 @@ import (
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 func init() {
@@ -39,7 +40,8 @@ const hostilePage = 256 << 10
 // page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
 // call {"pages": n} is answered with n times hostilePage bytes of text; in mode
 // "errors" the same call is answered with a JSON-RPC error whose message and data
-// are that long; in mode "liar" it answers initialize with a protocol version no
+// are that long, and in mode "progress" it reports progress three times with a
+// message that long before it answers; in mode "liar" it answers initialize with a protocol version no
 // one speaks. In mode
 // "asks" its tools "ask" and "echo" put requests of its own to the host
 // (askFlood, asks_test.go).
@@ -61,7 +63,10 @@ func hostileServer(mode string) {
 				ProtocolVersion string `json:"protocolVersion"`
 				Cursor          string `json:"cursor"`
 				Name            string `json:"name"`
-				Arguments       struct {
+				Meta            struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+				Arguments struct {
 					Pages int `json:"pages"`
 					askInput
 				} `json:"arguments"`
@@ -98,6 +103,13 @@ func hostileServer(mode string) {
 				fmt.Fprintf(out.w, "noise line %d %s\n", i, strings.Repeat("x", 200))
 			}
 			reply(msg.ID, `{"content":[{"type":"text","text":"noisy"}]}`)
+		case msg.Method == "tools/call" && mode == "progress":
+			message, _ := json.Marshal(strings.Repeat(pad, msg.Params.Arguments.Pages))
+			for i := range 3 {
+				fmt.Fprintf(out.w, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,"message":%s}}`+"\n",
+					msg.Params.Meta.ProgressToken, i+1, message)
+			}
+			reply(msg.ID, `{"content":[{"type":"text","text":"done"}]}`)
 		case msg.Method == "tools/call" && mode == "errors":
 			text := strings.Repeat(pad, msg.Params.Arguments.Pages)
 			message, _ := json.Marshal("\x1b]0;owned\x07" + text)
@@ -319,4 +331,42 @@ func TestServerThatLiesAboutItsProtocolDoesNotStart(t *testing.T) {
 	if got := h.names(); len(got) != 0 {
 		t.Errorf("its tools: %v", got)
 	}
+}
+
+// A server's progress messages are its own text, passed on to whoever watches the
+// call (a serve API stream keeps 16 events, an MCP client gets each): reported
+// with 1 MiB messages (within the message cap, never held by the budget), they
+// arrive cut to 4 KiB, and the call completes.
+func TestProgressMessagesAreCut(t *testing.T) {
+	h := newBareHost(t)
+	cfg := hostileConfig(t, "progress", 16<<20)
+	cfg.MaxMessageBytes = 4 << 20
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+
+	var mu sync.Mutex
+	var got []int
+	ctx := sdk.WithProgress(t.Context(), func(p sdk.Progress) {
+		mu.Lock()
+		got = append(got, len(p.Message))
+		mu.Unlock()
+	})
+	if s, err := h.settle(ctx, "hostile_big", `{"pages":4}`); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("a call with 1 MiB progress messages: %v, %.300v", s, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("no progress reached the caller")
+	}
+	for _, n := range got {
+		if n > 8<<10 {
+			t.Errorf("a progress message of 1 MiB reached the caller as %d bytes", n)
+		}
+	}
+	t.Logf("progress message lengths: %v", got)
 }

@@ -822,6 +822,9 @@ func (inst *Instance) onProgress(p *gomcp.ProgressNotificationParams) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.done {
-		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		// The message is the server's text, passed on to whoever watches the call
+		// (a serve API stream keeps 16 events) and never held by the budget: a status
+		// line, cut to loglimit.MaxText.
+		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: loglimit.Cut(p.Message)})
 	}
 }

@@ -295,7 +295,9 @@ func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.
 	}
 	switch e := ev.Event.(type) {
 	case *pluginpb.ExecuteEvent_Progress:
-		sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
+		// The message is the plugin's text, passed on to whoever watches the call (a
+		// serve API stream keeps 16 events): a status line, cut to loglimit.MaxText.
+		sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: loglimit.Cut(e.Progress.Message)})
 	case *pluginpb.ExecuteEvent_Output:
 		a.out.Write(e.Output)
 	case *pluginpb.ExecuteEvent_Structured:

@@ -522,3 +522,32 @@ func TestHugeMetadataIsRefusedUnread(t *testing.T) {
 		}
 	})
 }
+
+// A plugin's progress messages are its own text, passed on to whoever watches the
+// call (a serve API stream keeps 16 events): reported with 1 MiB messages, they
+// arrive cut to 4 KiB, and the call completes.
+func TestPluginProgressMessagesAreCut(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "s_")
+	var mu sync.Mutex
+	var got []int
+	ctx := sdk.WithProgress(t.Context(), func(p sdk.Progress) {
+		mu.Lock()
+		got = append(got, len(p.Message))
+		mu.Unlock()
+	})
+	if s, err := h.call(ctx, "s_progress", `{"mib":1}`); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("a call with 1 MiB progress messages: %v, %.300v", s, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("no progress reached the caller")
+	}
+	for _, n := range got {
+		if n > 8<<10 {
+			t.Errorf("a progress message of 1 MiB reached the caller as %d bytes", n)
+		}
+	}
+	t.Logf("progress message lengths: %v", got)
+}

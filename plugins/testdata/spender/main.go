@@ -73,6 +73,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "status", Description: "fails the call with a gRPC status message of mib MiB", InputSchema: obj},
 		{Name: "trailers", Description: "answers with mib MiB of trailer metadata", InputSchema: obj},
 		{Name: "metadata", Description: "sends n registrations with mib MiB of metadata each, at once", InputSchema: obj},
+		{Name: "progress", Description: "reports progress three times with a message of mib MiB", InputSchema: obj},
 		{Name: "defect", Description: "reports a defect whose message and stack are mib MiB together", InputSchema: obj},
 	}
 	for _, d := range defs {
@@ -149,6 +150,14 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return reply(stream, "trailers sent")
 	case "metadata":
 		return reply(stream, s.metadata(ctx, in.MiB, in.N))
+	case "progress":
+		msg := strings.Repeat("p", in.MiB<<20)
+		for i := range 3 {
+			if err := stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: float64(i + 1), Message: msg}}}); err != nil {
+				return err
+			}
+		}
+		return reply(stream, "done")
 	case "defect":
 		text := strings.Repeat("d", in.MiB<<20/2)
 		return stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Defect{Defect: &pluginpb.Defect{Message: "defect " + Evil + text, Stack: text}}})
