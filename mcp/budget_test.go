@@ -42,7 +42,8 @@ const hostilePage = 256 << 10
 // "errors" the same call is answered with a JSON-RPC error whose message and data
 // are that long, and in mode "progress" it reports progress three times with a
 // message that long before it answers; in mode "liar" it answers initialize with a protocol version no
-// one speaks. In mode
+// one speaks; in mode "titles" it lists beside "big" two tools with a title of
+// hostilePage bytes (one in its annotations). In mode
 // "asks" its tools "ask" and "echo" put requests of its own to the host
 // (askFlood, asks_test.go).
 func hostileServer(mode string) {
@@ -90,6 +91,10 @@ func hostileServer(mode string) {
 			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"%d","_meta":{"pad":%q}}`, page, page+1, pad))
 		case msg.Method == "tools/list" && (mode == "wide" || mode == "unfold"):
 			reply(msg.ID, wideListing(mode))
+		case msg.Method == "tools/list" && mode == "titles":
+			title, _ := json.Marshal(pad)
+			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"big","inputSchema":{"type":"object"}},{"name":"titled","title":%s,"inputSchema":{"type":"object"}},`+
+				`{"name":"annotated","annotations":{"title":%s},"inputSchema":{"type":"object"}}]}`, title, title))
 		case msg.Method == "tools/list" && mode == "asks":
 			reply(msg.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}`)
 		case msg.Method == "tools/list":
@@ -369,4 +374,24 @@ func TestProgressMessagesAreCut(t *testing.T) {
 		}
 	}
 	t.Logf("progress message lengths: %v", got)
+}
+
+// A listed tool's title counts against no limit of the registry's: a tool whose
+// title (its own or its annotations') is 256 KiB is skipped with a warning, and
+// the server's other tool serves.
+func TestHugeTitlesAreSkipped(t *testing.T) {
+	h := newBareHost(t)
+	inst, err := mcp.Start(t.Context(), h.root, hostileConfig(t, "titles", 0), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	got := h.names()
+	if !got["hostile_big"] || got["hostile_titled"] || got["hostile_annotated"] {
+		t.Errorf("tools: %v; want hostile_big alone", got)
+	}
+	for _, w := range inst.Warnings() {
+		t.Logf("%.200s", w)
+	}
 }

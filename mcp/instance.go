@@ -29,6 +29,11 @@ import (
 // maxListPages caps the pages of one tools/list.
 const maxListPages = 100
 
+// maxTitleBytes is the longest title (the tool's, or its annotations') a listed
+// tool may have, as plugins' maxTitleBytes: a title is a short name for people, and
+// max_schema_bytes does not count it. A tool with a longer one is skipped.
+const maxTitleBytes = 1 << 10
+
 // A server's tools are listed again on its tools/list_changed at most relistBurst
 // times at once, then once every relistEvery: notifications meanwhile are
 // coalesced into the next listing, and counted in a log line.
@@ -683,6 +688,9 @@ func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
 			tool.Title = a.Title
 		}
 		tool.Annotations = &sdk.Annotations{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	if len(tool.Title) > maxTitleBytes {
+		return candidate{}, fmt.Errorf("its title is %d bytes, over the %d a title may have", len(tool.Title), maxTitleBytes)
 	}
 	// Title and annotations are part of the key: a change to them re-registers the
 	// tool, so clients see it.

@@ -40,6 +40,13 @@ func registerMessageLimit(l registry.SourceLimits) int {
 // call. The host's own protocol sends well under 1 KiB.
 const maxHeaderBytes = 64 << 10
 
+// maxTitleBytes is the longest title a plugin's tool may have: a title is a short
+// name for people, and the registry counts it against no limit of the plugin's
+// (max_schema_bytes counts descriptions and schemas), so without it a plugin could
+// make the host hold a registration message's worth for each of its max_tools
+// tools. A batch with a longer title is refused.
+const maxTitleBytes = 1 << 10
+
 // maxDefectStack is the most of a defect's stack the host keeps (a plugin's panic,
 // which the plugin reports with its stack): a Go panic's goroutine stack is a few
 // KiB, and the rest of a longer one is the plugin's to fill. A defect's message is

@@ -83,6 +83,10 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 		if _, dup := tools[def.Name]; dup {
 			return fmt.Errorf("plugin %q: tool %q appears twice in one batch", inst.cfg.Name, def.Name)
 		}
+		if len(def.Title) > maxTitleBytes {
+			return fmt.Errorf("plugin %q: tool %q has a title of %d bytes, over the %d a title may have; a title is a short name for people (say more in the description)",
+				inst.cfg.Name, def.Name, len(def.Title), maxTitleBytes)
+		}
 		tools[def.Name] = sdk.Tool{
 			Description:      def.Description,
 			InputSchema:      def.InputSchema,

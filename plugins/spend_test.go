@@ -551,3 +551,33 @@ func TestPluginProgressMessagesAreCut(t *testing.T) {
 	}
 	t.Logf("progress message lengths: %v", got)
 }
+
+// A tool's title is the plugin's text too, and counts against no limit of the
+// registry's: sixteen tools, each registered alone with a title of 8 MiB (within a
+// registration message), are refused, and the host holds none of it.
+func TestHugeTitlesAreRefused(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "s_")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var answers map[string]int
+	h.callJSON(t, "s_titles", `{"mib":8,"n":16}`, &answers)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	for a, n := range answers {
+		t.Logf("%d× %.200s", n, a)
+	}
+	if answers["registered"] > 0 {
+		t.Errorf("%d of 16 tools with a title of 8 MiB registered", answers["registered"])
+	}
+	if held > 16<<20 {
+		t.Errorf("the host holds %d MiB more after the registrations", held>>20)
+	}
+	var got string
+	h.callJSON(t, "s_names", `{"names":["after_the_titles"]}`, &got)
+	if got != "registered" {
+		t.Fatalf("names: %s", got)
+	}
+}

@@ -73,6 +73,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "status", Description: "fails the call with a gRPC status message of mib MiB", InputSchema: obj},
 		{Name: "trailers", Description: "answers with mib MiB of trailer metadata", InputSchema: obj},
 		{Name: "metadata", Description: "sends n registrations with mib MiB of metadata each, at once", InputSchema: obj},
+		{Name: "titles", Description: "registers n tools one by one, each with a title of mib MiB", InputSchema: obj},
 		{Name: "progress", Description: "reports progress three times with a message of mib MiB", InputSchema: obj},
 		{Name: "defect", Description: "reports a defect whose message and stack are mib MiB together", InputSchema: obj},
 	}
@@ -150,6 +151,13 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return reply(stream, "trailers sent")
 	case "metadata":
 		return reply(stream, s.metadata(ctx, in.MiB, in.N))
+	case "titles":
+		title := strings.Repeat("t", in.MiB<<20)
+		answers := map[string]int{}
+		for i := range in.N {
+			answers[s.register(ctx, s.tools, &pluginpb.ToolDefinition{Name: fmt.Sprintf("titled_%d", i), Title: title, InputSchema: []byte(`{}`)})]++
+		}
+		return reply(stream, answers)
 	case "progress":
 		msg := strings.Repeat("p", in.MiB<<20)
 		for i := range 3 {
