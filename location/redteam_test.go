@@ -432,3 +432,44 @@ func TestHostilePluginHoldsNoMemoryPastItsLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestConfinedManifestToolCannotRewriteItsAuthority: a manifest tool confined with
+// a write grant on its whole Location appends to the Location's config and moves
+// .toolhost aside; both fail, in a world and without one, and the config is as it
+// was. (The rule is the sandbox's, for every confined program: see
+// TestHostilePluginCannotRewriteItsAuthority.)
+func TestConfinedManifestToolCannotRewriteItsAuthority(t *testing.T) {
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	script := `a=denied; if printf ' ' >> .toolhost/config.json 2>/dev/null; then a=WROTE; fi
+m=denied; if mv .toolhost .toolhost.aside 2>/dev/null; then m=MOVED; fi
+printf '{"append":"%s","move":"%s"}' "$a" "$m"`
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			dir := workspace(t, obj{"permission": allowAll, "tools": []obj{{"name": "rewrite", "description": "Rewrites the config.",
+				"input_schema": obj{"type": "object"}, "command": []string{"/bin/sh", "-c", script}, "sandbox": obj{"write": []string{"."}}}}})
+			cfgFile := filepath.Join(dir, filepath.FromSlash(location.ConfigPath))
+			was, _ := os.ReadFile(cfgFile)
+			l := e.activate(t, dir)
+			s, err := settleIn(t, l, "rewrite", `{}`)
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("rewrite: %v, %v", s, err)
+			}
+			t.Log(s.Text())
+			var r map[string]string
+			if err := json.Unmarshal([]byte(s.Text()), &r); err != nil || r["append"] != "denied" || r["move"] != "denied" {
+				t.Errorf("the manifest tool: %s (%v)", s.Text(), err)
+			}
+			if now, _ := os.ReadFile(cfgFile); string(now) != string(was) {
+				t.Errorf("the config is now %q", now)
+			}
+		})
+	}
+}
