@@ -473,3 +473,38 @@ printf '{"append":"%s","move":"%s"}' "$a" "$m"`
 		})
 	}
 }
+
+// TestHostilePluginHoldsNoSocketBuffersPastItsLimit: the hostile plugin, its memory
+// capped at 128 MiB, fills the kernel buffers of unix socket pairs (as many as its
+// descriptors allow) with three times that. No RLIMIT counts socket buffers, and
+// no seccomp rule can refuse socketpair(2) to a program that needs pipes and
+// sockets; only a memory cgroup counts them, which toolhost does not make yet. The
+// test measures what one process holds and is skipped, naming the gap, while it
+// holds more than its limit (each of its processes, up to its processes cap,
+// could hold as much).
+func TestHostilePluginHoldsNoSocketBuffersPastItsLimit(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	e := newEnv(t)
+	e.opts.SocketDir = shortDir(t)
+	l := e.activate(t, workspace(t, pluginsConfig(
+		obj{"name": "hostile", "path": bin, "sandbox": obj{"memory": "128MiB"}}, echoPlugin("echo"))))
+	s, err := settleIn(t, l, "memory", mustJSON(t, obj{"mib": 3 * 128, "sockets": true}))
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("memory: %v, %v", s, err)
+	}
+	got := strings.Trim(s.Text(), `"`)
+	t.Log(got)
+	if out := callEcho(t, l, "still here"); out.Text != "still here" {
+		t.Errorf("the well-behaved plugin: %+v", out)
+	}
+	var held int
+	if _, err := fmt.Sscanf(got, "held %d MiB", &held); err != nil {
+		t.Fatalf("memory: %q", got)
+	}
+	if held > 128 {
+		t.Skipf("GAP: one process of a plugin capped at 128 MiB held %d MiB in unix socket buffers (%s); a memory cgroup would count them", held, got)
+	}
+}

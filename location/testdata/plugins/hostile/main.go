@@ -171,8 +171,14 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 	case "forkbomb":
 		return reply(stream, forkbomb())
 	case "memory":
-		var in struct{ MiB int }
+		var in struct {
+			MiB     int
+			Sockets bool
+		}
 		json.Unmarshal(req.Input, &in)
+		if in.Sockets {
+			return reply(stream, holdSocketBuffers(in.MiB))
+		}
 		return reply(stream, holdMemory(in.MiB))
 	case "authority":
 		var in authorityInput

@@ -79,3 +79,34 @@ func holdMemory(mib int) map[string]string {
 	})
 	return r
 }
+
+// holdSocketBuffers fills the buffers of unix socket pairs, as many pairs as its
+// descriptors allow, until mib MiB are held or it runs out, and reports how much
+// it held: kernel memory no RLIMIT counts. The pairs are closed before it returns.
+func holdSocketBuffers(mib int) string {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	chunk := make([]byte, 64<<10)
+	held := 0
+	for held < mib<<20 {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return fmt.Sprintf("held %d MiB, then %v", held>>20, err)
+		}
+		fds = append(fds, pair[0], pair[1])
+		for _, fd := range pair {
+			for {
+				n, err := unix.Write(fd, chunk)
+				if err != nil || n <= 0 {
+					break
+				}
+				held += n
+			}
+		}
+	}
+	return fmt.Sprintf("held %d MiB", held>>20)
+}
