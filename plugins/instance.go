@@ -542,7 +542,7 @@ func (inst *Instance) serveCapabilities() {
 	if len(cfg.Grants) > 0 {
 		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := inst.capabilityServer(opts, registerMessageLimit(cfg.Limits), nil, grpc.MaxSendMsgSize(64<<20))
-			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
+			pluginpb.RegisterInteractionServer(s, newInteractionServer(inst, cfg.Grants))
 			return s
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -579,5 +580,49 @@ func TestHugeTitlesAreRefused(t *testing.T) {
 	h.callJSON(t, "s_names", `{"names":["after_the_titles"]}`, &got)
 	if got != "registered" {
 		t.Fatalf("names: %s", got)
+	}
+}
+
+// sampler answers every sample at once, counting them.
+type sampler struct{ n atomic.Int64 }
+
+func (s *sampler) Ask(context.Context, sdk.Question) (sdk.Answer, error) {
+	return sdk.Answer{}, errors.New("no questions here")
+}
+
+func (s *sampler) Sample(context.Context, sdk.SampleRequest) (sdk.SampleResult, error) {
+	s.n.Add(1)
+	return sdk.SampleResult{Message: sdk.SampleMessage{Role: "assistant", Content: sdk.Text("ok")}}, nil
+}
+
+// A plugin granted "sample" asks the runner's model, whose tokens the user pays
+// for, as often as it likes unless the host says otherwise: as an MCP server's
+// asks are, its asks and samples are held to a token bucket (10 at once, then 20
+// a minute), and those past it are refused without reaching anyone, naming the
+// limit. The plugin asks 100 times in one call.
+func TestPluginAsksPastTheRateAreRefused(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "", func(c *plugins.Config) { c.Grants = []plugins.Grant{plugins.GrantAsk, plugins.GrantSample} })
+	in := &sampler{}
+	s, err := h.call(sdk.WithInteractor(t.Context(), in), "samples", `{"n":100}`)
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("samples: %v, %v", s, err)
+	}
+	var answers map[string]int
+	if err := json.Unmarshal([]byte(s.Text()), &answers); err != nil {
+		t.Fatalf("samples: %q: %v", s.Text(), err)
+	}
+	refused := 0
+	for a, k := range answers {
+		t.Logf("%d× %.200s", k, a)
+		if strings.HasPrefix(a, "refused (ResourceExhausted)") && strings.Contains(a, "20 a minute") {
+			refused += k
+		}
+	}
+	if n := in.n.Load(); n > 11 {
+		t.Errorf("%d of 100 samples reached the runner's model", n)
+	}
+	if refused < 89 {
+		t.Errorf("%d of 100 samples refused naming the rate", refused)
 	}
 }

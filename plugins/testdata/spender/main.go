@@ -73,6 +73,7 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "status", Description: "fails the call with a gRPC status message of mib MiB", InputSchema: obj},
 		{Name: "trailers", Description: "answers with mib MiB of trailer metadata", InputSchema: obj},
 		{Name: "metadata", Description: "sends n registrations with mib MiB of metadata each, at once", InputSchema: obj},
+		{Name: "samples", Description: "asks the runner's model n times, one after another", InputSchema: obj},
 		{Name: "titles", Description: "registers n tools one by one, each with a title of mib MiB", InputSchema: obj},
 		{Name: "progress", Description: "reports progress three times with a message of mib MiB", InputSchema: obj},
 		{Name: "defect", Description: "reports a defect whose message and stack are mib MiB together", InputSchema: obj},
@@ -151,6 +152,21 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return reply(stream, "trailers sent")
 	case "metadata":
 		return reply(stream, s.metadata(ctx, in.MiB, in.N))
+	case "samples":
+		if s.interaction == nil {
+			return reply(stream, map[string]int{"not granted": in.N})
+		}
+		answers := map[string]int{}
+		for range in.N {
+			got := "answered"
+			if _, err := s.interaction.Sample(ctx, &pluginpb.SampleRequest{Call: req.Call, MaxTokens: 10,
+				Messages: []*pluginpb.SampleMessage{{Role: "user", Type: "text", Text: "more"}}}); err != nil {
+				st, _ := status.FromError(err)
+				got = "refused (" + st.Code().String() + "): " + st.Message()
+			}
+			answers[got]++
+		}
+		return reply(stream, answers)
 	case "titles":
 		title := strings.Repeat("t", in.MiB<<20)
 		answers := map[string]int{}
