@@ -351,6 +351,11 @@ func TestHostilePluginCannotRewriteItsAuthority(t *testing.T) {
 			if r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{"src/notes.txt": "mine"}})); r["write src/notes.txt in place"] != "WROTE" {
 				t.Fatalf("the plugin cannot write in its grant: %v", r)
 			}
+			if c.off != "world" { // in a world it makes new files in the Location too
+				if r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{"notes.txt": "mine"}})); r["write notes.txt in place"] != "WROTE" {
+					t.Errorf("in a world the plugin cannot make a file in its grant: %v", r)
+				}
+			}
 			evil := mustJSON(t, pluginsConfig(obj{"name": "hostile", "path": bin, "trusted": true}, echoPlugin("echo")))
 			r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{location.ConfigPath: evil}}))
 			for _, k := range slices.Sorted(maps.Keys(r)) {

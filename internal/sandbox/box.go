@@ -120,10 +120,12 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.plan.Path = path
 			if LandlockABI() > 0 {
-				ro, rw := writeAround(c.Write, protected(c, dir))
+				// The Write paths whole: the world binds the state directories they
+				// hold read-only over them (a mount point is neither written nor
+				// moved), which Landlock need not carve around (see writeAround).
 				b.plan.Confine = &Confinement{
-					Read:    append(append(append([]string{}, SystemRead...), c.Read...), ro...),
-					Write:   append(append([]string{"/dev/null"}, extraWrite...), rw...),
+					Read:    append(append([]string{}, SystemRead...), c.Read...),
+					Write:   append(append([]string{"/dev/null"}, extraWrite...), c.Write...),
 					Network: c.Network,
 				}
 			}

@@ -73,7 +73,8 @@ func writeReaches(w, p string) bool {
 	return err == nil && isWithin(p, real)
 }
 
-// writeAround returns Landlock's rules for Write paths that hold protected paths:
+// writeAround returns Landlock's rules, without a world, for Write paths that hold
+// protected paths (a world binds them read-only instead, see worldEntries):
 // Landlock grants beneath a path and cannot refuse beneath a grant, so a Write path
 // holding a protected one is granted read-only, and so is each directory on the
 // way down to it, while every other entry of those directories (as they are at
