@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/internal/sandbox"
 	"github.com/toolhost/toolhost/internal/testio"
+	"github.com/toolhost/toolhost/location"
 	"github.com/toolhost/toolhost/registry"
 	sandboxcfg "github.com/toolhost/toolhost/sandbox"
 	"github.com/toolhost/toolhost/server"
@@ -307,5 +308,208 @@ func TestHostileDeepProcessIsASource(t *testing.T) {
 	}
 	if strings.HasPrefix(got, "refused") && !strings.Contains(logs.String(), "source=hostile") {
 		t.Errorf("the serve socket's log %q does not name the refused source", logs.String())
+	}
+}
+
+// TestHostilePluginCannotRewriteItsAuthority: the hostile plugin, granted write on
+// its whole Location (`"write": ["."]`, as a formatter or a code-editing plugin is),
+// rewrites the Location's config to make itself trusted and unconfined: in place,
+// by replacing the file, and by moving `.toolhost` aside and making a new one. At
+// the next reload it would run with the Location's services and no sandbox.
+// Every attempt fails, in a world of its own (with Landlock off too: the world's
+// read-only mount holds alone) and in the fallback without one (Landlock, with
+// the grant carved around .toolhost); the config is as it was, and after a reload
+// the plugin is still untrusted.
+func TestHostilePluginCannotRewriteItsAuthority(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"WorldWithoutLandlock", "landlock"}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			}
+			if ok, why := sandbox.WorldAvailable(); !ok && c.off != "world" {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			hostile := obj{"name": "hostile", "path": bin, "sandbox": obj{"write": []string{"."}}}
+			dir := workspace(t, pluginsConfig(hostile, echoPlugin("echo")))
+			os.Mkdir(filepath.Join(dir, "src"), 0o755)
+			cfgFile := filepath.Join(dir, filepath.FromSlash(location.ConfigPath))
+			was, err := os.ReadFile(cfgFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := e.activate(t, dir)
+
+			// It can write where it was granted: the grant is real. (Without a
+			// world it makes nothing new directly in the Location: Landlock cannot
+			// grant that without granting it in .toolhost too.)
+			if r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{"src/notes.txt": "mine"}})); r["write src/notes.txt in place"] != "WROTE" {
+				t.Fatalf("the plugin cannot write in its grant: %v", r)
+			}
+			if c.off != "world" { // in a world it makes new files in the Location too
+				if r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{"notes.txt": "mine"}})); r["write notes.txt in place"] != "WROTE" {
+					t.Errorf("in a world the plugin cannot make a file in its grant: %v", r)
+				}
+			}
+			evil := mustJSON(t, pluginsConfig(obj{"name": "hostile", "path": bin, "trusted": true}, echoPlugin("echo")))
+			r := report(t, l, "authority", mustJSON(t, obj{"dir": dir, "files": obj{location.ConfigPath: evil}}))
+			for _, k := range slices.Sorted(maps.Keys(r)) {
+				t.Logf("%-60s %s", k, r[k])
+				if !strings.HasPrefix(r[k], "denied: ") {
+					t.Errorf("%s: %s", k, r[k])
+				}
+			}
+			if now, _ := os.ReadFile(cfgFile); string(now) != string(was) {
+				t.Errorf("the config is now %s", now)
+			}
+			if err := l.Reload(t.Context()); err != nil {
+				t.Logf("reload: %v", err)
+			}
+			if p := probe(t, l); p.ServicesGiven {
+				t.Errorf("after a reload the hostile plugin has the Location's services: %+v", p)
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHostilePluginHoldsNoMemoryPastItsLimit: the hostile plugin, its memory
+// capped at 128 MiB, takes three times that in each way that is not its data
+// segment (which RLIMIT_DATA counts): a memfd, a shared anonymous mapping, a shared
+// mapping of /dev/zero, System V shared memory (its own IPC namespace's in a
+// world). None of them holds it, in a world of its own or in the fallback, and
+// the well-behaved plugin keeps working.
+func TestHostilePluginHoldsNoMemoryPastItsLimit(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			e.opts.SocketDir = shortDir(t)
+			l := e.activate(t, workspace(t, pluginsConfig(
+				obj{"name": "hostile", "path": bin, "sandbox": obj{"memory": "128MiB"}}, echoPlugin("echo"))))
+			const mib = 3 * 128
+			s, err := settleIn(t, l, "memory", mustJSON(t, obj{"mib": mib}))
+			if err != nil {
+				// Killed for it: the plugin's death is an answer too.
+				t.Logf("memory: %v", err)
+			} else {
+				var r map[string]string
+				if err := json.Unmarshal(s.Structured, &r); err != nil {
+					t.Fatalf("memory: %v: %s", err, s.Text())
+				}
+				for _, k := range slices.Sorted(maps.Keys(r)) {
+					t.Logf("%-40s %s", k, r[k])
+					if !strings.HasPrefix(r[k], "denied: ") {
+						t.Errorf("%s: %s, past a limit of 128 MiB", k, r[k])
+					}
+				}
+				if len(r) != 4 {
+					t.Errorf("%d ways tried, want 4: %v", len(r), r)
+				}
+			}
+			if out := callEcho(t, l, "still here"); out.Text != "still here" {
+				t.Errorf("the well-behaved plugin: %+v", out)
+			}
+		})
+	}
+}
+
+// TestConfinedManifestToolCannotRewriteItsAuthority: a manifest tool confined with
+// a write grant on its whole Location appends to the Location's config and moves
+// .toolhost aside; both fail, in a world and without one, and the config is as it
+// was. (The rule is the sandbox's, for every confined program: see
+// TestHostilePluginCannotRewriteItsAuthority.)
+func TestConfinedManifestToolCannotRewriteItsAuthority(t *testing.T) {
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	script := `a=denied; if printf ' ' >> .toolhost/config.json 2>/dev/null; then a=WROTE; fi
+m=denied; if mv .toolhost .toolhost.aside 2>/dev/null; then m=MOVED; fi
+printf '{"append":"%s","move":"%s"}' "$a" "$m"`
+	for _, c := range []struct{ name, off string }{{"World", ""}, {"Fallback", "world"}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.off != "" {
+				t.Setenv(sandbox.OffEnv, c.off)
+			} else if ok, why := sandbox.WorldAvailable(); !ok {
+				t.Skip("no world here: " + why)
+			}
+			e := newEnv(t)
+			dir := workspace(t, obj{"permission": allowAll, "tools": []obj{{"name": "rewrite", "description": "Rewrites the config.",
+				"input_schema": obj{"type": "object"}, "command": []string{"/bin/sh", "-c", script}, "sandbox": obj{"write": []string{"."}}}}})
+			cfgFile := filepath.Join(dir, filepath.FromSlash(location.ConfigPath))
+			was, _ := os.ReadFile(cfgFile)
+			l := e.activate(t, dir)
+			s, err := settleIn(t, l, "rewrite", `{}`)
+			if err != nil || s.Outcome != registry.Completed {
+				t.Fatalf("rewrite: %v, %v", s, err)
+			}
+			t.Log(s.Text())
+			var r map[string]string
+			if err := json.Unmarshal([]byte(s.Text()), &r); err != nil || r["append"] != "denied" || r["move"] != "denied" {
+				t.Errorf("the manifest tool: %s (%v)", s.Text(), err)
+			}
+			if now, _ := os.ReadFile(cfgFile); string(now) != string(was) {
+				t.Errorf("the config is now %q", now)
+			}
+		})
+	}
+}
+
+// TestHostilePluginHoldsNoSocketBuffersPastItsLimit: the hostile plugin, its memory
+// capped at 128 MiB, fills the kernel buffers of unix socket pairs (as many as its
+// descriptors allow) with three times that. No RLIMIT counts socket buffers, and
+// no seccomp rule can refuse socketpair(2) to a program that needs pipes and
+// sockets; only a memory cgroup counts them, which toolhost does not make yet. The
+// test measures what one process holds and is skipped, naming the gap, while it
+// holds more than its limit (each of its processes, up to its processes cap,
+// could hold as much).
+func TestHostilePluginHoldsNoSocketBuffersPastItsLimit(t *testing.T) {
+	bin := buildHostile(t)
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: an untrusted plugin runs unconfined")
+	}
+	e := newEnv(t)
+	e.opts.SocketDir = shortDir(t)
+	l := e.activate(t, workspace(t, pluginsConfig(
+		obj{"name": "hostile", "path": bin, "sandbox": obj{"memory": "128MiB"}}, echoPlugin("echo"))))
+	s, err := settleIn(t, l, "memory", mustJSON(t, obj{"mib": 3 * 128, "sockets": true}))
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("memory: %v, %v", s, err)
+	}
+	got := strings.Trim(s.Text(), `"`)
+	t.Log(got)
+	if out := callEcho(t, l, "still here"); out.Text != "still here" {
+		t.Errorf("the well-behaved plugin: %+v", out)
+	}
+	var held int
+	if _, err := fmt.Sscanf(got, "held %d MiB", &held); err != nil {
+		t.Fatalf("memory: %q", got)
+	}
+	if held > 128 {
+		t.Skipf("GAP: one process of a plugin capped at 128 MiB held %d MiB in unix socket buffers (%s); a memory cgroup would count them", held, got)
 	}
 }

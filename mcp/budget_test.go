@@ -21,6 +21,7 @@ import (
 	"github.com/toolhost/toolhost/internal/testio"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 func init() {
@@ -37,7 +38,12 @@ const hostilePage = 256 << 10
 // messages. In mode "noise" its tool "big" prints floodLines lines that are not
 // JSON-RPC before it answers. In mode "pages" its tools/list has 100 pages of one tool each, each
 // page padded to hostilePage bytes; in mode "big" it lists one tool, "big", whose
-// call {"pages": n} is answered with n times hostilePage bytes of text. In mode
+// call {"pages": n} is answered with n times hostilePage bytes of text; in mode
+// "errors" the same call is answered with a JSON-RPC error whose message and data
+// are that long, and in mode "progress" it reports progress three times with a
+// message that long before it answers; in mode "liar" it answers initialize with a protocol version no
+// one speaks; in mode "titles" it lists beside "big" two tools with a title of
+// hostilePage bytes (one in its annotations). In mode
 // "asks" its tools "ask" and "echo" put requests of its own to the host
 // (askFlood, asks_test.go).
 func hostileServer(mode string) {
@@ -58,7 +64,10 @@ func hostileServer(mode string) {
 				ProtocolVersion string `json:"protocolVersion"`
 				Cursor          string `json:"cursor"`
 				Name            string `json:"name"`
-				Arguments       struct {
+				Meta            struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+				Arguments struct {
 					Pages int `json:"pages"`
 					askInput
 				} `json:"arguments"`
@@ -73,6 +82,8 @@ func hostileServer(mode string) {
 		}
 		out.mu.Lock()
 		switch {
+		case msg.Method == "initialize" && mode == "liar":
+			reply(msg.ID, `{"protocolVersion":"1999-01-01","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`)
 		case msg.Method == "initialize":
 			reply(msg.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`, msg.Params.ProtocolVersion))
 		case msg.Method == "tools/list" && mode == "pages":
@@ -80,6 +91,10 @@ func hostileServer(mode string) {
 			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"%d","_meta":{"pad":%q}}`, page, page+1, pad))
 		case msg.Method == "tools/list" && (mode == "wide" || mode == "unfold"):
 			reply(msg.ID, wideListing(mode))
+		case msg.Method == "tools/list" && mode == "titles":
+			title, _ := json.Marshal(pad)
+			reply(msg.ID, fmt.Sprintf(`{"tools":[{"name":"big","inputSchema":{"type":"object"}},{"name":"titled","title":%s,"inputSchema":{"type":"object"}},`+
+				`{"name":"annotated","annotations":{"title":%s},"inputSchema":{"type":"object"}}]}`, title, title))
 		case msg.Method == "tools/list" && mode == "asks":
 			reply(msg.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}`)
 		case msg.Method == "tools/list":
@@ -93,6 +108,18 @@ func hostileServer(mode string) {
 				fmt.Fprintf(out.w, "noise line %d %s\n", i, strings.Repeat("x", 200))
 			}
 			reply(msg.ID, `{"content":[{"type":"text","text":"noisy"}]}`)
+		case msg.Method == "tools/call" && mode == "progress":
+			message, _ := json.Marshal(strings.Repeat(pad, msg.Params.Arguments.Pages))
+			for i := range 3 {
+				fmt.Fprintf(out.w, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,"message":%s}}`+"\n",
+					msg.Params.Meta.ProgressToken, i+1, message)
+			}
+			reply(msg.ID, `{"content":[{"type":"text","text":"done"}]}`)
+		case msg.Method == "tools/call" && mode == "errors":
+			text := strings.Repeat(pad, msg.Params.Arguments.Pages)
+			message, _ := json.Marshal("\x1b]0;owned\x07" + text)
+			data, _ := json.Marshal(text)
+			fmt.Fprintf(out.w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":%s,"data":%s}}`+"\n", msg.ID, message, data)
 		case msg.Method == "tools/call":
 			reply(msg.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat(pad, msg.Params.Arguments.Pages)))
 		default:
@@ -267,5 +294,104 @@ func TestStdoutNoiseIsHeldBackAndCounted(t *testing.T) {
 	t.Logf("%d noise lines logged (%d bytes of log), %d held back and counted", logged, len(out.String()), heldBack)
 	if heldBack == 0 || logged+heldBack != floodLines {
 		t.Errorf("%d logged and %d held back of %d lines: want the noise held back and counted", logged, heldBack, floodLines)
+	}
+}
+
+// A server's JSON-RPC error is its own text: answered with an error of a 1 MiB
+// message and 1 MiB of data (within the message cap), the call fails with an error that names the server and
+// stays short, and the session goes on.
+func TestServerErrorTextsAreBounded(t *testing.T) {
+	h := newBareHost(t)
+	cfg := hostileConfig(t, "errors", 16<<20)
+	cfg.MaxMessageBytes = 4 << 20
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+
+	for range 2 {
+		_, err = h.settle(t.Context(), "hostile_big", `{"pages":4}`)
+		var call *mcp.CallError
+		if !errors.As(err, &call) || call.Server != "hostile" {
+			t.Fatalf("a 1 MiB error: %.300v; want a CallError naming the server", err)
+		}
+		if n := len(err.Error()); n > 8<<10 {
+			t.Errorf("a 1 MiB error message from the server became a %d-byte error: %.300s", n, err)
+		}
+		t.Logf("%.300q", err.Error())
+	}
+}
+
+// A server that answers initialize with a protocol version the host does not
+// speak does not start, and the error names the server and the version.
+func TestServerThatLiesAboutItsProtocolDoesNotStart(t *testing.T) {
+	h := newBareHost(t)
+	_, err := mcp.Start(t.Context(), h.root, hostileConfig(t, "liar", 0), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err == nil || !strings.Contains(err.Error(), `"hostile"`) || !strings.Contains(err.Error(), "1999-01-01") {
+		t.Fatalf("a server that answers initialize with protocol version 1999-01-01: %v; want a start error naming the server and the version", err)
+	}
+	t.Log(err)
+	if got := h.names(); len(got) != 0 {
+		t.Errorf("its tools: %v", got)
+	}
+}
+
+// A server's progress messages are its own text, passed on to whoever watches the
+// call (a serve API stream keeps 16 events, an MCP client gets each): reported
+// with 1 MiB messages (within the message cap, never held by the budget), they
+// arrive cut to 4 KiB, and the call completes.
+func TestProgressMessagesAreCut(t *testing.T) {
+	h := newBareHost(t)
+	cfg := hostileConfig(t, "progress", 16<<20)
+	cfg.MaxMessageBytes = 4 << 20
+	inst, err := mcp.Start(t.Context(), h.root, cfg, mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+
+	var mu sync.Mutex
+	var got []int
+	ctx := sdk.WithProgress(t.Context(), func(p sdk.Progress) {
+		mu.Lock()
+		got = append(got, len(p.Message))
+		mu.Unlock()
+	})
+	if s, err := h.settle(ctx, "hostile_big", `{"pages":4}`); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("a call with 1 MiB progress messages: %v, %.300v", s, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("no progress reached the caller")
+	}
+	for _, n := range got {
+		if n > 8<<10 {
+			t.Errorf("a progress message of 1 MiB reached the caller as %d bytes", n)
+		}
+	}
+	t.Logf("progress message lengths: %v", got)
+}
+
+// A listed tool's title counts against no limit of the registry's: a tool whose
+// title (its own or its annotations') is 256 KiB is skipped with a warning, and
+// the server's other tool serves.
+func TestHugeTitlesAreSkipped(t *testing.T) {
+	h := newBareHost(t)
+	inst, err := mcp.Start(t.Context(), h.root, hostileConfig(t, "titles", 0), mcp.Target{Registry: h.reg, Location: h.loc}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(inst)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	got := h.names()
+	if !got["hostile_big"] || got["hostile_titled"] || got["hostile_annotated"] {
+		t.Errorf("tools: %v; want hostile_big alone", got)
+	}
+	for _, w := range inst.Warnings() {
+		t.Logf("%.200s", w)
 	}
 }

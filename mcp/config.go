@@ -2,11 +2,13 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/stderrtail"
 	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sandbox"
@@ -131,9 +133,9 @@ type StartError struct {
 }
 
 func (e *StartError) Error() string {
-	msg := fmt.Sprintf("mcp: start server %q: %v", e.Server, e.Err)
+	msg := fmt.Sprintf("mcp: start server %q: %s", e.Server, serverText(e.Err))
 	if e.URL != "" {
-		msg = fmt.Sprintf("mcp: start server %q at %s: %v", e.Server, e.URL, e.Err)
+		msg = fmt.Sprintf("mcp: start server %q at %s: %s", e.Server, e.URL, serverText(e.Err))
 	}
 	return stderrtail.Quote(msg, "server", e.Stderr)
 }
@@ -218,7 +220,8 @@ func (e *ConnectionError) Unwrap() error { return e.Err }
 
 // CallError reports a JSON-RPC error (or another protocol failure) the server
 // answered a call with. It is an operational error: a tool's own failures come as
-// isError results.
+// isError results. Its text is cut to loglimit.MaxText bytes (the server writes
+// it), and an Err whose text is longer is replaced by one of the cut text.
 type CallError struct {
 	Server string
 	Tool   string
@@ -226,7 +229,26 @@ type CallError struct {
 }
 
 func (e *CallError) Error() string {
-	return fmt.Sprintf("mcp: server %q: call %q: %v", e.Server, e.Tool, e.Err)
+	return fmt.Sprintf("mcp: server %q: call %q: %s", e.Server, e.Tool, serverText(e.Err))
+}
+
+// serverText is err's text cut to loglimit.MaxText bytes: a server writes it (a
+// JSON-RPC error's message, up to the message cap), and it goes to logs, runners
+// and terminals.
+func serverText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return loglimit.Cut(err.Error())
+}
+
+// shortened returns err, or, when its text is longer than loglimit.MaxText, an
+// error of its cut text, so that what the server wrote is not held on.
+func shortened(err error) error {
+	if err == nil || len(err.Error()) <= loglimit.MaxText {
+		return err
+	}
+	return errors.New(serverText(err))
 }
 
 func (e *CallError) Unwrap() error { return e.Err }

@@ -29,6 +29,11 @@ import (
 // maxListPages caps the pages of one tools/list.
 const maxListPages = 100
 
+// maxTitleBytes is the longest title (the tool's, or its annotations') a listed
+// tool may have, as plugins' maxTitleBytes: a title is a short name for people, and
+// max_schema_bytes does not count it. A tool with a longer one is skipped.
+const maxTitleBytes = 1 << 10
+
 // A server's tools are listed again on its tools/list_changed at most relistBurst
 // times at once, then once every relistEvery: notifications meanwhile are
 // coalesced into the next listing, and counted in a log line.
@@ -684,6 +689,9 @@ func (inst *Instance) candidate(name string, t *gomcp.Tool) (candidate, error) {
 		}
 		tool.Annotations = &sdk.Annotations{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
 	}
+	if len(tool.Title) > maxTitleBytes {
+		return candidate{}, fmt.Errorf("its title is %d bytes, over the %d a title may have", len(tool.Title), maxTitleBytes)
+	}
 	// Title and annotations are part of the key: a change to them re-registers the
 	// tool, so clients see it.
 	if ann, _ := json.Marshal(tool.Annotations); tool.Title != "" || tool.Annotations != nil {
@@ -767,7 +775,7 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 				return sdk.Output{}, &ConnectionError{Server: inst.cfg.Name, Tool: original, Err: err}
 			default:
 			}
-			return sdk.Output{}, &CallError{Server: inst.cfg.Name, Tool: original, Err: err}
+			return sdk.Output{}, &CallError{Server: inst.cfg.Name, Tool: original, Err: shortened(err)}
 		}
 		return output(res)
 	}
@@ -822,6 +830,9 @@ func (inst *Instance) onProgress(p *gomcp.ProgressNotificationParams) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.done {
-		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		// The message is the server's text, passed on to whoever watches the call
+		// (a serve API stream keeps 16 events) and never held by the budget: a status
+		// line, cut to loglimit.MaxText.
+		sdk.ReportProgress(s.ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: loglimit.Cut(p.Message)})
 	}
 }

@@ -207,7 +207,8 @@ func (s *heldStream) RecvMsg(m any) error {
 
 // capabilityServer makes the server of a capability the host serves the plugin:
 // only the plugin may connect (onlyThePlugin), a message is at most limit bytes
-// and within the budget (see budget), refused from its length prefix past it, and
+// and within the budget (see budget), refused from its length prefix past it, its
+// headers at most maxHeaderBytes, and
 // admit, if not nil, decides after the budget whether a call is received. opts are
 // go-plugin's; more are the capability's own.
 func (inst *Instance) capabilityServer(opts []grpc.ServerOption, limit int, admit tap.ServerInHandle, more ...grpc.ServerOption) *grpc.Server {
@@ -227,7 +228,7 @@ func (inst *Instance) capabilityServer(opts []grpc.ServerOption, limit int, admi
 		context.AfterFunc(ctx, r.release)
 		return context.WithValue(ctx, reservationKey{}, r), nil
 	}
-	opts = append(append(opts, inst.onlyThePlugin()...), grpc.MaxRecvMsgSize(limit), grpc.InTapHandle(handle),
+	opts = append(append(opts, inst.onlyThePlugin()...), grpc.MaxRecvMsgSize(limit), grpc.MaxHeaderListSize(maxHeaderBytes), grpc.InTapHandle(handle),
 		grpc.ChainUnaryInterceptor(b.keepDecoded))
 	opts = append(append(opts, more...), pluginpb.ServerOptions()...)
 	return grpc.NewServer(opts...)

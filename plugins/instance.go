@@ -398,7 +398,8 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 		SyncStdout:  inst.log.writer("stdout"),
 		SkipHostEnv: true,
 		GRPCDialOptions: append(append(pluginpb.DialOptions(),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize))), inst.budget.dialOptions()...),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(2*pluginpb.ChunkSize)), grpc.WithMaxHeaderListSize(maxHeaderBytes)),
+			inst.budget.dialOptions()...),
 	}
 	if cfg.Reattach != nil {
 		rc, err := pluginpb.Reattach(*cfg.Reattach).Config()
@@ -541,7 +542,7 @@ func (inst *Instance) serveCapabilities() {
 	if len(cfg.Grants) > 0 {
 		inst.acceptAndServe(interactionBrokerID, func(opts []grpc.ServerOption) *grpc.Server {
 			s := inst.capabilityServer(opts, registerMessageLimit(cfg.Limits), nil, grpc.MaxSendMsgSize(64<<20))
-			pluginpb.RegisterInteractionServer(s, &interactionServer{inst: inst, grants: cfg.Grants})
+			pluginpb.RegisterInteractionServer(s, newInteractionServer(inst, cfg.Grants))
 			return s
 		})
 	}

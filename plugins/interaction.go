@@ -3,8 +3,11 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,6 +23,35 @@ type interactionServer struct {
 	pluginpb.UnimplementedInteractionServer
 	inst   *Instance
 	grants []Grant
+	// bucket holds the plugin's asks and samples together to askBurst at once and
+	// asksPerMinute after (see newInteractionServer).
+	bucket *rate.Limiter
+}
+
+// A plugin's asks and samples are held to a token bucket, as an MCP server's are by
+// default (mcp.DefaultAskBurst, mcp.DefaultAsksPerMinute): each puts something to a
+// person, or spends the runner's model on the person's behalf, and without it a
+// granted plugin could do so as often as it liked (100 samples in one call all
+// reached the model). One past it is refused at once (ResourceExhausted, naming
+// the limits) and reaches nobody.
+const (
+	askBurst      = 10
+	asksPerMinute = 20
+)
+
+func newInteractionServer(inst *Instance, grants []Grant) *interactionServer {
+	return &interactionServer{inst: inst, grants: grants, bucket: rate.NewLimiter(rate.Limit(float64(asksPerMinute)/60), askBurst)}
+}
+
+// take takes a token for one ask or sample (what), or refuses it.
+func (s *interactionServer) take(what string) error {
+	if s.bucket.Allow() {
+		return nil
+	}
+	msg := fmt.Sprintf("toolhost: refused %s: plugin %q asks more often than the host allows (%d at once, then %d a minute, asks and samples together), so nobody was asked; ask again later",
+		what, s.inst.cfg.Name, askBurst, asksPerMinute)
+	s.inst.log.logs.Log(hclog.Warn, "refused an ask of the plugin's past its rate", "plugin", s.inst.cfg.Name, "what", what)
+	return status.Error(codes.ResourceExhausted, msg)
 }
 
 // callContext returns the context of the plugin's call id, joined to ctx's
@@ -45,6 +77,9 @@ func (s *interactionServer) Ask(ctx context.Context, req *pluginpb.AskRequest) (
 		return nil, err
 	}
 	defer done()
+	if err := s.take("an ask"); err != nil {
+		return nil, err
+	}
 	a, err := sdk.Ask(c, sdk.Question{Message: req.Message, Schema: req.Schema})
 	if err != nil {
 		return nil, interactionStatus(c, err)
@@ -58,6 +93,9 @@ func (s *interactionServer) Sample(ctx context.Context, req *pluginpb.SampleRequ
 		return nil, err
 	}
 	defer done()
+	if err := s.take("a sample"); err != nil {
+		return nil, err
+	}
 	sr := sdk.SampleRequest{
 		SystemPrompt: req.SystemPrompt, MaxTokens: int(req.MaxTokens), Temperature: req.Temperature,
 		StopSequences: req.StopSequences, ModelHints: req.ModelHints,

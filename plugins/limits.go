@@ -31,6 +31,28 @@ func registerMessageLimit(l registry.SourceLimits) int {
 	return int(min(2*held+1<<20, 1<<30))
 }
 
+// maxHeaderBytes is the most HTTP/2 header bytes (gRPC metadata, a status and its
+// message, as HPACK counts them) the host takes in one header block from a plugin,
+// on its connection to the plugin and on every capability it serves. gRPC takes
+// 16 MiB by default, which no message limit and no byte budget counts, and
+// decodes it before any handler or interceptor sees it; a block past this is
+// refused as it is decoded (no string longer than it is allocated), failing its
+// call. The host's own protocol sends well under 1 KiB.
+const maxHeaderBytes = 64 << 10
+
+// maxTitleBytes is the longest title a plugin's tool may have: a title is a short
+// name for people, and the registry counts it against no limit of the plugin's
+// (max_schema_bytes counts descriptions and schemas), so without it a plugin could
+// make the host hold a registration message's worth for each of its max_tools
+// tools. A batch with a longer title is refused.
+const maxTitleBytes = 1 << 10
+
+// maxDefectStack is the most of a defect's stack the host keeps (a plugin's panic,
+// which the plugin reports with its stack): a Go panic's goroutine stack is a few
+// KiB, and the rest of a longer one is the plugin's to fill. A defect's message is
+// cut to loglimit.MaxText.
+const maxDefectStack = 64 << 10
+
 // serviceMessageLimit is the largest message the host reads from a trusted plugin
 // over its Location services (paths, patterns): gRPC's default.
 const serviceMessageLimit = 4 << 20

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/internal/loglimit"
 	"github.com/toolhost/toolhost/internal/pluginpb"
 	"github.com/toolhost/toolhost/internal/tracectx"
 	"github.com/toolhost/toolhost/permission"
@@ -81,6 +82,10 @@ func (inst *Instance) registerBatch(req *pluginpb.RegisterRequest) error {
 	for _, def := range req.Tools {
 		if _, dup := tools[def.Name]; dup {
 			return fmt.Errorf("plugin %q: tool %q appears twice in one batch", inst.cfg.Name, def.Name)
+		}
+		if len(def.Title) > maxTitleBytes {
+			return fmt.Errorf("plugin %q: tool %q has a title of %d bytes, over the %d a title may have; a title is a short name for people (say more in the description)",
+				inst.cfg.Name, def.Name, len(def.Title), maxTitleBytes)
 		}
 		tools[def.Name] = sdk.Tool{
 			Description:      def.Description,
@@ -294,7 +299,9 @@ func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.
 	}
 	switch e := ev.Event.(type) {
 	case *pluginpb.ExecuteEvent_Progress:
-		sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: e.Progress.Message})
+		// The message is the plugin's text, passed on to whoever watches the call (a
+		// serve API stream keeps 16 events): a status line, cut to loglimit.MaxText.
+		sdk.ReportProgress(ctx, sdk.Progress{Progress: e.Progress.Progress, Total: e.Progress.Total, Message: loglimit.Cut(e.Progress.Message)})
 	case *pluginpb.ExecuteEvent_Output:
 		a.out.Write(e.Output)
 	case *pluginpb.ExecuteEvent_Structured:
@@ -339,7 +346,11 @@ func (a *assembly) add(ctx context.Context, ev *pluginpb.ExecuteEvent) (out sdk.
 		}
 		return sdk.Output{}, true, &sdk.ToolFailure{Message: e.Failure.Message}
 	case *pluginpb.ExecuteEvent_Defect:
-		return sdk.Output{}, true, &registry.DefectError{Tool: a.name, Value: fmt.Sprintf("in plugin %q: %s", a.inst.cfg.Name, e.Defect.Message), Stack: []byte(e.Defect.Stack)}
+		stack := e.Defect.Stack
+		if len(stack) > maxDefectStack {
+			stack = stack[:maxDefectStack] // its head: the panicking frames
+		}
+		return sdk.Output{}, true, &registry.DefectError{Tool: a.name, Value: fmt.Sprintf("in plugin %q: %s", a.inst.cfg.Name, loglimit.Cut(e.Defect.Message)), Stack: []byte(stack)}
 	default:
 		return fail("unexpected event %T", ev.Event)
 	}
@@ -379,15 +390,18 @@ func (inst *Instance) exitedDuring(err error) *supervise.CrashError {
 }
 
 // statusError turns a gRPC status into a plain error for people: the plugin's own
-// message, and for a broken connection what that means; never the gRPC code. It never
-// wraps context errors: only the caller's own context decides interruption.
+// message (cut to loglimit.MaxText: the plugin writes it, and the error goes to
+// logs and runners), and for a broken connection what that means; never the gRPC
+// code. It never wraps context errors: only the caller's own context decides
+// interruption.
 func statusError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
+	msg := loglimit.Cut(st.Message())
 	if st.Code() == codes.Unavailable {
-		return fmt.Errorf("the connection to the plugin broke: %s", st.Message())
+		return fmt.Errorf("the connection to the plugin broke: %s", msg)
 	}
-	return errors.New(st.Message())
+	return errors.New(msg)
 }

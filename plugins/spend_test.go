@@ -5,6 +5,7 @@ package plugins_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -450,4 +452,177 @@ func TestPluginLogFloodsAreHeldBackAndCounted(t *testing.T) {
 			t.Errorf("log: %s", log)
 		}
 	})
+}
+
+// gRPC metadata and a status's message travel in HTTP/2 headers, which no message
+// limit and no byte budget counts, and which gRPC takes up to 16 MiB a block by
+// default. A plugin fails a call with a 12 MiB status message, answers one with
+// 12 MiB of trailers, and sends registrations with 12 MiB of metadata each, four at
+// once: each is refused before it is read (the host allocates little), the
+// failed call's error stays short and names the plugin, and the plugin and its
+// neighbour keep working. A defect it reports (a message and a stack of 512 KiB
+// each, within a message) is kept short too.
+func TestHugeMetadataIsRefusedUnread(t *testing.T) {
+	h := newHost(t)
+	if _, err := h.supervise(h.config(nil, ""), supervise.Budget{}); err != nil { // a well-behaved neighbour
+		t.Fatal(err)
+	}
+	h.startSpender(t, "s_")
+	const mib = 12
+	for _, tool := range []string{"s_status", "s_trailers"} {
+		t.Run(tool, func(t *testing.T) {
+			var s *registry.Settlement
+			var err error
+			grew := allocated(func() { s, err = h.call(context.Background(), tool, fmt.Sprintf(`{"mib":%d}`, mib)) })
+			if err != nil {
+				t.Logf("the host allocated %d KiB; %.300s", grew>>10, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), `plugin "spender"`) {
+				t.Errorf("%s: %v, %v; want an error naming the plugin", tool, s, err)
+			} else if len(err.Error()) > 8<<10 {
+				t.Errorf("%s: the error is %d bytes long", tool, len(err.Error()))
+			}
+			if grew > 4<<20 {
+				t.Errorf("%s: the host allocated %d MiB for %d MiB of headers", tool, grew>>20, mib)
+			}
+		})
+	}
+	t.Run("s_metadata", func(t *testing.T) {
+		const n = 4
+		var answers map[string]int
+		grew := allocated(func() { h.callJSON(t, "s_metadata", fmt.Sprintf(`{"mib":%d,"n":%d}`, mib, n), &answers) })
+		t.Logf("the host allocated %d KiB; %v", grew>>10, answers)
+		if answers["registered"] != 0 {
+			t.Errorf("%d of %d registrations with %d MiB of metadata registered", answers["registered"], n, mib)
+		}
+		if grew > 4<<20 {
+			t.Errorf("the host allocated %d MiB for %d registrations with %d MiB of metadata each", grew>>20, n, mib)
+		}
+	})
+	t.Run("s_defect", func(t *testing.T) {
+		_, err := h.call(context.Background(), "s_defect", `{"mib":1}`)
+		var defect *registry.DefectError
+		if !errors.As(err, &defect) || !strings.Contains(err.Error(), `plugin "spender"`) {
+			t.Fatalf("a defect of 1 MiB: %.300v; want a DefectError naming the plugin", err)
+		}
+		if n := len(err.Error()); n > 8<<10 {
+			t.Errorf("a defect's message of 512 KiB became an error of %d bytes", n)
+		}
+		if n := len(defect.Stack); n > 64<<10 {
+			t.Errorf("a defect's stack of 512 KiB is kept whole (%d bytes)", n)
+		}
+	})
+	t.Run("EveryoneKeepsWorking", func(t *testing.T) {
+		var got string
+		h.callJSON(t, "s_names", `{"names":["after_the_headers"]}`, &got)
+		if got != "registered" {
+			t.Fatalf("names: %s", got)
+		}
+		if s := h.mustCall("echo", `{"text":"still here"}`); !strings.Contains(s.Text(), "still here") {
+			t.Fatalf("echo: %s", s.Text())
+		}
+	})
+}
+
+// A plugin's progress messages are its own text, passed on to whoever watches the
+// call (a serve API stream keeps 16 events): reported with 1 MiB messages, they
+// arrive cut to 4 KiB, and the call completes.
+func TestPluginProgressMessagesAreCut(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "s_")
+	var mu sync.Mutex
+	var got []int
+	ctx := sdk.WithProgress(t.Context(), func(p sdk.Progress) {
+		mu.Lock()
+		got = append(got, len(p.Message))
+		mu.Unlock()
+	})
+	if s, err := h.call(ctx, "s_progress", `{"mib":1}`); err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("a call with 1 MiB progress messages: %v, %.300v", s, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("no progress reached the caller")
+	}
+	for _, n := range got {
+		if n > 8<<10 {
+			t.Errorf("a progress message of 1 MiB reached the caller as %d bytes", n)
+		}
+	}
+	t.Logf("progress message lengths: %v", got)
+}
+
+// A tool's title is the plugin's text too, and counts against no limit of the
+// registry's: sixteen tools, each registered alone with a title of 8 MiB (within a
+// registration message), are refused, and the host holds none of it.
+func TestHugeTitlesAreRefused(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "s_")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var answers map[string]int
+	h.callJSON(t, "s_titles", `{"mib":8,"n":16}`, &answers)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	for a, n := range answers {
+		t.Logf("%d× %.200s", n, a)
+	}
+	if answers["registered"] > 0 {
+		t.Errorf("%d of 16 tools with a title of 8 MiB registered", answers["registered"])
+	}
+	if held > 16<<20 {
+		t.Errorf("the host holds %d MiB more after the registrations", held>>20)
+	}
+	var got string
+	h.callJSON(t, "s_names", `{"names":["after_the_titles"]}`, &got)
+	if got != "registered" {
+		t.Fatalf("names: %s", got)
+	}
+}
+
+// sampler answers every sample at once, counting them.
+type sampler struct{ n atomic.Int64 }
+
+func (s *sampler) Ask(context.Context, sdk.Question) (sdk.Answer, error) {
+	return sdk.Answer{}, errors.New("no questions here")
+}
+
+func (s *sampler) Sample(context.Context, sdk.SampleRequest) (sdk.SampleResult, error) {
+	s.n.Add(1)
+	return sdk.SampleResult{Message: sdk.SampleMessage{Role: "assistant", Content: sdk.Text("ok")}}, nil
+}
+
+// A plugin granted "sample" asks the runner's model, whose tokens the user pays
+// for, as often as it likes unless the host says otherwise: as an MCP server's
+// asks are, its asks and samples are held to a token bucket (10 at once, then 20
+// a minute), and those past it are refused without reaching anyone, naming the
+// limit. The plugin asks 100 times in one call.
+func TestPluginAsksPastTheRateAreRefused(t *testing.T) {
+	h := newHost(t)
+	h.startSpender(t, "", func(c *plugins.Config) { c.Grants = []plugins.Grant{plugins.GrantAsk, plugins.GrantSample} })
+	in := &sampler{}
+	s, err := h.call(sdk.WithInteractor(t.Context(), in), "samples", `{"n":100}`)
+	if err != nil || s.Outcome != registry.Completed {
+		t.Fatalf("samples: %v, %v", s, err)
+	}
+	var answers map[string]int
+	if err := json.Unmarshal([]byte(s.Text()), &answers); err != nil {
+		t.Fatalf("samples: %q: %v", s.Text(), err)
+	}
+	refused := 0
+	for a, k := range answers {
+		t.Logf("%d× %.200s", k, a)
+		if strings.HasPrefix(a, "refused (ResourceExhausted)") && strings.Contains(a, "20 a minute") {
+			refused += k
+		}
+	}
+	if n := in.n.Load(); n > 11 {
+		t.Errorf("%d of 100 samples reached the runner's model", n)
+	}
+	if refused < 89 {
+		t.Errorf("%d of 100 samples refused naming the rate", refused)
+	}
 }

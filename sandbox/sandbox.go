@@ -59,7 +59,9 @@ type TmpLimits struct {
 // Limits caps a contained program's resources. Zero means the default; a negative
 // value means no limit.
 type Limits struct {
-	// MemoryBytes caps the program's data segment (RLIMIT_DATA). Default 1 GiB.
+	// MemoryBytes caps the program's data segment (RLIMIT_DATA). Default 1 GiB. A
+	// confined program can hold no shared memory past it: its seccomp filter
+	// refuses memfd_create, shared anonymous mappings and System V IPC.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Processes caps the processes (threads included) of the tree. Default 256.
 	Processes int64 `json:"processes,omitempty"`

@@ -120,6 +120,9 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.plan.Path = path
 			if LandlockABI() > 0 {
+				// The Write paths whole: the world binds the state directories they
+				// hold read-only over them (a mount point is neither written nor
+				// moved), which Landlock need not carve around (see writeAround).
 				b.plan.Confine = &Confinement{
 					Read:    append(append([]string{}, SystemRead...), c.Read...),
 					Write:   append(append([]string{"/dev/null"}, extraWrite...), c.Write...),
@@ -147,9 +150,12 @@ func Command(spec Spec, path string, argv []string, dir string, env []string, ex
 			}
 			b.tmpDir = tmp
 			env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+tmp)
+			// The Locations' state directories its Write paths hold stay read-only
+			// (see writeAround).
+			ro, rw := writeAround(c.Write, protected(c, dir))
 			full := &Confinement{
-				Read:    append(append([]string{}, SystemRead...), c.Read...),
-				Write:   append(append([]string{tmp, "/dev/null"}, extraWrite...), c.Write...),
+				Read:    append(append(append([]string{}, SystemRead...), c.Read...), ro...),
+				Write:   append(append([]string{tmp, "/dev/null"}, extraWrite...), rw...),
 				Network: c.Network,
 			}
 			b.plan.Confine = full

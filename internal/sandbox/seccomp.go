@@ -47,8 +47,16 @@ func denyNetwork(network bool) (bool, error) {
 // namespace shows a program only the paths it was granted, and sockets there
 // are ones the user granted.
 //
-// Without world, System V IPC (shm*, msg*, sem*) and POSIX message queues (mq_*)
-// fail with EPERM: no IPC namespace separates the program from the host and the
+// Always, what would hold memory outside its data segment, which is all that
+// Limits.MemoryBytes (RLIMIT_DATA) counts, fails with EPERM: memfd_create(2), a
+// shared anonymous mapping (mmap(2) with MAP_SHARED and MAP_ANONYMOUS), and System
+// V IPC (shm*, msg*, sem*), whose objects an IPC namespace of its own does not
+// cap (a world's takes as much as the kernel's defaults, gigabytes). Each held
+// three times a 128 MiB limit before. (The shmem left: its TMPDIR, capped; a
+// tmpfs a Write path names; /dev/zero is read-only to it.)
+//
+// Without world, System V IPC and POSIX message queues (mq_*) fail as well for
+// another reason: no IPC namespace separates the program from the host and the
 // other sources then, and their objects are found by key, id or name, not by a
 // path Landlock could check (a world has an IPC namespace of its own). So does
 // setpgid(2) into an existing group (a pgid other than 0): the program shares the
@@ -62,10 +70,12 @@ func denyNetwork(network bool) (bool, error) {
 // back to clone), ptrace, process_vm_readv/writev, perf_event_open, bpf,
 // userfaultfd, and the kernel's module and kexec calls.
 //
-// The filter reads a call's arguments only for clone, socket and setpgid: for every other
-// system call its answer depends on the number alone, so the kernel's action
-// cache (Linux 5.11) allows the permitted ones (read, write, futex, epoll, ...)
-// without running the filter, whatever the order of the comparisons. Keep it so.
+// The filter reads a call's arguments only for clone, socket, setpgid and mmap:
+// for every other system call its answer depends on the number alone, so the
+// kernel's action cache (Linux 5.11) allows the permitted ones (read, write, futex,
+// epoll, ...) without running the filter, whatever the order of the comparisons.
+// Keep it so. (mmap runs the filter, a few dozen instructions beside a call that
+// maps memory.)
 func seccompFilter(network, world bool) []unix.SockFilter {
 	if Off("seccomp") {
 		return nil
@@ -84,6 +94,7 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 		offArch = 4  // seccomp_data.arch
 		offArg0 = 16 // seccomp_data.args[0], its low 32 bits on little-endian machines
 		offArg1 = 24 // seccomp_data.args[1], so too
+		offArg3 = 40 // seccomp_data.args[3], so too
 		x32Bit  = 0x40000000
 		// sockTypeMask is socket(2)'s type without SOCK_NONBLOCK and SOCK_CLOEXEC.
 		sockTypeMask = 0xf
@@ -114,11 +125,27 @@ func seccompFilter(network, world bool) []unix.SockFilter {
 	for _, nr := range []uintptr{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL} {
 		deny(nr, unix.EPERM)
 	}
+	// Memory that is not its data segment: memfd_create, and System V IPC.
+	for _, nr := range []uintptr{
+		unix.SYS_MEMFD_CREATE,
+		unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
+		unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+		unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
+	} {
+		deny(nr, unix.EPERM)
+	}
+	// mmap: MAP_SHARED (or MAP_SHARED_VALIDATE) with MAP_ANONYMOUS in its fourth
+	// argument.
+	prog = append(prog,
+		jeq(unix.SYS_MMAP, 0, 5), // past the check, the number still loaded
+		ld(offArg3),
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: unix.MAP_ANONYMOUS, Jt: 0, Jf: 2},
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: unix.MAP_SHARED, Jt: 0, Jf: 1},
+		ret(errno(unix.EPERM)),
+		ret(unix.SECCOMP_RET_ALLOW),
+	)
 	if !world {
 		for _, nr := range []uintptr{
-			unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
-			unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
-			unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
 			unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
 			unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
 		} {

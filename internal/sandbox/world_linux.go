@@ -23,7 +23,9 @@ import (
 //     /usr, /etc/localtime) is the same link in the world;
 //   - the program's binary, bound read-only;
 //   - the Confinement's Read paths read-only and its Write paths (and the
-//     directories the host shares, a plugin's socket directory) read-write;
+//     directories the host shares, a plugin's socket directory) read-write, but
+//     for the Locations' state directories they hold (protected), bound
+//     read-only over them: a mount point, neither written nor moved aside;
 //   - worldDevices, bound one by one;
 //   - /tmp, a fresh tmpfs of its own capped at Confinement.TmpBytes and
 //     TmpFiles, set as TMPDIR;
@@ -64,6 +66,9 @@ type worldEntry struct {
 	source string // entryBind, entryDevice: the host path; entryLink: the link's text
 	file   bool   // entryBind, entryDevice: a file, not a directory
 	write  bool   // entryBind, entryDevice: read-write
+	// over marks a read-only bind of a protected path (see protected) over what a
+	// read-write bind of a Write path shows: never left out as covered.
+	over bool
 }
 
 // worldEntries lists what a world holds, in the order it is built (parents first),
@@ -83,6 +88,11 @@ func worldEntries(program string, c *Confinement, extraWrite []string, dir strin
 	}
 	for _, p := range append(slices.Clone(extraWrite), c.Write...) {
 		es = append(es, hostEntries(p, true)...)
+	}
+	for _, p := range protected(c, dir) {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			es = append(es, worldEntry{target: p, kind: entryBind, source: p, over: true})
+		}
 	}
 	for _, d := range worldDevices {
 		if fi, err := os.Stat(d); err == nil && fi.Mode()&fs.ModeDevice != 0 {
@@ -120,6 +130,9 @@ func worldCovers(es []worldEntry, e worldEntry) bool {
 	for _, o := range es {
 		if o.target == e.target && o.kind == e.kind && o.source == e.source && (o.write || !e.write) {
 			return true
+		}
+		if e.over {
+			continue
 		}
 		if o.kind == entryBind && !o.file && o.target != e.target && isWithin(e.target, o.target) {
 			if e.kind == entryLink || e.kind == entryDir {

@@ -1,6 +1,7 @@
 // Command spender is a test plugin that tries to make the host spend: memory on
-// huge registrations, CPU on costly schemas, log on floods of lines, and a person's
-// terminal on control sequences in whatever it says. It speaks the protocol with
+// huge registrations, CPU on costly schemas, log on floods of lines, memory on
+// gRPC metadata and status messages (which no message limit counts), and a
+// person's terminal on control sequences in whatever it says. It speaks the protocol with
 // raw go-plugin, so nothing of the sdk stands between it and the host.
 package main
 
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/internal/pluginpb"
@@ -68,6 +70,13 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: "crash", Description: "exits", InputSchema: obj},
 		{Name: "flood", Description: "streams a result of mib MiB", InputSchema: obj},
 		{Name: "ask", Description: "asks n questions of mib MiB at once", InputSchema: obj},
+		{Name: "status", Description: "fails the call with a gRPC status message of mib MiB", InputSchema: obj},
+		{Name: "trailers", Description: "answers with mib MiB of trailer metadata", InputSchema: obj},
+		{Name: "metadata", Description: "sends n registrations with mib MiB of metadata each, at once", InputSchema: obj},
+		{Name: "samples", Description: "asks the runner's model n times, one after another", InputSchema: obj},
+		{Name: "titles", Description: "registers n tools one by one, each with a title of mib MiB", InputSchema: obj},
+		{Name: "progress", Description: "reports progress three times with a message of mib MiB", InputSchema: obj},
+		{Name: "defect", Description: "reports a defect whose message and stack are mib MiB together", InputSchema: obj},
 	}
 	for _, d := range defs {
 		d.Name = s.prefix + d.Name
@@ -136,6 +145,46 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		return stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Done{Done: &pluginpb.Done{Output: []byte(`"`)}}})
 	case "ask":
 		return reply(stream, s.ask(ctx, req.Call, in.MiB, in.N))
+	case "status":
+		return status.Error(codes.Internal, "status "+Evil+strings.Repeat("s", in.MiB<<20))
+	case "trailers":
+		stream.SetTrailer(bigMetadata(in.MiB))
+		return reply(stream, "trailers sent")
+	case "metadata":
+		return reply(stream, s.metadata(ctx, in.MiB, in.N))
+	case "samples":
+		if s.interaction == nil {
+			return reply(stream, map[string]int{"not granted": in.N})
+		}
+		answers := map[string]int{}
+		for range in.N {
+			got := "answered"
+			if _, err := s.interaction.Sample(ctx, &pluginpb.SampleRequest{Call: req.Call, MaxTokens: 10,
+				Messages: []*pluginpb.SampleMessage{{Role: "user", Type: "text", Text: "more"}}}); err != nil {
+				st, _ := status.FromError(err)
+				got = "refused (" + st.Code().String() + "): " + st.Message()
+			}
+			answers[got]++
+		}
+		return reply(stream, answers)
+	case "titles":
+		title := strings.Repeat("t", in.MiB<<20)
+		answers := map[string]int{}
+		for i := range in.N {
+			answers[s.register(ctx, s.tools, &pluginpb.ToolDefinition{Name: fmt.Sprintf("titled_%d", i), Title: title, InputSchema: []byte(`{}`)})]++
+		}
+		return reply(stream, answers)
+	case "progress":
+		msg := strings.Repeat("p", in.MiB<<20)
+		for i := range 3 {
+			if err := stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Progress{Progress: &pluginpb.Progress{Progress: float64(i + 1), Message: msg}}}); err != nil {
+				return err
+			}
+		}
+		return reply(stream, "done")
+	case "defect":
+		text := strings.Repeat("d", in.MiB<<20/2)
+		return stream.Send(&pluginpb.ExecuteEvent{Event: &pluginpb.ExecuteEvent_Defect{Defect: &pluginpb.Defect{Message: "defect " + Evil + text, Stack: text}}})
 	case "crash":
 		fmt.Fprintf(os.NewFile(2, "stderr"), "dying words %s\n", Evil)
 		os.Exit(3)
@@ -160,6 +209,36 @@ func (s *server) big(ctx context.Context, mib, n, conns int) map[string]int {
 	for i := range n {
 		wg.Go(func() {
 			got := s.register(ctx, clients[i%len(clients)], &pluginpb.ToolDefinition{Name: fmt.Sprintf("big_%d", i), Description: desc, InputSchema: []byte(`{}`)})
+			mu.Lock()
+			answers[got]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// bigMetadata is mib MiB of metadata, in values of 1 MiB (under gRPC's default
+// limit of 16 MiB on a header list, which a peer may lower).
+func bigMetadata(mib int) metadata.MD {
+	md := metadata.MD{}
+	v := strings.Repeat("m", 1<<20)
+	for i := range mib {
+		md.Set(fmt.Sprintf("x-big-%d", i), v)
+	}
+	return md
+}
+
+// metadata sends n registrations at once, each with mib MiB of metadata (which
+// no message limit counts), and counts the answers.
+func (s *server) metadata(ctx context.Context, mib, n int) map[string]int {
+	ctx = metadata.NewOutgoingContext(ctx, bigMetadata(mib))
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			got := s.register(ctx, s.tools, &pluginpb.ToolDefinition{Name: fmt.Sprintf("meta_%d", i), InputSchema: []byte(`{}`)})
 			mu.Lock()
 			answers[got]++
 			mu.Unlock()

@@ -7,7 +7,9 @@
 // IPC, the host's process group and terminals, "red" passes descriptors, traces
 // other processes, executes programs and writes cgroups, "meet" listens for
 // another plugin, "deep" connects to a socket from deep in its tree, "swap" and
-// "cut" replace its socket with a link and make the host dial again. With HOSTILE_HANDSHAKE set it writes a
+// "cut" replace its socket with a link and make the host dial again, "authority"
+// rewrites the Location's config through a write grant, "memory" takes memory
+// past its data segment. With HOSTILE_HANDSHAKE set it writes a
 // hostile handshake of its own instead of serving (see handshake).
 package main
 
@@ -96,6 +98,8 @@ func (s *server) Activate(ctx context.Context, req *pluginpb.ActivateRequest) (*
 		{Name: s.opts.Prefix + "flood", Description: "a huge output", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "alloc", Description: "allocates without bound", InputSchema: []byte(`{"type":"object"}`)},
 		{Name: s.opts.Prefix + "forkbomb", Description: "starts processes until refused", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "authority", Description: "rewrites the Location's config", InputSchema: []byte(`{"type":"object"}`)},
+		{Name: s.opts.Prefix + "memory", Description: "takes memory that is not its data segment", InputSchema: []byte(`{"type":"object"}`)},
 	}})
 	s.nextReg = 1000
 	return &pluginpb.ActivateResponse{}, err
@@ -166,6 +170,20 @@ func (s *server) Execute(req *pluginpb.ExecuteRequest, stream pluginpb.Plugin_Ex
 		alloc()
 	case "forkbomb":
 		return reply(stream, forkbomb())
+	case "memory":
+		var in struct {
+			MiB     int
+			Sockets bool
+		}
+		json.Unmarshal(req.Input, &in)
+		if in.Sockets {
+			return reply(stream, holdSocketBuffers(in.MiB))
+		}
+		return reply(stream, holdMemory(in.MiB))
+	case "authority":
+		var in authorityInput
+		json.Unmarshal(req.Input, &in)
+		return reply(stream, rewriteAuthority(in))
 	}
 	r := Report{ServicesGiven: s.services != nil, GuessedIDs: map[string]string{}, Foreign: map[string]string{}}
 
