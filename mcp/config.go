@@ -45,8 +45,9 @@ type Config struct {
 	// server's process tree is always contained (Contain is forced on): it ends with
 	// the server, even when the host is SIGKILLed. Name defaults to the server's.
 	Sandbox sandbox.Spec
-	// Timeout bounds each tool call; 0 means none. A call that runs out of it is
-	// cancelled on the server and settles as a tool failure saying it timed out.
+	// Timeout bounds each tool call. A call that runs out of it is cancelled on the
+	// server and settles as a tool failure saying it timed out. Default
+	// DefaultCallTimeout: a server that never answers holds no call for longer.
 	Timeout time.Duration
 	// StartTimeout bounds launching, the MCP initialization and the first tool
 	// listing; it also bounds each later re-listing. Default 30s.
@@ -91,12 +92,19 @@ type Config struct {
 	notReadingGrace time.Duration
 }
 
+// DefaultCallTimeout is a tool call's time limit when Config.Timeout is unset, as
+// a plugin's (plugins.Config.CallTimeout).
+const DefaultCallTimeout = 10 * time.Minute
+
 func (c Config) withDefaults() Config {
 	if c.notReadingGrace <= 0 {
 		c.notReadingGrace = notReadingGrace
 	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 30 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultCallTimeout
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 2 * time.Second

@@ -734,11 +734,8 @@ func (inst *Instance) executor(name, original string) sdk.Executor {
 		// The gate holds the response's bytes until the call returns.
 		callCtx, release := inst.gate.hold(ctx)
 		defer release()
-		if inst.cfg.Timeout > 0 {
-			var cancel context.CancelFunc
-			callCtx, cancel = context.WithTimeout(callCtx, inst.cfg.Timeout)
-			defer cancel()
-		}
+		callCtx, cancel := context.WithTimeout(callCtx, inst.cfg.Timeout)
+		defer cancel()
 		params := &gomcp.CallToolParams{Name: original, Arguments: args}
 		token := strconv.FormatUint(inst.generation, 10) + "-" + strconv.FormatUint(inst.token.Add(1), 10)
 		params.SetProgressToken(token)
