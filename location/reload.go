@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -117,6 +118,16 @@ func (l *Location) readConfig(ctx context.Context) error {
 	case <-l.started:
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+	// A Location whose directory is gone (removed, renamed) has no config to
+	// read: LoadConfig would find none and read an empty one, stopping every
+	// source. The running config serves on until the directory is back.
+	if fi, err := os.Stat(l.id); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return l.notApplied(fmt.Errorf("location: %s: the Location's directory is gone (%w): removed or renamed while active; "+
+			"put it back to apply edits, or deactivate the Location", l.id, err))
 	}
 	cfg, err := LoadConfig(l.id)
 	if err != nil {
@@ -507,6 +518,15 @@ func (l *Location) stopSource(ctx context.Context, s *source) {
 // the files have been quiet for reloadDebounce (or reloadMaxDelay after the first
 // change, if they never are), until the Location closes. A change made during a
 // reload is read by the next one.
+//
+// A directory that holds config files (the Location's own, .toolhost,
+// .toolhost/tools, those of the imported configs) made, removed or renamed counts
+// as a change of its files: a .toolhost renamed into place brings a config no
+// event names. The parent of the Location's directory is watched too, so that the
+// directory made again or renamed back after it went is watched again. A
+// directory is watched again (all of them are, since one may come with the others
+// inside) before the change is read, so what was written into it before its watch
+// is read then, and what comes after is seen.
 func (l *Location) watchConfig() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -516,8 +536,14 @@ func (l *Location) watchConfig() error {
 	for rel := range importFormats {
 		dirs[filepath.Join(l.id, filepath.Dir(filepath.FromSlash(rel)))] = true
 	}
-	for dir := range dirs {
-		_ = w.Add(dir) // one that does not exist yet is added when it is created
+	watchAll := func() {
+		for dir := range dirs {
+			_ = w.Add(dir) // one that does not exist yet is added when it is made
+		}
+	}
+	watchAll()
+	if parent := filepath.Dir(l.id); parent != l.id {
+		_ = w.Add(parent) // only its events naming l.id count
 	}
 	l.reload.kick = make(chan struct{}, 1)
 	if err := l.scope.Go(func(ctx context.Context) {
@@ -544,10 +570,13 @@ func (l *Location) watchConfig() error {
 				if !ok {
 					return
 				}
-				if ev.Has(fsnotify.Create) && dirs[ev.Name] {
-					_ = w.Add(ev.Name)
-				}
-				if l.isConfigFile(ev.Name) {
+				switch {
+				case dirs[ev.Name]:
+					if ev.Has(fsnotify.Create) {
+						watchAll()
+					}
+					timer.changed()
+				case l.isConfigFile(ev.Name):
 					timer.changed()
 				}
 			case err, ok := <-w.Errors:
