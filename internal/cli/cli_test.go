@@ -28,6 +28,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		cli.Main() // the test binary as the toolhost command (see startHost)
+	}
 	tmp, err := os.MkdirTemp("", "toolhost-cli-test-")
 	if err == nil {
 		outputDir = filepath.Join(tmp, "tool-output")
@@ -128,7 +131,7 @@ func (w *watchWriter) String() string {
 }
 
 // allTools are the test plugin's tools and the built-ins every Location has.
-var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
+var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read", "stuck"}
 
 func TestTools(t *testing.T) {
 	dir := workspace(t, "")
