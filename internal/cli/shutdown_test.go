@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,6 +133,48 @@ func TestServeShutdownWithAStuckPlugin(t *testing.T) {
 			proctest.Until(t, func() bool { return len(processesOf(pluginBin)) == 0 })
 		})
 	}
+}
+
+// TestServeReloadWithAStuckPlugin: a config edit that changes a plugin whose call
+// is stuck (it ignores SIGTERM and its cancellation) is applied: the next
+// generation serves, the stuck one is killed once its stop grace is out and its
+// call ends, and serve still stops on one SIGTERM.
+func TestServeReloadWithAStuckPlugin(t *testing.T) {
+	config := func(env string) string {
+		return fmt.Sprintf(`{"plugins": [{"name": "test", "path": %q, "trusted": true, "env": {"GEN": %q}}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, pluginBin, env)
+	}
+	dir := workspace(t, config("1"))
+	h := startHost(t, "--location", dir)
+	marker := filepath.Join(t.TempDir(), "stuck")
+	called := make(chan result, 1)
+	go func() {
+		called <- runRemote(t, "call", "--socket", h.socket, "stuck", fmt.Sprintf(`{"marker": %q}`, marker))
+	}()
+	proctest.Until(t, func() bool { _, err := os.Stat(marker); return err == nil })
+	old := processesOf(pluginBin)
+
+	file := filepath.Join(dir, ".toolhost", "config.json")
+	if err := os.WriteFile(file+".tmp", []byte(config("2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".tmp", file); err != nil {
+		t.Fatal(err)
+	}
+	proctest.Until(t, func() bool {
+		now := processesOf(pluginBin)
+		return len(now) > 0 && !slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(old, pid) })
+	})
+	r := <-called
+	t.Logf("the stuck call ended with %d: %s", r.code, strings.TrimSpace(r.stderr))
+	if r := runRemote(t, "call", "--socket", h.socket, "echo", `{"text": "after"}`); r.code != 0 || r.stdout != "echo: after\n" {
+		t.Errorf("echo after the reload: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	<-h.done
+	if h.err != nil {
+		t.Errorf("serve ended with %v\n%s", h.err, lastLines(h.stderr.String(), 10))
+	}
+	proctest.Until(t, func() bool { return len(processesOf(pluginBin)) == 0 })
 }
 
 func lastLines(s string, n int) string {
