@@ -44,6 +44,8 @@ func TestMain(m *testing.M) {
 		helperHost()
 	case "lock":
 		helperLock()
+	case "lockwriter":
+		helperLockWriter()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

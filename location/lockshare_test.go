@@ -1,13 +1,19 @@
 package location_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/location"
 )
 
@@ -67,5 +73,70 @@ func TestHostsUpgradingPluginsConcurrentlyKeepBothLocks(t *testing.T) {
 		if v := lock.Plugins[name].Version; v != "v1.1.0" {
 			t.Errorf("plugin %s locked at %q, want the upgrade to v1.1.0", name, v)
 		}
+	}
+}
+
+// helperLockWriter is a host killed while it writes the lock file of the Location
+// LOCATION_DIR: it holds the file's lock and has written half a temporary file,
+// as filestore's Write does, when it says "mid-write" and waits to be killed.
+func helperLockWriter() {
+	file := filepath.Join(os.Getenv("LOCATION_DIR"), filepath.FromSlash(location.LockPath))
+	l, err := filestore.Lock(file)
+	if err == nil {
+		var tmp *os.File
+		if tmp, err = os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp"); err == nil {
+			_, err = tmp.WriteString(`{"version": 1, "plugins": {"a": `)
+		}
+	}
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	fmt.Println("mid-write")
+	defer l.Unlock() // never: the process is killed first
+	select {}
+}
+
+// TestLockFileWriterKilledIsCleanedAtStart: a host SIGKILLed while it writes a
+// Location's lock file leaves it whole; the next activation removes the
+// temporary file it left, says so in the log, and makes no lock file of its own
+// where there was no temporary file.
+func TestLockFileWriterKilledIsCleanedAtStart(t *testing.T) {
+	dir := workspace(t, obj{"permission": allowAll})
+	l := newEnv(t).activate(t, dir)
+	l.Close(t.Context())
+	if entries, _ := os.ReadDir(filepath.Join(dir, ".toolhost")); len(entries) != 1 {
+		t.Errorf("activation left %v in .toolhost; want config.json alone", entries)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOCATION_HELPER=lockwriter", "LOCATION_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	cmd.Process.Kill()
+	cmd.Wait()
+	if line != "mid-write\n" {
+		t.Fatalf("the writer said %q", line)
+	}
+	temps, _ := filepath.Glob(filepath.Join(dir, ".toolhost", ".*.tmp"))
+	if len(temps) != 1 {
+		t.Fatalf("the killed writer left %v; want one temporary file", temps)
+	}
+
+	e := newEnv(t)
+	e.opts.Logger = hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Info})
+	l = e.activate(t, dir)
+	defer l.Close(t.Context())
+	if left, _ := filepath.Glob(filepath.Join(dir, ".toolhost", ".*.tmp")); len(left) != 0 {
+		t.Errorf("after the next activation %v is left", left)
+	}
+	if !strings.Contains(e.logs.String(), temps[0]) {
+		t.Errorf("the log does not name the removed file %s:\n%s", temps[0], e.logs)
 	}
 }
