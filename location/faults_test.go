@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/location"
@@ -197,4 +200,46 @@ func TestWatchConfigLocationDirectoryRemovedAndMadeAgain(t *testing.T) {
 	setConfig(t, dir, edited)
 	untilConfig(t, l, func() bool { return !readOffered(t, l) && configErr(l) == nil })
 	callEcho(t, l, "made again")
+}
+
+// TestWatchConfigManyLocationsEditedAtOnce: more Locations than the user may have
+// inotify instances (128 by default, /proc/sys/fs/inotify/max_user_instances),
+// active in one process with their configs watched, are edited at once: every
+// edit applies, in every Location.
+func TestWatchConfigManyLocationsEditedAtOnce(t *testing.T) {
+	n := 136
+	if data, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		if limit, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && limit < 1024 {
+			n = limit + 8
+		}
+	}
+	e := newEnv(t)
+	e.opts.WatchConfig = true
+	e.opts.Logger = hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Warn})
+	var (
+		dirs []string
+		locs []*location.Location
+	)
+	for range n {
+		dir := workspace(t, obj{"permission": allowAll})
+		l := e.activate(t, dir)
+		defer l.Close(t.Context())
+		dirs, locs = append(dirs, dir), append(locs, l)
+	}
+	data, _ := json.Marshal(denyRead)
+	for _, dir := range dirs {
+		file := filepath.Join(dir, location.ConfigPath)
+		if err := os.WriteFile(file+".tmp", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range locs {
+		untilConfig(t, l, func() bool { return !readOffered(t, l) })
+	}
+	if strings.Contains(e.logs.String(), "cannot watch") {
+		t.Errorf("the log:\n%s", e.logs)
+	}
 }
