@@ -46,6 +46,8 @@ func TestMain(m *testing.M) {
 		helperLock()
 	case "lockwriter":
 		helperLockWriter()
+	case "build":
+		helperBuild()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

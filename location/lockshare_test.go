@@ -140,3 +140,11 @@ func TestLockFileWriterKilledIsCleanedAtStart(t *testing.T) {
 		t.Errorf("the log does not name the removed file %s:\n%s", temps[0], e.logs)
 	}
 }
+
+// helperBuild is a host building the echo plugin from source into the build cache
+// LOCATION_BUILD_CACHE; the test kills it while it builds.
+func helperBuild() {
+	_, _, err := location.BuildPlugin(context.Background(), os.Getenv("LOCATION_BUILD_CACHE"), "echo", os.Getenv("LOCATION_SOURCE"))
+	fmt.Println(err)
+	os.Exit(1)
+}
