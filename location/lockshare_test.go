@@ -141,10 +141,65 @@ func TestLockFileWriterKilledIsCleanedAtStart(t *testing.T) {
 	}
 }
 
-// helperBuild is a host building the echo plugin from source into the build cache
-// LOCATION_BUILD_CACHE; the test kills it while it builds.
+// helperBuild is a host building the plugin LOCATION_SOURCE, as "echo", into the
+// build cache LOCATION_BUILD_CACHE; it prints the binary's path and whether it
+// built it, or the error.
 func helperBuild() {
-	_, _, err := location.BuildPlugin(context.Background(), os.Getenv("LOCATION_BUILD_CACHE"), "echo", os.Getenv("LOCATION_SOURCE"))
-	fmt.Println(err)
-	os.Exit(1)
+	bin, built, err := location.BuildPlugin(context.Background(), os.Getenv("LOCATION_BUILD_CACHE"), "echo", os.Getenv("LOCATION_SOURCE"))
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	fmt.Println(bin, built)
+	os.Exit(0)
+}
+
+// TestHostsBuildingOnePluginAtOnce: three host processes build one plugin into one
+// empty build cache at the same time: one builds it, the others wait for it and
+// use its binary, and the cache holds that binary alone.
+func TestHostsBuildingOnePluginAtOnce(t *testing.T) {
+	cache := t.TempDir()
+	var (
+		mu   sync.Mutex
+		outs []string
+		wg   sync.WaitGroup
+	)
+	for range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "LOCATION_HELPER=build", "LOCATION_BUILD_CACHE="+cache, "LOCATION_SOURCE="+echoSource)
+		cmd.Stderr = os.Stderr
+		wg.Go(func() {
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("host: %v: %s", err, out)
+			}
+			mu.Lock()
+			outs = append(outs, strings.TrimSpace(string(out)))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	built := 0
+	for _, o := range outs {
+		bin, b, _ := strings.Cut(o, " ")
+		if bin != strings.Fields(outs[0])[0] {
+			t.Errorf("hosts got different binaries: %q", outs)
+		}
+		if b == "true" {
+			built++
+		}
+	}
+	if built != 1 {
+		t.Errorf("%d hosts built the plugin, want one: %q", built, outs)
+	}
+	var files []string
+	filepath.WalkDir(cache, func(path string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && !strings.HasSuffix(e.Name(), ".lock") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if len(files) != 1 {
+		t.Errorf("the cache holds %v, want the binary alone", files)
+	}
 }
