@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/internal/hosttest"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/location"
 )
 
@@ -241,5 +242,33 @@ func TestWatchConfigManyLocationsEditedAtOnce(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "cannot watch") {
 		t.Errorf("the log:\n%s", e.logs)
+	}
+}
+
+// TestWatchConfigDeletedAndRestored: a config deleted while active is a Location
+// without one (as at activation): its sources stop, their processes end, and the
+// built-ins stay; the config restored starts them again.
+func TestWatchConfigDeletedAndRestored(t *testing.T) {
+	cfg := pluginsConfig(echoPlugin("echo"))
+	dir := workspace(t, cfg)
+	l := watched(t, dir)
+	pid := callEcho(t, l, "before").PID
+	if err := os.Remove(filepath.Join(dir, location.ConfigPath)); err != nil {
+		t.Fatal(err)
+	}
+	untilConfig(t, l, func() bool { _, ok := sourceState(l, "plugin:echo"); return !ok })
+	if got := toolNames(t, l); !slices.Equal(got, []string{"glob", "grep", "list", "read"}) {
+		t.Errorf("without a config the Location offers %v, want the built-ins", got)
+	}
+	if configErr(l) != nil {
+		t.Errorf("a deleted config is an error: %v", configErr(l))
+	}
+	if pids := proctest.Children(echoBin); len(pids) != 0 {
+		t.Errorf("plugin processes %v left after the config went (was %d)", pids, pid)
+	}
+	setConfig(t, dir, cfg)
+	untilConfig(t, l, func() bool { return slices.Contains(toolNames(t, l), "echo") })
+	if got := callEcho(t, l, "restored").PID; got == pid {
+		t.Errorf("echo served by the old process %d", pid)
 	}
 }
