@@ -181,3 +181,24 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestServeShutdownWithAStuckManifestTool: a manifest tool's command that ignores
+// SIGTERM and SIGINT and never ends does not hold serve's shutdown: one SIGTERM
+// stops serve, and the command is gone.
+func TestServeShutdownWithAStuckManifestTool(t *testing.T) {
+	marker := proctest.NewMarker()
+	dir := workspace(t, fmt.Sprintf(`{"tools": [{"name": "hang", "description": "Hangs.", "command": ["/bin/sh", "-c", "trap '' TERM INT; exec sleep %s"]}], "permission": [{"action": "*", "resource": "*", "effect": "allow"}]}`, marker))
+	h := startHost(t, "--location", dir)
+	called := make(chan result, 1)
+	go func() { called <- runRemote(t, "call", "--socket", h.socket, "hang") }()
+	proctest.Until(t, func() bool { return len(proctest.Marked(marker)) > 0 })
+	start := time.Now()
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	<-h.done
+	t.Logf("serve ended in %v (%v)", time.Since(start), h.cmd.ProcessState)
+	<-called
+	if h.err != nil {
+		t.Errorf("serve ended with %v\n%s", h.err, lastLines(h.stderr.String(), 10))
+	}
+	proctest.Until(t, func() bool { return len(proctest.Marked(marker)) == 0 })
+}
