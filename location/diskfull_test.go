@@ -51,3 +51,40 @@ func TestBuildOnAFullDisk(t *testing.T) {
 		}
 	})
 }
+
+// TestLockOnAFullDisk: a module plugin locked while the workspace's disk is full
+// fails, naming the lock file and what to do, and leaves the workspace's
+// .toolhost as it was (no lock file, no temporary file); once space is back the
+// lock is written.
+func TestLockOnAFullDisk(t *testing.T) {
+	disktest.Run(t, 1<<20, func(t *testing.T, d *disktest.Disk) {
+		_, goEnv := offlineProxy(t, "v1.0.0")
+		dir := canonicalDir(t, filepath.Join(d.Dir))
+		setConfig(t, dir, obj{"plugins": []obj{{"name": "greet", "module": greetPackage, "version": "v1", "allow": true}}})
+		cfg, err := location.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := d.Files(t, filepath.Join(dir, ".toolhost"))
+		d.Fill(t)
+		_, _, err = location.LockModules(t.Context(), dir, cfg, location.LockOptions{Env: goEnv})
+		lockFile := filepath.Join(dir, location.LockPath)
+		if err == nil || !strings.Contains(err.Error(), lockFile) || !strings.Contains(err.Error(), "free space") {
+			t.Fatalf("LockModules on a full disk = %v; want an error naming %s and what to do", err, lockFile)
+		}
+		t.Log(err)
+		after := d.Files(t, filepath.Join(dir, ".toolhost"))
+		for _, name := range after {
+			if name == "plugins.lock.json" || strings.HasSuffix(name, ".tmp") {
+				t.Errorf(".toolhost holds %v (before: %v)", after, before)
+			}
+		}
+		d.Free(t)
+		if _, _, err := location.LockModules(t.Context(), dir, cfg, location.LockOptions{Env: goEnv}); err != nil {
+			t.Fatalf("LockModules once space is back: %v", err)
+		}
+		if lock, err := location.ReadLock(dir); err != nil || lock.Plugins["greet"].Version != "v1.0.0" {
+			t.Errorf("the lock: %+v, %v", lock, err)
+		}
+	})
+}
