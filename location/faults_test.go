@@ -272,3 +272,36 @@ func TestWatchConfigDeletedAndRestored(t *testing.T) {
 		t.Errorf("echo served by the old process %d", pid)
 	}
 }
+
+// TestWatchConfigTruncatedMidWrite: an editor that truncates the config and writes
+// it again in place, caught between the two (an empty file, then half of it), is
+// not applied until the file is whole: the rules in force stay, and the whole file
+// then applies.
+func TestWatchConfigTruncatedMidWrite(t *testing.T) {
+	dir := workspace(t, denyRead)
+	file := filepath.Join(dir, location.ConfigPath)
+	l := watched(t, dir)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	untilConfig(t, l, func() bool { return configErr(l) != nil })
+	if readOffered(t, l) {
+		t.Error("an empty config dropped the deny")
+	}
+	t.Log(configErr(l))
+	data, _ := json.Marshal(obj{"permission": allowAll})
+	if _, err := f.Write(data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+	untilConfig(t, l, func() bool { return configErr(l) != nil && !strings.Contains(configErr(l).Error(), "empty") })
+	if readOffered(t, l) {
+		t.Error("half a config dropped the deny")
+	}
+	if _, err := f.Write(data[len(data)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	untilConfig(t, l, func() bool { return readOffered(t, l) && configErr(l) == nil })
+}
