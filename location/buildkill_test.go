@@ -4,15 +4,18 @@ package location_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/location"
 )
 
 // ppid returns the parent of pid, or 0.
@@ -57,4 +60,57 @@ func TestHostKilledDuringABuildLeavesNoGoCommand(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	proctest.Until(t, func() bool { return !proctest.Running(goCmd) })
+}
+
+// TestHostKilledDuringAModuleBuildLeavesNoScratch: a host SIGKILLed while it builds
+// a module plugin (its go install held by a -toolexec step) leaves its scratch
+// module in the build cache; the next build there removes it, and leaves none of
+// its own.
+func TestHostKilledDuringAModuleBuildLeavesNoScratch(t *testing.T) {
+	_, goEnv := offlineProxy(t, "v1.0.0")
+	dir := workspace(t, obj{"plugins": []obj{{"name": "greet", "module": greetPackage, "version": "v1", "allow": true}}})
+	cfg, err := location.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _, err := location.LockModules(t.Context(), dir, cfg, location.LockOptions{Env: goEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, _ := json.Marshal(lock.Plugins["greet"])
+	cache := t.TempDir()
+
+	marker := proctest.NewMarker()
+	script := filepath.Join(t.TempDir(), "stall")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec sleep "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(slices.Clone(goEnv), "LOCATION_HELPER=buildmodule", "LOCATION_BUILD_CACHE="+cache, "LOCATION_LOCKED="+string(lm),
+		"GOFLAGS=-toolexec="+script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, pid := range proctest.Marked(marker) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	proctest.WaitMarked(t, marker, 1)
+	cmd.Process.Kill()
+	cmd.Wait()
+	scratch, _ := filepath.Glob(filepath.Join(cache, ".toolhost-module-*"))
+	if len(scratch) == 0 {
+		t.Fatalf("the killed build left no scratch module in %s; the test does not kill it mid-build:\n%s", cache, out.String())
+	}
+	t.Logf("the killed host left %v", scratch)
+
+	if _, _, err := location.BuildModule(t.Context(), goEnv, cache, "greet", lock.Plugins["greet"]); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, ".toolhost-module-*")); len(left) != 0 {
+		t.Errorf("after the next build the cache holds %v", left)
+	}
 }

@@ -48,6 +48,8 @@ func TestMain(m *testing.M) {
 		helperLockWriter()
 	case "build":
 		helperBuild()
+	case "buildmodule":
+		helperBuildModule()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

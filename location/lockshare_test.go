@@ -3,6 +3,7 @@ package location_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,4 +203,16 @@ func TestHostsBuildingOnePluginAtOnce(t *testing.T) {
 	if len(files) != 1 {
 		t.Errorf("the cache holds %v, want the binary alone", files)
 	}
+}
+
+// helperBuildModule is a host building the locked module plugin LOCATION_LOCKED
+// (a LockedModule in JSON), as "greet", into the build cache LOCATION_BUILD_CACHE.
+func helperBuildModule() {
+	var lm location.LockedModule
+	err := json.Unmarshal([]byte(os.Getenv("LOCATION_LOCKED")), &lm)
+	if err == nil {
+		_, _, err = location.BuildModule(context.Background(), os.Environ(), os.Getenv("LOCATION_BUILD_CACHE"), "greet", lm)
+	}
+	fmt.Println(err)
+	os.Exit(1)
 }
