@@ -32,15 +32,17 @@ func ppid(pid int) int {
 // TestHostKilledDuringABuildLeavesNoGoCommand: a host SIGKILLed while it builds a
 // plugin (its go command held in a step that never ends, through -toolexec) takes
 // its go command with it, which would otherwise run on, and start every compile
-// and link step left, for a host that is gone.
+// and link step left, for a host that is gone; the next build in the cache
+// removes the temporary directory it left.
 func TestHostKilledDuringABuildLeavesNoGoCommand(t *testing.T) {
 	marker := proctest.NewMarker()
 	script := filepath.Join(t.TempDir(), "stall")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec sleep "+marker+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	cache := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOCATION_HELPER=build", "LOCATION_BUILD_CACHE="+t.TempDir(), "LOCATION_SOURCE="+echoSource,
+	cmd.Env = append(os.Environ(), "LOCATION_HELPER=build", "LOCATION_BUILD_CACHE="+cache, "LOCATION_SOURCE="+echoSource,
 		"GOFLAGS=-toolexec="+script)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -60,6 +62,19 @@ func TestHostKilledDuringABuildLeavesNoGoCommand(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	proctest.Until(t, func() bool { return !proctest.Running(goCmd) })
+
+	// Its temporary directory is in the cache under the key of its GOFLAGS, which
+	// no build here has: the next build of another key removes it.
+	temps, _ := filepath.Glob(filepath.Join(cache, "*", ".*.build.tmp"))
+	if len(temps) != 1 {
+		t.Fatalf("the killed build left %v; want its temporary directory", temps)
+	}
+	if _, _, err := location.BuildPlugin(t.Context(), cache, "echo", echoSource); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, "*", ".*.build.tmp")); len(left) != 0 {
+		t.Errorf("after the next build the cache holds %v", left)
+	}
 }
 
 // TestHostKilledDuringAModuleBuildLeavesNoScratch: a host SIGKILLed while it builds
