@@ -50,6 +50,8 @@ func TestMain(m *testing.M) {
 		helperBuild()
 	case "buildmodule":
 		helperBuildModule()
+	case "activate":
+		helperActivate()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

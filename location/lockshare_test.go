@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/location"
+	"github.com/toolhost/toolhost/registry"
+	"github.com/toolhost/toolhost/scope"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // helperLock is a host process upgrading one module plugin of the Location
@@ -215,4 +219,72 @@ func helperBuildModule() {
 	}
 	fmt.Println(err)
 	os.Exit(1)
+}
+
+// helperActivate is a host activating the Location LOCATION_DIR with its process's
+// environment and the build cache LOCATION_BUILD_CACHE, calling its greet tool
+// and printing the answer.
+func helperActivate() {
+	fail := func(err error) {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	st, err := registry.OpenStorage(filepath.Join(os.Getenv("LOCATION_STATE"), "output"), registry.StorageOptions{})
+	if err != nil {
+		fail(err)
+	}
+	reg, err := registry.New(registry.Options{Storage: st})
+	if err != nil {
+		fail(err)
+	}
+	root := scope.New(context.Background())
+	defer root.Close(context.Background())
+	l, err := location.Activate(context.Background(), root, os.Getenv("LOCATION_DIR"), location.Options{
+		Registry: reg, BuildCache: os.Getenv("LOCATION_BUILD_CACHE"), StateDir: os.Getenv("LOCATION_STATE"),
+	})
+	if err != nil {
+		fail(err)
+	}
+	q, err := l.Prepare()
+	if err != nil {
+		fail(err)
+	}
+	s, err := q.Settle(context.Background(), registry.Call{Name: "greet", Input: []byte(`{"name":"ada"}`), Invocation: sdk.Invocation{ToolCallID: "c1"}})
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(s.Text())
+}
+
+// TestHostsActivatingAModulePluginAtOnce: three host processes activate one
+// Location whose module plugin is not locked yet, at the same time, with one
+// build cache: each resolves, locks, builds and serves it; the lock file ends
+// with the one entry, whole, and every host calls the plugin.
+func TestHostsActivatingAModulePluginAtOnce(t *testing.T) {
+	_, goEnv := offlineProxy(t, "v1.0.0")
+	dir := workspace(t, obj{"plugins": []obj{{"name": "greet", "module": greetPackage, "version": "v1", "allow": true}}})
+	cache := t.TempDir()
+	var wg sync.WaitGroup
+	for range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(slices.Clone(goEnv), "LOCATION_HELPER=activate", "LOCATION_DIR="+dir, "LOCATION_BUILD_CACHE="+cache, "LOCATION_STATE="+t.TempDir())
+		cmd.Stderr = os.Stderr
+		wg.Go(func() {
+			out, err := cmd.Output()
+			if err != nil || !strings.Contains(string(out), "ada") {
+				t.Errorf("host: %v: %s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	lock, err := location.ReadLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lock.Plugins) != 1 || lock.Plugins["greet"].Version != "v1.0.0" {
+		t.Errorf("the lock holds %+v; want greet at v1.0.0", lock.Plugins)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(dir, ".toolhost", ".*.tmp")); len(temps) != 0 {
+		t.Errorf("temporary files left: %v", temps)
+	}
 }
