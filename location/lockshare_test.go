@@ -214,11 +214,66 @@ func TestHostsBuildingOnePluginAtOnce(t *testing.T) {
 func helperBuildModule() {
 	var lm location.LockedModule
 	err := json.Unmarshal([]byte(os.Getenv("LOCATION_LOCKED")), &lm)
+	var (
+		bin   string
+		built bool
+	)
 	if err == nil {
-		_, _, err = location.BuildModule(context.Background(), os.Environ(), os.Getenv("LOCATION_BUILD_CACHE"), "greet", lm)
+		bin, built, err = location.BuildModule(context.Background(), os.Environ(), os.Getenv("LOCATION_BUILD_CACHE"), "greet", lm)
 	}
-	fmt.Println(err)
-	os.Exit(1)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	fmt.Println(bin, built)
+	os.Exit(0)
+}
+
+// TestHostsBuildingOneModulePluginAtOnce: three host processes build one locked
+// module plugin into one build cache at the same time: one builds it, the others
+// wait for it and use its binary.
+func TestHostsBuildingOneModulePluginAtOnce(t *testing.T) {
+	_, goEnv := offlineProxy(t, "v1.0.0")
+	dir := workspace(t, obj{"plugins": []obj{{"name": "greet", "module": greetPackage, "version": "v1", "allow": true}}})
+	cfg, err := location.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _, err := location.LockModules(t.Context(), dir, cfg, location.LockOptions{Env: goEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, _ := json.Marshal(lock.Plugins["greet"])
+	cache := t.TempDir()
+	var (
+		mu   sync.Mutex
+		outs []string
+		wg   sync.WaitGroup
+	)
+	for range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(slices.Clone(goEnv), "LOCATION_HELPER=buildmodule", "LOCATION_BUILD_CACHE="+cache, "LOCATION_LOCKED="+string(lm))
+		cmd.Stderr = os.Stderr
+		wg.Go(func() {
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("host: %v: %s", err, out)
+			}
+			mu.Lock()
+			outs = append(outs, strings.TrimSpace(string(out)))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	built := 0
+	for _, o := range outs {
+		if strings.HasSuffix(o, " true") {
+			built++
+		}
+	}
+	if built != 1 {
+		t.Errorf("%d hosts built the module plugin, want one: %q", built, outs)
+	}
 }
 
 // helperActivate is a host activating the Location LOCATION_DIR with its process's

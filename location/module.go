@@ -268,6 +268,16 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
 		return out, false, nil
 	}
+	// One build of a key at a time, across processes, as BuildPlugin's: a second
+	// waits, then finds the binary.
+	lk, err := filestore.Lock(out)
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	defer lk.Unlock()
+	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
+		return out, false, nil
+	}
 
 	tmp, done, err := scratchModule(cacheDir)
 	if err != nil {
@@ -289,10 +299,15 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 	if err != nil || len(entries) != 1 {
 		return "", false, fmt.Errorf("location: build plugin %q: go install left no single binary in %s", name, bin)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+	// Durable before it is named: a binary the system lost half of after a crash
+	// would be handed out under its key.
+	if err := syncFile(filepath.Join(bin, entries[0].Name())); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	if err := os.Rename(filepath.Join(bin, entries[0].Name()), out); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	if err := filestore.SyncDir(filepath.Dir(out)); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	return out, true, nil
