@@ -27,6 +27,10 @@ var (
 	outputDir string
 )
 
+// mainEnv set in its environment makes the test binary run as the toolhost
+// command (cli.Main) with its arguments (see startHost).
+const mainEnv = "TOOLHOST_CLI_TEST_MAIN"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) != "" {
 		cli.Main() // the test binary as the toolhost command (see startHost)

@@ -20,10 +20,6 @@ import (
 	"github.com/toolhost/toolhost/internal/proctest"
 )
 
-// mainEnv set in its environment makes the test binary run as the toolhost
-// command (cli.Main) with its arguments.
-const mainEnv = "TOOLHOST_CLI_TEST_MAIN"
-
 // host is a toolhost command running in a process of its own.
 type host struct {
 	cmd    *exec.Cmd
