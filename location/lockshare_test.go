@@ -277,8 +277,8 @@ func TestHostsBuildingOneModulePluginAtOnce(t *testing.T) {
 }
 
 // helperActivate is a host activating the Location LOCATION_DIR with its process's
-// environment and the build cache LOCATION_BUILD_CACHE, calling its greet tool
-// and printing the answer.
+// environment and the build cache LOCATION_BUILD_CACHE, calling its greet tool,
+// printing the answer and deactivating it.
 func helperActivate() {
 	fail := func(err error) {
 		fmt.Println(err)
@@ -293,7 +293,6 @@ func helperActivate() {
 		fail(err)
 	}
 	root := scope.New(context.Background())
-	defer root.Close(context.Background())
 	l, err := location.Activate(context.Background(), root, os.Getenv("LOCATION_DIR"), location.Options{
 		Registry: reg, BuildCache: os.Getenv("LOCATION_BUILD_CACHE"), StateDir: os.Getenv("LOCATION_STATE"),
 	})
@@ -309,6 +308,10 @@ func helperActivate() {
 		fail(err)
 	}
 	fmt.Println(s.Text())
+	if err := root.Close(context.Background()); err != nil {
+		fail(err)
+	}
+	os.Exit(0)
 }
 
 // TestHostsActivatingAModulePluginAtOnce: three host processes activate one
