@@ -113,6 +113,7 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
+	sweepBuildTemps(cacheDir)
 	// One build of a key at a time, across processes: a second waits, then finds
 	// the binary. Taking the lock removes a killed build's temporary directory.
 	lk, err := filestore.Lock(out)
@@ -159,6 +160,25 @@ func BuildPlugin(ctx context.Context, cacheDir, name, sourceDir string) (path st
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	return out, true, nil
+}
+
+// sweepBuildTemps removes the temporary directories of builds in cacheDir whose
+// lock no process holds: their hosts were killed mid-build. Taking a key's lock
+// removes its own (see filestore.Lock), but a key whose sources have changed since
+// is never built again.
+func sweepBuildTemps(cacheDir string) {
+	temps, _ := filepath.Glob(filepath.Join(cacheDir, "*", ".*.build.tmp"))
+	for _, tmp := range temps {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(tmp), "."), ".build.tmp")
+		f, err := os.OpenFile(filestore.LockPath(filepath.Join(filepath.Dir(tmp), name)), os.O_RDWR, 0)
+		if err != nil {
+			continue // no lock: not a build's
+		}
+		if ok, _ := filestore.TryLockFile(f); ok {
+			os.RemoveAll(tmp)
+		}
+		f.Close()
+	}
 }
 
 // syncFile makes the contents of the file at path durable.

@@ -36,5 +36,9 @@
 // shared with other Locations; an id is open at most once in a registry, and
 // toolhost serve waits for a closing Location before opening it again. Files two
 // processes may write — plugins.lock.json, the build cache, saved approvals — are
-// changed under a file lock (internal/filestore, UpdateLock, BuildPlugin).
+// changed under a file lock (internal/filestore, UpdateLock, BuildPlugin,
+// BuildModule, the scratch modules). The one state Locations of a process share is
+// the config watcher (configWatches): its mu guards the watched directories'
+// counts and the watches, and each watch's filter runs under it, so a filter takes
+// no lock at all.
 package location

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolhost/toolhost/builtin"
 	"github.com/toolhost/toolhost/fsys"
+	"github.com/toolhost/toolhost/internal/filestore"
 	"github.com/toolhost/toolhost/mcp"
 	"github.com/toolhost/toolhost/permission"
 	"github.com/toolhost/toolhost/plugins"
@@ -153,6 +154,13 @@ func Activate(ctx context.Context, parent *scope.Scope, dir string, opts Options
 	cfg, err := LoadConfig(id)
 	if err != nil {
 		return nil, err
+	}
+	// A host killed while it wrote the lock file left a temporary file beside it.
+	lockFile := filepath.Join(id, filepath.FromSlash(LockPath))
+	if removed, err := filestore.Clean(lockFile); err != nil {
+		logger.Warn("could not remove what a killed writer of the lock file left", "file", lockFile, "error", err)
+	} else if len(removed) > 0 {
+		logger.Info("removed the temporary files a killed writer of the lock file left", "files", strings.Join(removed, ", "))
 	}
 	reattach, err := parseReattach(env)
 	if err != nil {

@@ -44,6 +44,14 @@ func TestMain(m *testing.M) {
 		helperHost()
 	case "lock":
 		helperLock()
+	case "lockwriter":
+		helperLockWriter()
+	case "build":
+		helperBuild()
+	case "buildmodule":
+		helperBuildModule()
+	case "activate":
+		helperActivate()
 	}
 	var err error
 	buildCache, err = os.MkdirTemp("", "toolhost-location-test-")

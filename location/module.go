@@ -2,11 +2,13 @@ package location
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/internal/filestore"
 )
 
 // Plugins given as Go modules ("module" and "version" in a plugin entry) are fetched
@@ -101,24 +105,65 @@ func goEnv(env []string) []string {
 	return append(slices.Clone(env), "GOWORK=off", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
 }
 
+// scratchPrefix begins the name of every scratch module directory.
+const scratchPrefix = ".toolhost-module-"
+
 // scratchModule makes an empty module in a temporary directory under parent (the
 // system's temporary directory if ""), for go commands that must not see any
-// workspace's module. The caller removes it.
-func scratchModule(parent string) (string, error) {
+// workspace's module; done removes it. A host killed meanwhile cannot remove it,
+// so the directory is held by a file lock (its hidden sibling ".NAME.lock",
+// taken before the directory exists), which dies with its process: under a
+// parent of toolhost's own (a build cache), scratchModule first removes the
+// scratch modules whose lock is free, which killed hosts left.
+func scratchModule(parent string) (dir string, done func(), err error) {
 	if parent != "" {
 		if err := os.MkdirAll(parent, 0o700); err != nil {
-			return "", err
+			return "", nil, err
 		}
+		sweepScratch(parent)
+	} else {
+		parent = os.TempDir()
 	}
-	dir, err := os.MkdirTemp(parent, ".toolhost-module-")
+	dir = filepath.Join(parent, scratchPrefix+rand.Text())
+	lk, err := filestore.Lock(dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	done = func() {
+		os.RemoveAll(dir)
+		os.Remove(filestore.LockPath(dir))
+		lk.Unlock()
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		done()
+		return "", nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module toolhost.invalid/scratch\n"), 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", err
+		done()
+		return "", nil, err
 	}
-	return dir, nil
+	return dir, done, nil
+}
+
+// sweepScratch removes the scratch modules in parent whose lock no process holds:
+// their hosts died before removing them.
+func sweepScratch(parent string) {
+	names, _ := filepath.Glob(filepath.Join(parent, scratchPrefix+"*"))
+	for _, dir := range names {
+		f, err := os.OpenFile(filestore.LockPath(dir), os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			os.RemoveAll(dir) // made before scratch modules were locked
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if ok, _ := filestore.TryLockFile(f); ok {
+			os.RemoveAll(dir)
+			os.Remove(filestore.LockPath(dir))
+		}
+		f.Close()
+	}
 }
 
 // ResolveModule resolves the module plugin pc (pc.Module at pc.Version, a version or
@@ -130,11 +175,11 @@ func ResolveModule(ctx context.Context, env []string, tmpDir string, pc PluginCo
 		return LockedModule{}, fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
 	env = goEnv(env)
-	dir, err := scratchModule(tmpDir)
+	dir, done, err := scratchModule(tmpDir)
 	if err != nil {
 		return LockedModule{}, fmt.Errorf("location: plugin %q: %w", pc.Name, err)
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	fail := func(op string, out []byte, err error) (LockedModule, error) {
 		if ctx.Err() != nil {
 			return LockedModule{}, fmt.Errorf("location: plugin %q: %w", pc.Name, context.Cause(ctx))
@@ -223,12 +268,22 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
 		return out, false, nil
 	}
-
-	tmp, err := scratchModule(cacheDir)
+	// One build of a key at a time, across processes, as BuildPlugin's: a second
+	// waits, then finds the binary.
+	lk, err := filestore.Lock(out)
 	if err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
-	defer os.RemoveAll(tmp)
+	defer lk.Unlock()
+	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
+		return out, false, nil
+	}
+
+	tmp, done, err := scratchModule(cacheDir)
+	if err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	defer done()
 	if err := fetchLocked(ctx, goCmd, env, tmp, name, lm); err != nil {
 		return "", false, err
 	}
@@ -244,10 +299,15 @@ func BuildModule(ctx context.Context, env []string, cacheDir, name string, lm Lo
 	if err != nil || len(entries) != 1 {
 		return "", false, fmt.Errorf("location: build plugin %q: go install left no single binary in %s", name, bin)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+	// Durable before it is named: a binary the system lost half of after a crash
+	// would be handed out under its key.
+	if err := syncFile(filepath.Join(bin, entries[0].Name())); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	if err := os.Rename(filepath.Join(bin, entries[0].Name()), out); err != nil {
+		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
+	}
+	if err := filestore.SyncDir(filepath.Dir(out)); err != nil {
 		return "", false, fmt.Errorf("location: build plugin %q: build cache: %w", name, err)
 	}
 	return out, true, nil
@@ -402,11 +462,11 @@ func VerifyModule(ctx context.Context, env []string, tmpDir, name string, lm Loc
 	if err != nil {
 		return fmt.Errorf("location: plugin %q: %w", name, err)
 	}
-	dir, err := scratchModule(tmpDir)
+	dir, done, err := scratchModule(tmpDir)
 	if err != nil {
 		return fmt.Errorf("location: plugin %q: %w", name, err)
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	return fetchLocked(ctx, goCmd, goEnv(env), dir, name, lm)
 }
 

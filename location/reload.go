@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -117,6 +118,16 @@ func (l *Location) readConfig(ctx context.Context) error {
 	case <-l.started:
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+	// A Location whose directory is gone (removed, renamed) has no config to
+	// read: LoadConfig would find none and read an empty one, stopping every
+	// source. The running config serves on until the directory is back.
+	if fi, err := os.Stat(l.id); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return l.notApplied(fmt.Errorf("location: %s: the Location's directory is gone (%w): removed or renamed while active; "+
+			"put it back to apply edits, or deactivate the Location", l.id, err))
 	}
 	cfg, err := LoadConfig(l.id)
 	if err != nil {
@@ -506,18 +517,39 @@ func (l *Location) stopSource(ctx context.Context, s *source) {
 // watchConfig reloads the Location whenever one of its config files changes, once
 // the files have been quiet for reloadDebounce (or reloadMaxDelay after the first
 // change, if they never are), until the Location closes. A change made during a
-// reload is read by the next one.
+// reload is read by the next one. The watch is one of the process's shared
+// watcher (configWatches), so a process's Locations spend one inotify instance
+// of the user's between them.
+//
+// A directory that holds config files (the Location's own, .toolhost,
+// .toolhost/tools, those of the imported configs) made, removed or renamed counts
+// as a change of its files: a .toolhost renamed into place brings a config no
+// event names. The parent of the Location's directory is watched too, so that the
+// directory made again or renamed back after it went is watched again. A
+// directory is watched again (all of them are, since one may come with the others
+// inside) before the change is read, so what was written into it before its watch
+// is read then, and what comes after is seen. Events the watcher lost (an
+// overflow of its queue) count as a change.
 func (l *Location) watchConfig() error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
 	dirs := map[string]bool{l.id: true, filepath.Join(l.id, ".toolhost"): true, filepath.Join(l.id, ".toolhost", "tools"): true}
 	for rel := range importFormats {
 		dirs[filepath.Join(l.id, filepath.Dir(filepath.FromSlash(rel)))] = true
 	}
-	for dir := range dirs {
-		_ = w.Add(dir) // one that does not exist yet is added when it is created
+	watched := slices.Sorted(maps.Keys(dirs))
+	if parent := filepath.Dir(l.id); parent != l.id {
+		watched = append(watched, parent) // only its events naming l.id count
+	}
+	cw, err := configWatches.watch(watched, func(path string, op fsnotify.Op) (relevant, rewatch bool) {
+		switch {
+		case dirs[path]:
+			return true, op.Has(fsnotify.Create)
+		case l.isConfigFile(path):
+			return true, false
+		}
+		return false, false
+	})
+	if err != nil {
+		return err
 	}
 	l.reload.kick = make(chan struct{}, 1)
 	if err := l.scope.Go(func(ctx context.Context) {
@@ -530,31 +562,21 @@ func (l *Location) watchConfig() error {
 			}
 		}
 	}); err != nil {
-		w.Close()
+		cw.Close()
 		return err
 	}
-	return l.scope.Go(func(ctx context.Context) {
-		defer w.Close()
+	if err := l.scope.Go(func(ctx context.Context) {
+		defer cw.Close()
 		var timer reloadTimer
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
+			case <-cw.changed:
+				if err := cw.Err(); err != nil {
+					l.logger.Warn("watching the config files: reading them again", "location", l.id, "error", err)
 				}
-				if ev.Has(fsnotify.Create) && dirs[ev.Name] {
-					_ = w.Add(ev.Name)
-				}
-				if l.isConfigFile(ev.Name) {
-					timer.changed()
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				l.logger.Warn("watching the config files", "location", l.id, "error", err)
+				timer.changed()
 			case <-timer.quiet:
 				timer = reloadTimer{}
 				l.readAndKick(ctx)
@@ -563,7 +585,11 @@ func (l *Location) watchConfig() error {
 				l.readAndKick(ctx)
 			}
 		}
-	})
+	}); err != nil {
+		cw.Close()
+		return err
+	}
+	return nil
 }
 
 // readAndKick reads the config files and, when they are valid, has the

@@ -27,7 +27,14 @@ var (
 	outputDir string
 )
 
+// mainEnv set in its environment makes the test binary run as the toolhost
+// command (cli.Main) with its arguments (see startHost).
+const mainEnv = "TOOLHOST_CLI_TEST_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		cli.Main() // the test binary as the toolhost command (see startHost)
+	}
 	tmp, err := os.MkdirTemp("", "toolhost-cli-test-")
 	if err == nil {
 		outputDir = filepath.Join(tmp, "tool-output")
@@ -128,7 +135,7 @@ func (w *watchWriter) String() string {
 }
 
 // allTools are the test plugin's tools and the built-ins every Location has.
-var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read"}
+var allTools = []string{"big", "block", "confirm", "echo", "fail", "glob", "grep", "list", "picture", "progress", "read", "stuck"}
 
 func TestTools(t *testing.T) {
 	dir := workspace(t, "")

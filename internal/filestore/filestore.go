@@ -234,11 +234,14 @@ func (l *Locked) update(perm fs.FileMode, fn func(old []byte) ([]byte, error)) e
 var ErrUnchanged = errors.New("filestore: unchanged")
 
 // Clean removes, under the lock of path, the temporary files a writer killed
-// mid-write left beside it, and returns their paths. A missing directory is not
-// an error and creates nothing.
+// mid-write left beside it, and returns their paths. When there is none (a
+// missing directory included) it takes no lock and creates nothing, so cleaning
+// at start leaves no lock file in a directory no store has written (a
+// workspace's .toolhost); a temporary file made after it looked belongs to a
+// live writer.
 func Clean(path string) ([]string, error) {
-	if _, err := os.Stat(filepath.Dir(path)); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	if names, err := filepath.Glob(tempPattern(path)); err != nil || len(names) == 0 {
+		return nil, err
 	}
 	l, err := Lock(path)
 	if err != nil {

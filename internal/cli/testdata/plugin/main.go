@@ -1,8 +1,10 @@
 // Command plugin is the plugin the cli tests call: a typed "echo" tool, a "fail" tool
 // that returns a ToolFailure, a "progress" tool that reports three progress events, a
 // "picture" tool with media content, a "big" tool whose output exceeds the limits,
-// a "block" tool that waits until its call is cancelled, and a "confirm" tool that
-// asks the person (sdk.Ask) and reports the answer. With EXIT_IN_ACTIVATION set in
+// a "block" tool that waits until its call is cancelled, a "stuck" tool that
+// ignores SIGTERM and SIGINT from then on, creates the file its input names and
+// never returns, cancelled or not, and a "confirm" tool that asks the person
+// (sdk.Ask) and reports the answer. With EXIT_IN_ACTIVATION set in
 // its environment it exits with status 3 while it activates.
 package main
 
@@ -11,7 +13,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -27,6 +31,10 @@ type echoOutput struct {
 }
 
 type empty struct{}
+
+type stuckInput struct {
+	Marker string `json:"marker" jsonschema:"description=The file to create once stuck."`
+}
 
 func main() {
 	sdk.Serve(sdk.ActivateFunc(func(ctx context.Context, _ sdk.Location, tools sdk.Tools) error {
@@ -81,6 +89,14 @@ func main() {
 					sdk.ReportProgress(ctx, sdk.Progress{Progress: 0, Message: "blocking"})
 					<-ctx.Done()
 					return "", context.Cause(ctx)
+				}),
+			"stuck": sdk.NewTool("Ignore SIGTERM, create the marker file, never return.",
+				func(_ context.Context, _ sdk.Invocation, in stuckInput) (string, error) {
+					signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+					if err := os.WriteFile(in.Marker, nil, 0o644); err != nil {
+						return "", err
+					}
+					select {}
 				}),
 		})
 		return err
