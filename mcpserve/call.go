@@ -110,15 +110,23 @@ func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.C
 	s.mu.Lock()
 	if st.calls >= s.opts.MaxCallsPerSession {
 		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d}`, s.opts.MaxCallsPerSession)),
+		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d,"scope":"session"}`, s.opts.MaxCallsPerSession)),
 			Message: fmt.Sprintf("tool %q: refused: this session has %d calls in flight, the most toolhost mcp runs at once for one session; call again once one has ended",
 				name, s.opts.MaxCallsPerSession)}
 	}
+	if s.inFlight >= s.opts.MaxCalls {
+		s.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d,"scope":"host"}`, s.opts.MaxCalls)),
+			Message: fmt.Sprintf("tool %q: refused: toolhost mcp has %d calls in flight across all its sessions, the most it runs at once; call again once one has ended",
+				name, s.opts.MaxCalls)}
+	}
 	st.calls++
+	s.inFlight++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		st.calls--
+		s.inFlight--
 		s.mu.Unlock()
 	}()
 	if err := s.awaitRelease(ctx); err != nil {

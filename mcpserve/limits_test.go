@@ -1,8 +1,10 @@
 package mcpserve_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -110,4 +112,112 @@ func TestDisconnectWithAnAskPendingEndsTheSession(t *testing.T) {
 		t.Errorf("ServeStdio: %v", err)
 	}
 	rs.served <- nil // for the cleanup
+}
+
+// httpCall is one tools/call POSTed on an HTTP session whose answer streams back.
+type httpCall struct {
+	resp *http.Response
+	sc   *bufio.Scanner
+}
+
+// startCall POSTs body on session id and returns the call with its stream open.
+func (hf *httpFixture) startCall(t *testing.T, id, body string) *httpCall {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", hf.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+hf.token)
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	return &httpCall{resp: resp, sc: sc}
+}
+
+// next returns the call's next message; ok is false once its stream has ended.
+func (c *httpCall) next(t *testing.T) (m map[string]any, ok bool) {
+	t.Helper()
+	for c.sc.Scan() {
+		line := c.sc.Text()
+		data, isData := strings.CutPrefix(line, "data: ")
+		if !isData {
+			if strings.HasPrefix(line, "{") { // a JSON reply rather than a stream
+				data = line
+			} else {
+				continue
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("stream data %q: %v", data, err)
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+// TestCallsOfAllSessionsAreBounded: MaxCalls bounds the calls in flight of every
+// HTTP session together: with two sessions each running one call and MaxCalls 2,
+// a third call, from either session and under its own session's limit, is refused
+// at once with an error naming the host-wide limit; once one call ends a call is
+// served again.
+func TestCallsOfAllSessionsAreBounded(t *testing.T) {
+	f := startWith(t, mcpserve.Options{MaxCalls: 2}, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	a, b := hf.openSession(t), hf.openSession(t)
+	long := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait","arguments":{"steps":100000,"step_ms":20},"_meta":{"progressToken":"p%d"}}}`, id, id)
+	}
+	running := map[string]*httpCall{a: hf.startCall(t, a, long(1)), b: hf.startCall(t, b, long(1))}
+	for id, c := range running { // each under way: a progress notification
+		if m, ok := c.next(t); !ok || m["method"] != "notifications/progress" {
+			t.Fatalf("session %s's call before any progress: %v (stream open %v)", id, m, ok)
+		}
+	}
+
+	for _, id := range []string{a, b} {
+		m, ok := hf.startCall(t, id, long(2)).next(t)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if !ok || m["id"] != 2.0 || errCode(m) != -32000 || data["limit"] != 2.0 || data["scope"] != "host" ||
+			!strings.Contains(msg, "2 calls in flight across all its sessions") {
+			t.Fatalf("a third call, on a session with one: %v, want error -32000 naming the host-wide limit of 2", m)
+		}
+	}
+
+	if resp, body := hf.do(t, "POST", a, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("cancel: %d %q", resp.StatusCode, body)
+	}
+	for {
+		m, ok := running[a].next(t)
+		if !ok || m["id"] == 1.0 {
+			break
+		}
+	}
+	c := hf.startCall(t, b, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"served"}}}`)
+	for {
+		m, ok := c.next(t)
+		if !ok {
+			t.Fatal("the call after one ended: its stream ended without an answer")
+		}
+		if m["id"] != 3.0 {
+			continue
+		}
+		if res, _ := m["result"].(map[string]any); res == nil || res["isError"] == true {
+			t.Fatalf("the call after one ended: %v", m)
+		}
+		break
+	}
+	if resp, body := hf.do(t, "POST", b, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("cancel: %d %q", resp.StatusCode, body)
+	}
+	for {
+		if m, ok := running[b].next(t); !ok || m["id"] == 1.0 {
+			break
+		}
+	}
 }

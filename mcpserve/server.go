@@ -34,6 +34,12 @@ const DefaultMaxMessageBytes = 8 << 20
 // (Options.MaxCallsPerSession).
 const DefaultMaxCallsPerSession = 64
 
+// DefaultMaxCalls bounds the tools/call all client sessions of a Server have in
+// flight together (Options.MaxCalls): four sessions' worth of
+// DefaultMaxCallsPerSession, where 64 HTTP sessions of 64 calls each could hold
+// 4096.
+const DefaultMaxCalls = 4 * DefaultMaxCallsPerSession
+
 // Options configure a Server.
 type Options struct {
 	// Registry holds the Locations' placements. Required.
@@ -54,6 +60,12 @@ type Options struct {
 	// DefaultMaxCallsPerSession). A call past it is refused at once, never queued:
 	// JSON-RPC error -32000 naming the limit (data {"limit": MaxCallsPerSession}).
 	MaxCallsPerSession int
+	// MaxCalls bounds the tools/call all sessions have in flight together, stdio
+	// and HTTP, counted as MaxCallsPerSession is (default DefaultMaxCalls). A call
+	// past it is refused at once, never queued: JSON-RPC error -32000 naming the
+	// limit (data {"limit": MaxCalls, "scope": "host"}). A session's own limit is
+	// checked first.
+	MaxCalls int
 	// Roots, if set, is called with the client's roots that are file:// directories
 	// (absolute paths, sorted), after a session initializes and whenever its client
 	// sends notifications/roots/list_changed; the caller activates and adds what is
@@ -81,6 +93,7 @@ type Server struct {
 	mirrored map[string]string // served name → key of the tool the SDK holds
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
+	inFlight int // tools/call in flight, every session's (Options.MaxCalls)
 	// rootsAgain holds the sessions with a roots/list in flight: true when their
 	// roots changed since it was sent.
 	rootsAgain map[*gomcp.ServerSession]bool
@@ -134,6 +147,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxCallsPerSession <= 0 {
 		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
+	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = DefaultMaxCalls
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger,
