@@ -31,6 +31,8 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			if !ok || r.Session == nil {
 				break
 			}
+			ctx, stop := s.closing(ctx)
+			defer stop()
 			if err := s.awaitRelease(ctx); err != nil {
 				return nil, err
 			}
@@ -54,6 +56,20 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			return s.call(ctx, r)
 		}
 		return next(ctx, method, req)
+	}
+}
+
+// closing returns ctx ended also by Close, and the function that lets it go. The
+// go-sdk closes a session only once its requests have returned, so a call would
+// keep Close (and toolhost mcp --http's shutdown) waiting until it ended by itself.
+func (s *Server) closing(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() {
+		cancel(errors.New("toolhost mcp is shutting down (its MCP server closed)"))
+	})
+	return ctx, func() {
+		stop()
+		cancel(nil)
 	}
 }
 
@@ -105,6 +121,8 @@ func (s *Server) lookup(ctx context.Context, st *session, name string) (served, 
 // call settles one tools/call on the view the session last listed; a tool whose
 // source is still starting is waited for (see lookup).
 func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+	ctx, stop := s.closing(ctx)
+	defer stop()
 	st := s.sessionOf(req.Session)
 	name := req.Params.Name
 	s.mu.Lock()

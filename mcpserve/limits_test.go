@@ -221,3 +221,37 @@ func TestCallsOfAllSessionsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseInterruptsHTTPCalls: Server.Close interrupts an HTTP session's call in
+// flight and returns: the call's stream ends, with the interruption as its answer
+// if that was written before the session closed. The go-sdk
+// closes a session only once its calls have returned, so Close waited for the
+// call to end by itself, and toolhost mcp --http's shutdown with it.
+func TestCloseInterruptsHTTPCalls(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	id := hf.openSession(t)
+	c := hf.startCall(t, id, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"wait","arguments":{"steps":1000000,"step_ms":20},"_meta":{"progressToken":"p"}}}`)
+	if m, ok := c.next(t); !ok || m["method"] != "notifications/progress" {
+		t.Fatalf("before any progress: %v (stream open %v)", m, ok)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.srv.Close() }()
+	for {
+		m, ok := c.next(t)
+		if !ok { // the session closed before its answer was written
+			break
+		}
+		if m["id"] != 5.0 {
+			continue
+		}
+		e, _ := m["error"].(map[string]any)
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "interrupted") {
+			t.Fatalf("the call's answer once the server closed: %v, want an interruption", m)
+		}
+		break
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
