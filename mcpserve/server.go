@@ -40,6 +40,10 @@ const DefaultMaxCallsPerSession = 64
 // 4096.
 const DefaultMaxCalls = 4 * DefaultMaxCallsPerSession
 
+// DefaultStdioWriteTimeout is how long a write to a stdio client may wait for it
+// to read (Options.StdioWriteTimeout).
+const DefaultStdioWriteTimeout = 30 * time.Second
+
 // Options configure a Server.
 type Options struct {
 	// Registry holds the Locations' placements. Required.
@@ -66,6 +70,11 @@ type Options struct {
 	// limit (data {"limit": MaxCalls, "scope": "host"}). A session's own limit is
 	// checked first.
 	MaxCalls int
+	// StdioWriteTimeout bounds how long one write to a stdio client (ServeStdio's
+	// w) may wait for the client to read (default DefaultStdioWriteTimeout). Past
+	// it the client is taken to be gone: the session ends with a
+	// *NotReadingError, its calls interrupted.
+	StdioWriteTimeout time.Duration
 	// Roots, if set, is called with the client's roots that are file:// directories
 	// (absolute paths, sorted), after a session initializes and whenever its client
 	// sends notifications/roots/list_changed; the caller activates and adds what is
@@ -147,6 +156,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxCallsPerSession <= 0 {
 		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
+	}
+	if opts.StdioWriteTimeout <= 0 {
+		opts.StdioWriteTimeout = DefaultStdioWriteTimeout
 	}
 	if opts.MaxCalls <= 0 {
 		opts.MaxCalls = DefaultMaxCalls
