@@ -66,7 +66,14 @@ type Options struct {
 	OnActivate func(*location.Location) (stop func())
 	// MaxRequests bounds the Requests one client handle holds at once; default 4096.
 	MaxRequests int
+	// MaxCalls bounds the calls (Settle and SettleStream) in flight on the server,
+	// every connection's together; default DefaultMaxCalls. A call past it is
+	// refused at once with ResourceExhausted naming the limit, never queued.
+	MaxCalls int
 }
+
+// DefaultMaxCalls is the default of Options.MaxCalls.
+const DefaultMaxCalls = 1024
 
 // Server implements the serve API (see internal/servepb/serve.proto) over a set of
 // Locations it activates in a child scope of its parent. Create it with New, serve
@@ -103,6 +110,8 @@ type Server struct {
 
 	// maxHeld is the most progress events one handle's streams held at once.
 	maxHeld atomic.Int64
+	// inFlight counts the calls in flight (Options.MaxCalls).
+	inFlight atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -129,6 +138,9 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 	}
 	if opts.MaxRequests <= 0 {
 		opts.MaxRequests = 4096
+	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = DefaultMaxCalls
 	}
 	log := opts.Logger
 	if log == nil {
