@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"errors"
+	"github.com/toolhost/toolhost/internal/proctest"
 	"strings"
 	"testing"
 
@@ -46,4 +48,28 @@ func TestCallsInFlightAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-otherRunning
+}
+
+// TestConnectionsAreBounded: with Options.MaxConns connections open, the next is
+// closed as soon as it is accepted (its call fails with Unavailable); once one
+// closes, a connection is served again.
+func TestConnectionsAreBounded(t *testing.T) {
+	f := start(t, func(o *server.Options) { o.MaxConns = 2 })
+	first, second := f.dial(t), f.dial(t)
+	for _, c := range []*client.Client{first, second} {
+		if _, err := c.ListLocations(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := f.dial(t)
+	if _, err := third.ListLocations(t.Context()); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("a third connection's call: %v, want ErrUnavailable", err)
+	}
+	first.Close()
+	proctest.Until(t, func() bool {
+		c := f.dial(t)
+		defer c.Close()
+		_, err := c.ListLocations(t.Context())
+		return err == nil
+	})
 }
