@@ -334,6 +334,11 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			return err
 		}
 	}
+	end, err := watch(ctx, "WatchAsks")
+	if err != nil {
+		return err
+	}
+	defer end()
 	w, pending := a.s.askWatchers.add(h, req.LocationId, a.s.asks, askedEvent)
 	defer a.s.askWatchers.remove(w)
 	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}, w.events, w.dropped, "asks")

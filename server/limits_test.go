@@ -1,12 +1,19 @@
 package server_test
 
 import (
+	"context"
 	"errors"
-	"github.com/toolhost/toolhost/internal/proctest"
+	"fmt"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/proctest"
+	"github.com/toolhost/toolhost/internal/servepb"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/server"
 )
@@ -72,4 +79,53 @@ func TestConnectionsAreBounded(t *testing.T) {
 		_, err := c.ListLocations(t.Context())
 		return err == nil
 	})
+}
+
+// TestWatchStreamsAreBounded: a connection with MaxWatchesPerConn watch streams
+// open (WatchAsks, WatchInteractions and WatchSources together) has its next one
+// refused with ResourceExhausted naming the limit; once one ends, a watch is
+// served again.
+func TestWatchStreamsAreBounded(t *testing.T) {
+	f := start(t, nil)
+	rpc, open, loc, _ := f.narrowClient(t)
+	watch := func(ctx context.Context, i int) error {
+		var recv func() error
+		var err error
+		switch i % 3 {
+		case 0:
+			var st grpc.ServerStreamingClient[servepb.AskEvent]
+			if st, err = rpc.WatchAsks(ctx, &servepb.WatchAsksRequest{ClientId: open.ClientId}); err == nil {
+				recv = func() error { _, err := st.Recv(); return err }
+			}
+		case 1:
+			var st grpc.ServerStreamingClient[servepb.InteractionEvent]
+			if st, err = rpc.WatchInteractions(ctx, &servepb.WatchInteractionsRequest{ClientId: open.ClientId}); err == nil {
+				recv = func() error { _, err := st.Recv(); return err }
+			}
+		default:
+			var st grpc.ServerStreamingClient[servepb.SourcesEvent]
+			if st, err = rpc.WatchSources(ctx, &servepb.WatchSourcesRequest{LocationId: loc.Location.Id}); err == nil {
+				recv = func() error { _, err := st.Recv(); return err }
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return recv() // its first event: the watch is served
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i := range server.MaxWatchesPerConn {
+		if err := watch(ctx, i); err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		err := watch(t.Context(), i)
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), fmt.Sprint(server.MaxWatchesPerConn, " watch streams open")) {
+			t.Fatalf("a watch past the limit: %v, want ResourceExhausted naming the limit", err)
+		}
+	}
+	cancel() // ends them all
+	proctest.Until(t, func() bool { return watch(t.Context(), 0) == nil })
 }
