@@ -6,16 +6,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/internal/hosttest"
 	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/internal/servepb"
+	"github.com/toolhost/toolhost/registry"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/server"
 )
@@ -130,4 +135,84 @@ func TestWatchStreamsAreBounded(t *testing.T) {
 	}
 	cancel() // ends them all
 	proctest.Until(t, func() bool { return watch(t.Context(), 0) == nil })
+}
+
+// endObserver records how each settlement of a tool named name ended.
+type endObserver struct {
+	name string
+	ends chan error // nil for a settlement
+}
+
+func (o *endObserver) StartSettle(ctx context.Context, _ string, call registry.Call) (context.Context, registry.Settling) {
+	if call.Name != o.name {
+		return ctx, nil
+	}
+	return ctx, endSettling{o}
+}
+
+type endSettling struct{ o *endObserver }
+
+func (endSettling) Resolved(registry.Source) {}
+func (endSettling) Step(ctx context.Context, _ registry.Step) context.Context {
+	return ctx
+}
+
+func (e endSettling) End(s *registry.Settlement, err error) {
+	if s != nil {
+		err = nil
+	} else if err == nil {
+		err = errors.New("neither a settlement nor an error")
+	}
+	e.o.ends <- err
+}
+
+// TestDisconnectMidCallInterrupts: a runner whose connection breaks while its
+// call runs (the socket closed under gRPC: no CloseClient, no GOAWAY) has the call
+// interrupted: the tool's context ends, the settlement ends as an interruption
+// (never a settlement), and nothing is left in flight.
+func TestDisconnectMidCallInterrupts(t *testing.T) {
+	obs := &endObserver{name: "block", ends: make(chan error, 1)}
+	f := start(t, func(o *server.Options) { o.Registry = hosttest.Registry(t, registry.Options{Observer: obs}) })
+	var mu sync.Mutex
+	var raw net.Conn
+	cc, err := grpc.NewClient("passthrough:///"+f.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "unix", addr)
+			mu.Lock()
+			raw = c
+			mu.Unlock()
+			return c, err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rpc := servepb.NewToolhostClient(cc)
+	open, err := rpc.OpenClient(t.Context(), &servepb.OpenClientRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := rpc.ActivateLocation(t.Context(), &servepb.ActivateLocationRequest{Directory: workspace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := rpc.PrepareRequest(t.Context(), &servepb.PrepareRequestRequest{ClientId: open.ClientId, LocationId: loc.Location.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := rpc.SettleStream(t.Context(), &servepb.SettleRequest{ClientId: open.ClientId, RequestId: prep.RequestId, Name: "block", InputJson: "{}",
+		Invocation: &servepb.Invocation{SessionId: "s", ToolCallId: "d1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil { // its progress: under way
+		t.Fatal(err)
+	}
+	mu.Lock()
+	raw.Close() // the runner goes away
+	mu.Unlock()
+	if err := <-obs.ends; !errors.Is(err, context.Canceled) {
+		t.Errorf("the settlement of a call whose runner went away ended with %v, want an interruption", err)
+	}
+	proctest.Until(t, func() bool { return inFlight(f) == 0 })
 }
