@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -215,4 +216,43 @@ func TestDisconnectMidCallInterrupts(t *testing.T) {
 		t.Errorf("the settlement of a call whose runner went away ended with %v, want an interruption", err)
 	}
 	proctest.Until(t, func() bool { return inFlight(f) == 0 })
+}
+
+// TestOversizeAndGarbageAreRefused: a message over MaxMessageBytes is refused
+// with ResourceExhausted and the connection serves on; a connection that sends
+// bytes that are not HTTP/2 is closed, and other clients are served.
+func TestOversizeAndGarbageAreRefused(t *testing.T) {
+	f := start(t, nil)
+	cc, err := grpc.NewClient("unix://"+f.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(server.MaxMessageBytes+(2<<20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rpc := servepb.NewToolhostClient(cc)
+	open, err := rpc.OpenClient(t.Context(), &servepb.OpenClientRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rpc.Settle(t.Context(), &servepb.SettleRequest{ClientId: open.ClientId, RequestId: "r", Name: "echo",
+		InputJson: strings.Repeat("x", server.MaxMessageBytes+1), Invocation: &servepb.Invocation{ToolCallId: "big"}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a message over MaxMessageBytes: %v, want ResourceExhausted", err)
+	}
+	if _, err := rpc.ListLocations(t.Context(), &servepb.ListLocationsRequest{}); err != nil {
+		t.Fatalf("the connection after the refusal: %v", err)
+	}
+
+	raw, err := net.Dial("unix", f.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat("\x00\xff", 1<<10))); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, raw) // until the server closes it (a reset, with bytes unread)
+	if _, err := f.dial(t).ListLocations(t.Context()); err != nil {
+		t.Fatalf("another client after the garbage: %v", err)
+	}
 }
