@@ -18,18 +18,19 @@ import (
 // answer to its initialize, then stops reading: every later Write blocks until
 // Close.
 type stallingWriter struct {
-	first  chan []byte // the first write, handed to the test
-	closed chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	n      int
+	first   chan []byte   // the first write, handed to the test
+	blocked chan struct{} // closed when a write first waits for the client
+	closed  chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	n       int
 	// atClose is called once, when Close is first called, with the stall at its
 	// height (what the server holds then).
 	atClose func()
 }
 
 func newStallingWriter() *stallingWriter {
-	return &stallingWriter{first: make(chan []byte, 1), closed: make(chan struct{})}
+	return &stallingWriter{first: make(chan []byte, 1), blocked: make(chan struct{}), closed: make(chan struct{})}
 }
 
 func (w *stallingWriter) Write(p []byte) (int, error) {
@@ -40,6 +41,9 @@ func (w *stallingWriter) Write(p []byte) (int, error) {
 	if n == 1 {
 		w.first <- append([]byte(nil), p...)
 		return len(p), nil
+	}
+	if n == 2 {
+		close(w.blocked)
 	}
 	<-w.closed
 	return 0, io.ErrClosedPipe
@@ -136,28 +140,29 @@ func TestStdioClientThatStopsReadingIsBounded(t *testing.T) {
 // before.
 func TestStdioEndsWhileStdoutIsBlocked(t *testing.T) {
 	f := startWith(t, mcpserve.Options{StdioWriteTimeout: time.Second}, "ws")
-	stall := func(stdin io.Writer) {
+	stall := func(stdin io.Writer, w *stallingWriter) {
 		t.Helper()
 		for i := range 3 { // answers that wait for the client
 			if _, err := fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", 10+i); err != nil {
 				t.Fatal(err)
 			}
 		}
+		<-w.blocked
 	}
 
 	t.Run("ctx", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		stdin, _, served := stalledSession(t, f, ctx)
-		stall(stdin)
+		stdin, w, served := stalledSession(t, f, ctx)
+		stall(stdin, w)
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
 	})
 	t.Run("stdin", func(t *testing.T) {
-		stdin, _, served := stalledSession(t, f, context.Background())
-		stall(stdin)
+		stdin, w, served := stalledSession(t, f, context.Background())
+		stall(stdin, w)
 		stdin.Close()
 		var nr *mcpserve.NotReadingError
 		if err := <-served; !errors.As(err, &nr) {
