@@ -50,8 +50,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) (err 
 		case <-c.wdone:
 		case <-c.abandoned:
 		}
-		if err == nil && ctx.Err() == nil {
-			err = c.failure() // a stall once the session had ended
+		var stalled *NotReadingError
+		if err == nil && ctx.Err() == nil && errors.As(c.failure(), &stalled) {
+			err = stalled // a stall once the session had ended
 		}
 	}()
 	ended := make(chan error, 1)
@@ -297,6 +298,8 @@ func newStdioConn(r io.Reader, w io.Writer, limit, maxPending int, timeout time.
 // stalled).
 func (c *stdioConn) writeLoop() {
 	defer close(c.wdone)
+	stall := time.AfterFunc(c.timeout, c.stalled)
+	stall.Stop() // armed for each write
 	for {
 		var data []byte
 		select {
@@ -304,7 +307,7 @@ func (c *stdioConn) writeLoop() {
 		case <-c.closed:
 			return
 		}
-		stall := time.AfterFunc(c.timeout, c.stalled)
+		stall.Reset(c.timeout)
 		_, err := c.w.Write(data)
 		stall.Stop()
 		if err != nil {
