@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/internal/proctest"
 	"github.com/toolhost/toolhost/mcpserve"
 )
 
@@ -254,4 +255,37 @@ func TestCloseInterruptsHTTPCalls(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHTTPPostsAreBounded: with MaxPosts POSTs in flight (two calls), the next
+// POST is refused unread with 503 and a JSON-RPC error naming the limit; once one
+// has ended a POST is served again.
+func TestHTTPPostsAreBounded(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{MaxPosts: 2})
+	id := hf.openSession(t)
+	long := func(n int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait","arguments":{"steps":100000,"step_ms":20},"_meta":{"progressToken":"p%d"}}}`, n, n)
+	}
+	calls := []*httpCall{hf.startCall(t, id, long(1)), hf.startCall(t, id, long(2))}
+	for _, c := range calls {
+		if m, ok := c.next(t); !ok || m["method"] != "notifications/progress" {
+			t.Fatalf("before any progress: %v (stream open %v)", m, ok)
+		}
+	}
+	resp, body := hf.do(t, "POST", id, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
+	var m map[string]any
+	_ = json.Unmarshal(body, &m)
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || data["limit"] != 2.0 || data["scope"] != "posts" {
+		t.Fatalf("a POST past the limit: %d %q, want 503 naming the limit of 2", resp.StatusCode, body)
+	}
+	// A client that stops waiting for its call gives its POST's slot back: a POST
+	// is served again.
+	calls[0].resp.Body.Close()
+	proctest.Until(t, func() bool {
+		resp, _ := hf.do(t, "POST", id, `{"jsonrpc":"2.0","id":4,"method":"ping"}`, nil)
+		return resp.StatusCode == http.StatusOK
+	})
 }
