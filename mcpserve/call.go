@@ -31,7 +31,7 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			if !ok || r.Session == nil {
 				break
 			}
-			ctx, stop := s.closing(ctx)
+			ctx, stop := s.closing(ctx, nil)
 			defer stop()
 			if err := s.awaitRelease(ctx); err != nil {
 				return nil, err
@@ -59,14 +59,17 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 	}
 }
 
-// closing returns ctx ended also by Close, and the function that lets it go. The
-// go-sdk closes a session only once its requests have returned, so a call would
-// keep Close (and toolhost mcp --http's shutdown) waiting until it ended by itself.
-func (s *Server) closing(ctx context.Context) (context.Context, func()) {
+// closing returns ctx ended also by Close, and by the end of the session st (nil:
+// none), and the function that lets it go. The go-sdk closes a session only once
+// its requests have returned, so a call would keep Close (and toolhost mcp
+// --http's shutdown), or an HTTP client's DELETE, waiting until it ended by itself.
+func (s *Server) closing(ctx context.Context, st *session) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.ctx, func() {
-		cancel(errors.New("toolhost mcp is shutting down (its MCP server closed)"))
-	})
+	ends, why := s.ctx, "toolhost mcp is shutting down (its MCP server closed)"
+	if st != nil {
+		ends, why = st.ctx, "the session was closed (its client ended it, or toolhost mcp is shutting down)"
+	}
+	stop := context.AfterFunc(ends, func() { cancel(errors.New(why)) })
 	return ctx, func() {
 		stop()
 		cancel(nil)
@@ -121,9 +124,9 @@ func (s *Server) lookup(ctx context.Context, st *session, name string) (served, 
 // call settles one tools/call on the view the session last listed; a tool whose
 // source is still starting is waited for (see lookup).
 func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
-	ctx, stop := s.closing(ctx)
-	defer stop()
 	st := s.sessionOf(req.Session)
+	ctx, stop := s.closing(ctx, st)
+	defer stop()
 	name := req.Params.Name
 	s.mu.Lock()
 	if st.calls >= s.opts.MaxCallsPerSession {

@@ -131,6 +131,9 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			refuse(http.StatusUnauthorized, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with")
 			return
 		}
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			s.endSession(id) // the go-sdk closes a session once its calls have returned
+		}
 		if r.Method == http.MethodPost {
 			select {
 			case posts <- struct{}{}:

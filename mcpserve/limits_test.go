@@ -289,3 +289,32 @@ func TestHTTPPostsAreBounded(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 }
+
+// TestHTTPDeleteInterruptsCalls: a client that DELETEs its session while a call
+// runs has the call interrupted and the DELETE answered: the go-sdk closes a
+// session only once its calls have returned, so the DELETE waited for the call
+// to end by itself.
+func TestHTTPDeleteInterruptsCalls(t *testing.T) {
+	f := start(t, "ws")
+	hf := f.http(t, mcpserve.HTTPOptions{})
+	id := hf.openSession(t)
+	c := hf.startCall(t, id, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"wait","arguments":{"steps":1000000,"step_ms":20},"_meta":{"progressToken":"p"}}}`)
+	if m, ok := c.next(t); !ok || m["method"] != "notifications/progress" {
+		t.Fatalf("before any progress: %v (stream open %v)", m, ok)
+	}
+	if resp, body := hf.do(t, "DELETE", id, "", nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE with a call in flight: %d %q", resp.StatusCode, body)
+	}
+	for { // the call's stream ends, with the interruption if it was written first
+		m, ok := c.next(t)
+		if !ok {
+			break
+		}
+		if m["id"] == 5.0 {
+			if e, _ := m["error"].(map[string]any); e == nil {
+				t.Fatalf("the call's answer once its session was deleted: %v, want an interruption", m)
+			}
+			break
+		}
+	}
+}

@@ -115,10 +115,14 @@ type Server struct {
 
 // session is what the Server keeps per client session.
 type session struct {
-	id    string
-	agent string
-	view  *view // the tool set the client last listed; nil before it listed
-	calls int   // tools/call in flight
+	// ctx ends when the session ends, its client DELETEs it, or the Server closes:
+	// its calls are interrupted.
+	ctx    context.Context
+	cancel context.CancelFunc
+	id     string
+	agent  string
+	view   *view // the tool set the client last listed; nil before it listed
+	calls  int   // tools/call in flight
 }
 
 type callKey struct{ session, call string }
@@ -483,6 +487,7 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	// Not the transport's session id: over HTTP that is what addresses the
 	// session (with the token), and the id goes to plugins in every invocation.
 	st := &session{id: "mcp_" + rand.Text(), agent: "mcp"}
+	st.ctx, st.cancel = context.WithCancel(s.ctx)
 	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 		st.agent = p.ClientInfo.Name
 	}
@@ -491,11 +496,24 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	go func() {
 		defer s.done.Done()
 		_ = ss.Wait()
+		st.cancel()
 		s.mu.Lock()
 		delete(s.sessions, ss)
 		s.mu.Unlock()
 	}()
 	return st
+}
+
+// endSession interrupts the calls of the session whose transport id is id (an
+// HTTP session's Mcp-Session-Id), before the go-sdk closes it.
+func (s *Server) endSession(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ss, st := range s.sessions {
+		if ss.ID() == id {
+			st.cancel()
+		}
+	}
 }
 
 // Tools returns the tool set the Server serves now, sorted by name.
