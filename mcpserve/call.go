@@ -31,6 +31,8 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			if !ok || r.Session == nil {
 				break
 			}
+			ctx, stop := s.closing(ctx, nil)
+			defer stop()
 			if err := s.awaitRelease(ctx); err != nil {
 				return nil, err
 			}
@@ -54,6 +56,23 @@ func (s *Server) middleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			return s.call(ctx, r)
 		}
 		return next(ctx, method, req)
+	}
+}
+
+// closing returns ctx ended also by Close, and by the end of the session st (nil:
+// none), and the function that lets it go. The go-sdk closes a session only once
+// its requests have returned, so a call would keep Close (and toolhost mcp
+// --http's shutdown), or an HTTP client's DELETE, waiting until it ended by itself.
+func (s *Server) closing(ctx context.Context, st *session) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ends, why := s.ctx, "toolhost mcp is shutting down (its MCP server closed)"
+	if st != nil {
+		ends, why = st.ctx, "the session was closed (its client ended it, or toolhost mcp is shutting down)"
+	}
+	stop := context.AfterFunc(ends, func() { cancel(errors.New(why)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
 	}
 }
 
@@ -106,19 +125,29 @@ func (s *Server) lookup(ctx context.Context, st *session, name string) (served, 
 // source is still starting is waited for (see lookup).
 func (s *Server) call(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 	st := s.sessionOf(req.Session)
+	ctx, stop := s.closing(ctx, st)
+	defer stop()
 	name := req.Params.Name
 	s.mu.Lock()
 	if st.calls >= s.opts.MaxCallsPerSession {
 		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d}`, s.opts.MaxCallsPerSession)),
+		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d,"scope":"session"}`, s.opts.MaxCallsPerSession)),
 			Message: fmt.Sprintf("tool %q: refused: this session has %d calls in flight, the most toolhost mcp runs at once for one session; call again once one has ended",
 				name, s.opts.MaxCallsPerSession)}
 	}
+	if s.inFlight >= s.opts.MaxCalls {
+		s.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: codeLimit, Data: json.RawMessage(fmt.Sprintf(`{"limit":%d,"scope":"host"}`, s.opts.MaxCalls)),
+			Message: fmt.Sprintf("tool %q: refused: toolhost mcp has %d calls in flight across all its sessions, the most it runs at once; call again once one has ended",
+				name, s.opts.MaxCalls)}
+	}
 	st.calls++
+	s.inFlight++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		st.calls--
+		s.inFlight--
 		s.mu.Unlock()
 	}()
 	if err := s.awaitRelease(ctx); err != nil {

@@ -43,8 +43,11 @@
 //
 // # Session
 //
-// A session has at most Options.MaxCallsPerSession calls in flight; the next is
-// refused at once with JSON-RPC error -32000 naming the limit.
+// A session has at most Options.MaxCallsPerSession calls in flight, and all
+// sessions together Options.MaxCalls; the next is refused at once with JSON-RPC
+// error -32000 naming the limit (data.scope "session" or "host"). Close
+// interrupts every call in flight. A stdio client that reads nothing written to
+// it for Options.StdioWriteTimeout is taken to be gone (see ServeStdio).
 // Progress reaches the client as notifications/progress when the call carried a
 // progress token; notifications/cancelled cancels the call's context (the tool's
 // executor, in a plugin process too, sees it end). Host and plugin logs are sent to

@@ -2,6 +2,8 @@ package mcpserve
 
 import (
 	"crypto/subtle"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +24,10 @@ const DefaultWriteTimeout = 10 * time.Second
 // DefaultMaxSessions bounds the live HTTP sessions of one Handler
 // (HTTPOptions.MaxSessions).
 const DefaultMaxSessions = 64
+
+// DefaultMaxPosts bounds the POSTs one Handler serves at once
+// (HTTPOptions.MaxPosts): the host's calls (DefaultMaxCalls) and 64 more.
+const DefaultMaxPosts = DefaultMaxCalls + 64
 
 // HTTPOptions configure Handler.
 type HTTPOptions struct {
@@ -53,13 +59,19 @@ type HTTPOptions struct {
 	// stops reading its GET stream holds up the log and list_changed messages of
 	// every session.
 	WriteTimeout time.Duration
+	// MaxPosts bounds the POSTs served at once, every session's together, from
+	// before the body is read to the end of the response (a call's POST lasts as
+	// long as the call); default DefaultMaxPosts. A POST past it is refused
+	// unread: 503 with Retry-After 1 and a JSON-RPC error (code -32000, data
+	// {"limit": MaxPosts, "scope": "posts"}) naming the limit.
+	MaxPosts int
 }
 
 // Handler returns the streamable HTTP transport of the Server (every path), for a
 // listener on loopback. Its sessions end when their client DELETEs them, when they
 // idle (HTTPOptions.SessionIdleTimeout) or when the Server closes; at most
 // HTTPOptions.MaxSessions are live at once, and the POST that makes one may carry
-// 64 KiB. Against DNS rebinding and cross-site requests it refuses (403) a Host
+// 64 KiB; at most HTTPOptions.MaxPosts POSTs are served at once. Against DNS rebinding and cross-site requests it refuses (403) a Host
 // header that is not a loopback name or address, and an Origin header that is not
 // http(s) on a loopback name or address; then it checks the token. A refused
 // request (403, 401, 404) closes its connection.
@@ -82,6 +94,10 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.MaxPosts <= 0 {
+		o.MaxPosts = DefaultMaxPosts
+	}
+	posts := make(chan struct{}, o.MaxPosts)
 	h := newSessionLimit(s, o.MaxSessions, o.SessionIdleTimeout,
 		gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.mcp },
 			&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxRequestBytes, SessionTimeout: o.SessionIdleTimeout}))
@@ -115,10 +131,38 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			refuse(http.StatusUnauthorized, "unauthorized: "+tokenHint+"; toolhost mcp has no OAuth authorization server to register with")
 			return
 		}
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			s.endSession(id) // the go-sdk closes a session once its calls have returned
+		}
+		if r.Method == http.MethodPost {
+			select {
+			case posts <- struct{}{}:
+				defer func() { <-posts }()
+			default:
+				refusePost(w, o.MaxPosts)
+				return
+			}
+		}
 		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: o.WriteTimeout}
 		defer dw.rc.SetWriteDeadline(time.Time{}) // what net/http writes after the handler has its own time
 		h.ServeHTTP(dw, r)
 	}}
+}
+
+// refusePost answers a POST past HTTPOptions.MaxPosts, unread: 503, with a
+// JSON-RPC error (id null) naming the limit. Its connection is closed, since its
+// body is not read.
+func refusePost(w http.ResponseWriter, limit int) {
+	msg := fmt.Sprintf("toolhost mcp serves at most %d POSTs at once, every session's together, and all are in flight; retry once one has been answered", limit)
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": codeLimit, "message": msg, "data": map[string]any{"limit": limit, "scope": "posts"}},
+	})
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(body)
 }
 
 // deadlineWriter gives every write and flush of a response the write timeout.

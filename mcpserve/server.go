@@ -34,6 +34,16 @@ const DefaultMaxMessageBytes = 8 << 20
 // (Options.MaxCallsPerSession).
 const DefaultMaxCallsPerSession = 64
 
+// DefaultMaxCalls bounds the tools/call all client sessions of a Server have in
+// flight together (Options.MaxCalls): four sessions' worth of
+// DefaultMaxCallsPerSession, where 64 HTTP sessions of 64 calls each could hold
+// 4096.
+const DefaultMaxCalls = 4 * DefaultMaxCallsPerSession
+
+// DefaultStdioWriteTimeout is how long a write to a stdio client may wait for it
+// to read (Options.StdioWriteTimeout).
+const DefaultStdioWriteTimeout = 30 * time.Second
+
 // Options configure a Server.
 type Options struct {
 	// Registry holds the Locations' placements. Required.
@@ -54,6 +64,17 @@ type Options struct {
 	// DefaultMaxCallsPerSession). A call past it is refused at once, never queued:
 	// JSON-RPC error -32000 naming the limit (data {"limit": MaxCallsPerSession}).
 	MaxCallsPerSession int
+	// MaxCalls bounds the tools/call all sessions have in flight together, stdio
+	// and HTTP, counted as MaxCallsPerSession is (default DefaultMaxCalls). A call
+	// past it is refused at once, never queued: JSON-RPC error -32000 naming the
+	// limit (data {"limit": MaxCalls, "scope": "host"}). A session's own limit is
+	// checked first.
+	MaxCalls int
+	// StdioWriteTimeout bounds how long one write to a stdio client (ServeStdio's
+	// w) may wait for the client to read (default DefaultStdioWriteTimeout). Past
+	// it the client is taken to be gone: the session ends with a
+	// *NotReadingError, its calls interrupted.
+	StdioWriteTimeout time.Duration
 	// Roots, if set, is called with the client's roots that are file:// directories
 	// (absolute paths, sorted), after a session initializes and whenever its client
 	// sends notifications/roots/list_changed; the caller activates and adds what is
@@ -81,6 +102,7 @@ type Server struct {
 	mirrored map[string]string // served name → key of the tool the SDK holds
 	sessions map[*gomcp.ServerSession]*session
 	calls    map[callKey]*gomcp.ServerSession
+	inFlight int // tools/call in flight, every session's (Options.MaxCalls)
 	// rootsAgain holds the sessions with a roots/list in flight: true when their
 	// roots changed since it was sent.
 	rootsAgain map[*gomcp.ServerSession]bool
@@ -93,10 +115,14 @@ type Server struct {
 
 // session is what the Server keeps per client session.
 type session struct {
-	id    string
-	agent string
-	view  *view // the tool set the client last listed; nil before it listed
-	calls int   // tools/call in flight
+	// ctx ends when the session ends, its client DELETEs it, or the Server closes:
+	// its calls are interrupted.
+	ctx    context.Context
+	cancel context.CancelFunc
+	id     string
+	agent  string
+	view   *view // the tool set the client last listed; nil before it listed
+	calls  int   // tools/call in flight
 }
 
 type callKey struct{ session, call string }
@@ -134,6 +160,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxCallsPerSession <= 0 {
 		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
+	}
+	if opts.StdioWriteTimeout <= 0 {
+		opts.StdioWriteTimeout = DefaultStdioWriteTimeout
+	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = DefaultMaxCalls
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger,
@@ -455,6 +487,7 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	// Not the transport's session id: over HTTP that is what addresses the
 	// session (with the token), and the id goes to plugins in every invocation.
 	st := &session{id: "mcp_" + rand.Text(), agent: "mcp"}
+	st.ctx, st.cancel = context.WithCancel(s.ctx)
 	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 		st.agent = p.ClientInfo.Name
 	}
@@ -463,11 +496,24 @@ func (s *Server) sessionOf(ss *gomcp.ServerSession) *session {
 	go func() {
 		defer s.done.Done()
 		_ = ss.Wait()
+		st.cancel()
 		s.mu.Lock()
 		delete(s.sessions, ss)
 		s.mu.Unlock()
 	}()
 	return st
+}
+
+// endSession interrupts the calls of the session whose transport id is id (an
+// HTTP session's Mcp-Session-Id), before the go-sdk closes it.
+func (s *Server) endSession(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ss, st := range s.sessions {
+		if ss.ID() == id {
+			st.cancel()
+		}
+	}
 }
 
 // Tools returns the tool set the Server serves now, sorted by name.

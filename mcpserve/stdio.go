@@ -10,6 +10,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,10 +24,20 @@ import (
 // (-32700) and a line over Options.MaxMessageBytes with an invalid-request error
 // (-32600), both with a null id, and the session carries on. Only protocol messages
 // are written to w.
-func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
-	c := newStdioConn(r, w, s.opts.MaxMessageBytes)
+//
+// A client that stops reading w holds the session to bounds: one goroutine writes
+// to w, and a write that waits for the client longer than
+// Options.StdioWriteTimeout ends the session with a *NotReadingError (w is closed
+// then if it is an io.Closer, which ends the write; otherwise the write is left to
+// end by itself). The requests read and not yet answered are at most
+// 2*Options.MaxCallsPerSession+16: past that r is read no further until one is
+// answered. When ctx ends, what is left to write is dropped, and w is closed if it
+// is an io.Closer.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) (err error) {
+	c := newStdioConn(r, w, s.opts.MaxMessageBytes, 2*s.opts.MaxCallsPerSession+16, s.opts.StdioWriteTimeout)
 	ss, err := s.mcp.Connect(ctx, stdioTransport{c}, nil)
 	if err != nil {
+		c.Close()
 		return fmt.Errorf("mcpserve: %w", err)
 	}
 	c.direct.Store(&directCalls{s: s, ss: ss})
@@ -34,20 +45,42 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		c.Close() // ends the calls answered directly, if the session has not
 		c.calls.Wait()
 		c.workers.Wait()
+		// What the writer has taken is written, or given up on past the timeout.
+		select {
+		case <-c.wdone:
+		case <-c.abandoned:
+		}
+		var stalled *NotReadingError
+		if err == nil && ctx.Err() == nil && errors.As(c.failure(), &stalled) {
+			err = stalled // a stall once the session had ended
+		}
 	}()
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
+		c.abandon() // the writes waiting for the client fail at once, so the session's requests end
 		ss.Close()
 		<-ended
 		return nil
-	case err := <-ended:
+	case err = <-ended:
+		if cause := c.failure(); cause != nil {
+			return cause
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, errConnClosed) {
 			return nil
 		}
 		return err
 	}
+}
+
+// NotReadingError ends a stdio session whose client read none of what was written
+// to it (stdout, for toolhost mcp) for Timeout (Options.StdioWriteTimeout).
+type NotReadingError struct{ Timeout time.Duration }
+
+func (e *NotReadingError) Error() string {
+	return fmt.Sprintf("mcpserve: the client read nothing of what was written to it (on toolhost mcp's stdout) for %s, so it is taken to be gone "+
+		"and its session is closed, its calls interrupted; a client reads stdout for as long as its session lasts", e.Timeout)
 }
 
 type stdioTransport struct{ c *stdioConn }
@@ -60,8 +93,19 @@ var errConnClosed = errors.New("mcpserve: connection closed")
 type stdioConn struct {
 	limit int
 
-	wmu sync.Mutex
-	w   io.Writer
+	w       io.Writer
+	timeout time.Duration // Options.StdioWriteTimeout
+	// out hands a message to the writer goroutine (writeLoop), the only one that
+	// writes to w; wdone is closed when it returns, abandoned when a write of it
+	// has waited past timeout.
+	out           chan []byte
+	wdone         chan struct{}
+	abandoned     chan struct{}
+	abandonedOnce sync.Once
+	// pending holds a token for every request read and not yet answered; the
+	// reader waits for room before it passes one on.
+	pending chan struct{}
+	cause   atomic.Pointer[error] // why the connection was failed, if it was
 
 	incoming  chan jsonrpc.Message
 	readErr   chan error
@@ -227,6 +271,7 @@ func (c *stdioConn) serveDirect(msg jsonrpc.Message) bool {
 				buf.Truncate(buf.Len() - 1) // Encode's newline
 				buf.WriteString("}\n")
 				_ = c.writeLine(buf.Bytes())
+				c.answered()
 				return
 			}
 			err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -236,13 +281,81 @@ func (c *stdioConn) serveDirect(msg jsonrpc.Message) bool {
 	return true
 }
 
-func newStdioConn(r io.Reader, w io.Writer, limit int) *stdioConn {
-	c := &stdioConn{limit: limit, w: w, incoming: make(chan jsonrpc.Message), work: make(chan func()), readErr: make(chan error, 1), closed: make(chan struct{})}
+func newStdioConn(r io.Reader, w io.Writer, limit, maxPending int, timeout time.Duration) *stdioConn {
+	c := &stdioConn{limit: limit, w: w, timeout: timeout, incoming: make(chan jsonrpc.Message), work: make(chan func()),
+		readErr: make(chan error, 1), closed: make(chan struct{}),
+		out: make(chan []byte), wdone: make(chan struct{}), abandoned: make(chan struct{}), pending: make(chan struct{}, maxPending)}
 	if cl, ok := r.(io.Closer); ok {
 		c.closer = cl
 	}
+	go c.writeLoop()
 	go c.readLoop(r)
 	return c
+}
+
+// writeLoop writes what writeLine hands it, in order, until the connection closes.
+// A write that waits for the client past the timeout fails the connection (see
+// stalled).
+func (c *stdioConn) writeLoop() {
+	defer close(c.wdone)
+	stall := time.AfterFunc(c.timeout, c.stalled)
+	stall.Stop() // armed for each write
+	for {
+		var data []byte
+		select {
+		case data = <-c.out:
+		case <-c.closed:
+			return
+		}
+		stall.Reset(c.timeout)
+		_, err := c.w.Write(data)
+		stall.Stop()
+		if err != nil {
+			c.fail(fmt.Errorf("mcpserve: writing to the client: %w", err))
+			return
+		}
+	}
+}
+
+// stalled fails the connection whose write has waited past the timeout, and
+// closes w when it can, which ends the write.
+func (c *stdioConn) stalled() {
+	c.fail(&NotReadingError{Timeout: c.timeout})
+	c.abandon()
+}
+
+// abandon closes the connection and gives up on the write under way: w is closed
+// when it can be, which ends the write; otherwise the write ends by itself.
+func (c *stdioConn) abandon() {
+	c.Close()
+	c.abandonedOnce.Do(func() {
+		if wc, ok := c.w.(io.Closer); ok {
+			_ = wc.Close()
+		}
+		close(c.abandoned)
+	})
+}
+
+// fail closes the connection with cause, unless it failed already.
+func (c *stdioConn) fail(cause error) {
+	c.cause.CompareAndSwap(nil, &cause)
+	c.Close()
+}
+
+// failure is what the connection was failed with, or nil.
+func (c *stdioConn) failure() error {
+	if p := c.cause.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// answered gives back the token of a request now answered.
+func (c *stdioConn) answered() {
+	select {
+	case <-c.pending:
+	default:
+	}
 }
 
 func (c *stdioConn) readLoop(r io.Reader) {
@@ -257,6 +370,13 @@ func (c *stdioConn) readLoop(r io.Reader) {
 			if derr != nil {
 				c.writeError(jsonrpc.CodeParseError, "parse error: not a JSON-RPC 2.0 message: "+derr.Error())
 				break
+			}
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				select { // room for its answer (see pending)
+				case c.pending <- struct{}{}:
+				case <-c.closed:
+					return
+				}
 			}
 			if c.serveDirect(msg) {
 				break
@@ -297,9 +417,7 @@ func (c *stdioConn) readLine(br *bufio.Reader) (line []byte, over bool, err erro
 func (c *stdioConn) writeError(code int64, msg string) {
 	m, _ := json.Marshal(msg)
 	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%s}}`, code, m)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, _ = c.w.Write(append(data, '\n'))
+	_ = c.writeLine(append(data, '\n'))
 }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -320,6 +438,9 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if _, ok := msg.(*jsonrpc.Response); ok {
+		defer c.answered()
+	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
@@ -327,17 +448,20 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.writeLine(append(data, '\n'))
 }
 
-// writeLine writes one message, data, which ends with its newline.
+// writeLine hands one message, data, which ends with its newline, to the writer;
+// it fails once the connection is closed.
 func (c *stdioConn) writeLine(data []byte) error {
 	select {
 	case <-c.closed:
 		return errConnClosed
 	default:
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(data)
-	return err
+	select {
+	case c.out <- data:
+		return nil
+	case <-c.closed:
+		return errConnClosed
+	}
 }
 
 func (c *stdioConn) Close() error {

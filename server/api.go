@@ -250,6 +250,12 @@ func (a *api) settle(ctx context.Context, req *servepb.SettleRequest, progress f
 	if inv.GetToolCallId() == "" {
 		return nil, nil, status.Error(codes.InvalidArgument, "invocation.tool_call_id is required")
 	}
+	if n := a.s.inFlight.Add(1); n > int64(a.s.opts.MaxCalls) {
+		a.s.inFlight.Add(-1)
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "call %q of tool %q refused: toolhost serve has %d calls in flight, the most it runs at once (every client's together); settle it again once one has ended",
+			inv.ToolCallId, req.Name, a.s.opts.MaxCalls)
+	}
+	defer a.s.inFlight.Add(-1)
 	callCtx, cancel := context.WithCancelCause(context.WithValue(ctx, handleKey{}, h))
 	defer cancel(nil)
 	stop := context.AfterFunc(a.s.ctx, func() { cancel(context.Cause(a.s.ctx)) })
@@ -328,6 +334,11 @@ func (a *api) WatchAsks(req *servepb.WatchAsksRequest, stream servepb.Toolhost_W
 			return err
 		}
 	}
+	end, err := watch(ctx, "WatchAsks")
+	if err != nil {
+		return err
+	}
+	defer end()
 	w, pending := a.s.askWatchers.add(h, req.LocationId, a.s.asks, askedEvent)
 	defer a.s.askWatchers.remove(w)
 	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.AskEvent{Event: &servepb.AskEvent_Synced{Synced: true}}, w.events, w.dropped, "asks")

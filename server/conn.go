@@ -18,6 +18,12 @@ import (
 // maxHandles bounds the client handles one connection holds at once.
 const maxHandles = 1024
 
+// maxWatches bounds the watch streams (WatchAsks, WatchInteractions,
+// WatchSources) one connection has open at once, every handle's together. Each is
+// a goroutine and a buffer of watcherBuffer events, and every ask or interaction
+// is offered to every watcher under the Server's mu.
+const maxWatches = 1024
+
 // conn is one client transport connection. The server assigns it when the
 // connection is accepted (the server's transport credentials attach it to the
 // connection's auth info), so a client cannot name or forge another connection's.
@@ -27,6 +33,7 @@ type conn struct {
 	mu      sync.Mutex
 	handles map[string]*handle
 	closed  bool
+	watches int // watch streams open (maxWatches)
 }
 
 // handle is one client handle (OpenClient): the owner of Requests, their calls and
@@ -70,6 +77,30 @@ func connFrom(ctx context.Context) *conn {
 	}
 	a, _ := p.AuthInfo.(connAuth)
 	return a.conn
+}
+
+// watch counts one more watch stream of the call's connection, what, and returns
+// the function that ends it; past maxWatches it fails with ResourceExhausted.
+func watch(ctx context.Context, what string) (end func(), err error) {
+	c := connFrom(ctx)
+	if c == nil {
+		return nil, status.Error(codes.Internal, "server: call without a connection identity")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watches >= maxWatches {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s refused: this connection has %d watch streams open (WatchAsks, WatchInteractions and WatchSources together), the most it may; end one you no longer read",
+			what, maxWatches)
+	}
+	c.watches++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.watches--
+			c.mu.Unlock()
+		})
+	}, nil
 }
 
 // open opens a new handle on c.

@@ -22,7 +22,8 @@
 // Server.mu guards the Locations (locs, activating, closing), the calls in flight,
 // the pending asks and interactions, their watch sets and pendingSeq; it is never
 // held across an activation, a close, a call or a send. A conn's mu guards its
-// handles and, for each, its Requests, their calls, closed and cause. Server.mu is
+// handles and, for each, its Requests, their calls, closed and cause, and its
+// count of watch streams. Server.mu is
 // never taken while a conn's mu is held. A SettleStream's sender (progressSender)
 // has its own mu for what it keeps to send; a handle counts the events its streams
 // hold (atomically) and is closed, without any of these locks held, once they would

@@ -151,6 +151,11 @@ func (a *api) WatchInteractions(req *servepb.WatchInteractionsRequest, stream se
 			return err
 		}
 	}
+	end, err := watch(ctx, "WatchInteractions")
+	if err != nil {
+		return err
+	}
+	defer end()
 	w, pending := a.s.interactionWatchers.add(h, req.LocationId, a.s.interactions, func(in *interaction) *servepb.InteractionEvent { return in.ev })
 	defer a.s.interactionWatchers.remove(w)
 	return serveWatch(a, ctx, h, stream.Send, pending, &servepb.InteractionEvent{Event: &servepb.InteractionEvent_Synced{Synced: true}}, w.events, w.dropped, "questions")

@@ -66,7 +66,21 @@ type Options struct {
 	OnActivate func(*location.Location) (stop func())
 	// MaxRequests bounds the Requests one client handle holds at once; default 4096.
 	MaxRequests int
+	// MaxCalls bounds the calls (Settle and SettleStream) in flight on the server,
+	// every connection's together; default DefaultMaxCalls. A call past it is
+	// refused at once with ResourceExhausted naming the limit, never queued.
+	MaxCalls int
+	// MaxConns bounds the connections the server holds open at once, every
+	// listener's together; default DefaultMaxConns. A connection past it is closed
+	// as soon as it is accepted (the client sees Unavailable), and logged.
+	MaxConns int
 }
+
+// DefaultMaxConns is the default of Options.MaxConns.
+const DefaultMaxConns = 256
+
+// DefaultMaxCalls is the default of Options.MaxCalls.
+const DefaultMaxCalls = 1024
 
 // Server implements the serve API (see internal/servepb/serve.proto) over a set of
 // Locations it activates in a child scope of its parent. Create it with New, serve
@@ -103,6 +117,10 @@ type Server struct {
 
 	// maxHeld is the most progress events one handle's streams held at once.
 	maxHeld atomic.Int64
+	// inFlight counts the calls in flight (Options.MaxCalls).
+	inFlight atomic.Int64
+	// conns counts the connections open (Options.MaxConns), refused those refused.
+	conns, refused atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -129,6 +147,12 @@ func New(parent *scope.Scope, opts Options) (*Server, error) {
 	}
 	if opts.MaxRequests <= 0 {
 		opts.MaxRequests = 4096
+	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = DefaultMaxCalls
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
 	}
 	log := opts.Logger
 	if log == nil {
@@ -184,7 +208,7 @@ func (s *Server) Serve(l net.Listener) error {
 		l.Close()
 		return ErrTokenRequired
 	}
-	err := s.grpc.Serve(l)
+	err := s.grpc.Serve(&connLimitListener{Listener: l, s: s})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -414,4 +438,45 @@ func (s *Server) authorized(ctx context.Context) bool {
 		}
 	}
 	return ok
+}
+
+// connLimitListener holds the server to Options.MaxConns connections, every
+// listener's together: a connection past it is closed at once. Each gRPC
+// connection has goroutines and buffers of its own from the moment it is accepted
+// (one that never speaks is held for gRPC's 120 s handshake timeout).
+type connLimitListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *connLimitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if n := l.s.conns.Add(1); n <= int64(l.s.opts.MaxConns) {
+			return &countedConn{Conn: c, s: l.s}, nil
+		}
+		l.s.conns.Add(-1)
+		c.Close()
+		// Logged at the first refusal and at each power of two after it, so a
+		// client that keeps trying cannot flood the log.
+		if r := l.s.refused.Add(1); r&(r-1) == 0 {
+			l.s.log.Warn("refused a connection: toolhost serve holds the most connections it may (Options.MaxConns); clients should share a connection",
+				"max_conns", l.s.opts.MaxConns, "refused", r)
+		}
+	}
+}
+
+// countedConn gives its slot back when it is closed.
+type countedConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.s.conns.Add(-1) })
+	return c.Conn.Close()
 }

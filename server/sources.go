@@ -27,6 +27,11 @@ func (a *api) WatchSources(req *servepb.WatchSourcesRequest, stream servepb.Tool
 		return err
 	}
 	ctx := stream.Context()
+	end, err := watch(ctx, "WatchSources")
+	if err != nil {
+		return err
+	}
+	defer end()
 	changed := loc.SourcesChanged()
 	sts := loc.Sources()
 	if err := stream.Send(&servepb.SourcesEvent{Sources: sourcesProto(sts)}); err != nil {
