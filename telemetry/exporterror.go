@@ -40,6 +40,10 @@ func (e *ExportError) Error() string {
 	if e.Endpoint == "" { // not OTLP: the console
 		return fmt.Sprintf("telemetry: %s not exported: %s", what, exportReason(e.Err))
 	}
+	if errors.As(e.Err, new(queueFullError)) { // the receiver answers, more slowly than spans end
+		return fmt.Sprintf("telemetry: %s not exported to %s: %s; raise OTEL_BSP_MAX_QUEUE_SIZE, sample fewer traces (OTEL_TRACES_SAMPLER), or check that the receiver keeps up",
+			what, e.Endpoint, exportReason(e.Err))
+	}
 	return fmt.Sprintf("telemetry: %s not exported to %s: %s; check that an OTLP receiver listens there (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL), or set OTEL_%s_EXPORTER=none",
 		what, e.Endpoint, exportReason(e.Err), e.Signal)
 }

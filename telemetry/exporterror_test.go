@@ -134,6 +134,9 @@ func TestAStalledCollectorStallsNoCall(t *testing.T) {
 					t.Fatalf("Shutdown: %v, want TRACES *ExportErrors", err)
 				}
 				lost += ee.Spans
+				if strings.Contains(err.Error(), "queue") != strings.Contains(err.Error(), "raise OTEL_BSP_MAX_QUEUE_SIZE") {
+					t.Errorf("%q: a full queue's remedy is a larger queue or fewer spans, and only a full queue's", err)
+				}
 				for _, r := range []string{"did not answer in time", "span queue (OTEL_BSP_MAX_QUEUE_SIZE 64) was full"} {
 					if strings.Contains(err.Error(), r) {
 						reasons[r] = true
