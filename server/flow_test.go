@@ -30,13 +30,15 @@ func TestClientThatNeverReadsIsBounded(t *testing.T) {
 	ctx := t.Context()
 
 	// Every fifth call floods its stream with more progress than the transport's
-	// windows take; the others report once and wait.
+	// windows take (the host cuts a progress message to 4 KiB, so 56 of the
+	// plugin's 32 KiB ones are 224 KiB, over a stream's 64 KiB window); the
+	// others report once and wait.
 	const streams = 1000
 	opened := make([]grpc.ServerStreamingClient[servepb.SettleEvent], 0, streams)
 	for i := range streams {
 		name, input := "block", "{}"
 		if i%5 == 0 {
-			name, input = "flood", `{"n": 7}`
+			name, input = "flood", `{"n": 56}`
 		}
 		st, err := rpc.SettleStream(ctx, &servepb.SettleRequest{ClientId: open.ClientId, RequestId: prep.RequestId, Name: name,
 			InputJson: input, Invocation: &servepb.Invocation{SessionId: "s", ToolCallId: fmt.Sprint("c", i)}})
@@ -92,7 +94,7 @@ func TestLaggingReaderGetsTheLatestProgressAndTheFinal(t *testing.T) {
 	f := start(t, nil)
 	rpc, open, _, prep := f.narrowClient(t)
 	ctx := t.Context()
-	const n = 40
+	const n = 320 // 1.3 MiB of progress: the host cuts each message to 4 KiB
 	st, err := rpc.SettleStream(ctx, &servepb.SettleRequest{ClientId: open.ClientId, RequestId: prep.RequestId, Name: "flood",
 		InputJson: fmt.Sprintf(`{"n": %d}`, n), Invocation: &servepb.Invocation{SessionId: "s", ToolCallId: "c1"}})
 	if err != nil {
