@@ -490,11 +490,32 @@ func TestActivateBuildsSource(t *testing.T) {
 	// The cache already holds this source's build (TestMain), so nothing compiles.
 	l := e.activate(t, workspace(t, pluginsConfig(obj{"name": "echo", "source": echoSource})))
 	if pids := proctest.Children(echoBin); len(pids) != 1 {
-		t.Errorf("processes of the cached binary: %v, want one", pids)
+		// Seen under load only, cause not found: say what runs, for the next look.
+		t.Errorf("processes of the cached binary: %v, want one; this process's children: %v; logs:\n%s", pids, childCommands(), e.logs.String())
 	}
 	if out := callEcho(t, l, "built"); out.Text != "built" {
 		t.Errorf("echo: %+v", out)
 	}
+}
+
+// childCommands describes this process's live children: pid, state and argv.
+func childCommands() []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: the fields after the last ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("%s %s %q", e.Name(), f[0], strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")))
+	}
+	return out
 }
 
 func TestActivateStartsMCPServersAndManifestTools(t *testing.T) {
