@@ -4,13 +4,13 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolhost/toolhost/internal/loopback"
 )
 
 // DefaultSessionIdleTimeout is how long an HTTP session may go without a request
@@ -114,11 +114,11 @@ func (s *Server) Handler(o HTTPOptions) http.Handler {
 			w.Header().Set("Connection", "close")
 			http.Error(w, msg, code)
 		}
-		if !loopbackHost(r.Host) {
+		if !loopback.Host(r.Host) {
 			refuse(http.StatusForbidden, "forbidden: Host must be a loopback address (DNS rebinding protection)")
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+		if origin := r.Header.Get("Origin"); origin != "" && !loopback.Origin(origin) {
 			refuse(http.StatusForbidden, "forbidden: Origin must be a loopback address")
 			return
 		}
@@ -198,25 +198,3 @@ type httpHandler struct {
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
-
-// loopbackHost reports whether a Host header (host or host:port) names loopback.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return loopbackHost(u.Host)
-}

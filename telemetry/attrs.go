@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -23,18 +24,19 @@ type callAttrKey struct{ location, sourceKind, sourceName, tool, outcome string 
 const maxCachedAttrSets = 4096
 
 // callOpts is one breakdown of the call metrics: its calls so far, which the
-// toolhost.calls counter reports when read, and its attribute set (sorted and
-// hashed once) as the options Record and Observe take, so that a settlement
-// records its duration without building a set.
+// toolhost.calls counter reports when read, its call durations, which a
+// durationProducer reports, and its attribute set (sorted and hashed once), so
+// that a settlement records without building a set.
 type callOpts struct {
-	calls   atomic.Int64
-	set     attribute.Set
-	record  []metric.RecordOption
-	observe []metric.ObserveOption
+	calls    atomic.Int64
+	duration histogram
+	start    time.Time // of the breakdown: its metrics' start time
+	set      attribute.Set
+	observe  []metric.ObserveOption
 }
 
 func newCallOpts(set attribute.Set) *callOpts {
-	return &callOpts{set: set, record: []metric.RecordOption{metric.WithAttributeSet(set)}, observe: []metric.ObserveOption{metric.WithAttributeSet(set)}}
+	return &callOpts{start: time.Now(), set: set, observe: []metric.ObserveOption{metric.WithAttributeSet(set)}}
 }
 
 // attrCache keeps the breakdowns of the call metrics. Past maxCachedAttrSets it
@@ -82,12 +84,18 @@ func (c *attrCache) get(k callAttrKey) *callOpts {
 // the breakdown rather than through the SDK's Add spares each settlement the
 // SDK's check of the attribute set, which it makes by reflection on every Add.
 func (c *attrCache) observeCalls(_ context.Context, o metric.Observer, calls metric.Int64ObservableCounter) {
+	c.each(func(opts *callOpts) { o.ObserveInt64(calls, opts.calls.Load(), opts.observe...) })
+}
+
+// each calls f with every breakdown, the overflow set's last, holding c's read
+// lock: f must not call get.
+func (c *attrCache) each(f func(*callOpts)) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, opts := range c.sets {
-		o.ObserveInt64(calls, opts.calls.Load(), opts.observe...)
+		f(opts)
 	}
 	if c.overflow != nil {
-		o.ObserveInt64(calls, c.overflow.calls.Load(), c.overflow.observe...)
+		f(c.overflow)
 	}
 }

@@ -97,7 +97,7 @@ func newSpanExporter(ctx context.Context, getenv func(string) string) (_ sdktrac
 // prometheus, a pull endpoint at http://OTEL_EXPORTER_PROMETHEUS_HOST:OTEL_EXPORTER_PROMETHEUS_PORT/metrics
 // (default localhost:9464) that the returned reader's Shutdown closes. With otlp,
 // it also returns the endpoint the metrics go to.
-func newMetricReader(ctx context.Context, getenv func(string) string) (_ sdkmetric.Reader, otlpEndpoint string, _ error) {
+func newMetricReader(ctx context.Context, getenv func(string) string, calls *attrCache) (_ sdkmetric.Reader, otlpEndpoint string, _ error) {
 	switch name := exporterName(getenv, "METRICS"); name {
 	case "otlp":
 		proto, err := otlpProtocol(getenv, "METRICS")
@@ -117,15 +117,15 @@ func newMetricReader(ctx context.Context, getenv func(string) string) (_ sdkmetr
 			return nil, "", err
 		}
 		endpoint := otlpEndpointOf(getenv, "METRICS", proto)
-		return sdkmetric.NewPeriodicReader(metricExporter{exp, endpoint}), endpoint, nil
+		return sdkmetric.NewPeriodicReader(metricExporter{exp, endpoint}, sdkmetric.WithProducer(producerFor(calls, exp.Temporality))), endpoint, nil
 	case "console":
 		exp, err := stdoutmetric.New()
 		if err != nil {
 			return nil, "", err
 		}
-		return sdkmetric.NewPeriodicReader(exp), "", nil
+		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(producerFor(calls, exp.Temporality))), "", nil
 	case "prometheus":
-		r, err := servePrometheus(ctx, getenv)
+		r, err := servePrometheus(ctx, getenv, calls)
 		if err != nil {
 			return nil, "", err
 		}
@@ -159,7 +159,7 @@ type promServer struct {
 
 // servePrometheus listens on OTEL_EXPORTER_PROMETHEUS_HOST:PORT and serves a new
 // manual reader's metrics at /metrics.
-func servePrometheus(ctx context.Context, getenv func(string) string) (*promServer, error) {
+func servePrometheus(ctx context.Context, getenv func(string) string, calls *attrCache) (*promServer, error) {
 	host, port := getenv("OTEL_EXPORTER_PROMETHEUS_HOST"), getenv("OTEL_EXPORTER_PROMETHEUS_PORT")
 	if host == "" {
 		host = "localhost"
@@ -172,9 +172,13 @@ func servePrometheus(ctx context.Context, getenv func(string) string) (*promServ
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_METRICS_EXPORTER=prometheus: listen on %s (OTEL_EXPORTER_PROMETHEUS_HOST, OTEL_EXPORTER_PROMETHEUS_PORT): %w", addr, err)
 	}
-	r := sdkmetric.NewManualReader()
+	r := sdkmetric.NewManualReader(sdkmetric.WithProducer(producerFor(calls, sdkmetric.DefaultTemporalitySelector)))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promHandler{r})
+	local := false
+	if a, ok := lis.Addr().(*net.TCPAddr); ok {
+		local = a.IP.IsLoopback()
+	}
+	mux.Handle("/metrics", promHandler{r: r, local: local})
 	p := &promServer{ManualReader: r, served: make(chan struct{}), srv: &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

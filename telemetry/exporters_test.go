@@ -130,6 +130,7 @@ func TestPrometheusExporterEndpoint(t *testing.T) {
 	if !strings.Contains(families["target_info"].String(), "metrics-probe") {
 		t.Errorf("target_info does not carry the service name: %s", body)
 	}
+	checkRefusesOtherHosts(t, "http://"+addr+"/metrics")
 	if err := tel.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +222,48 @@ func TestOTLPSettingsThatWouldMisdirectAreRefused(t *testing.T) {
 			continue
 		}
 		tel.Shutdown(context.Background())
+	}
+}
+
+// checkRefusesOtherHosts checks that a metrics endpoint on loopback at url serves a
+// request naming loopback and refuses, with 403 and no metrics, one whose Host or
+// Origin names another site: what a web page's request carries when the page's
+// name resolves to 127.0.0.1 (DNS rebinding), or when it posts there itself.
+func checkRefusesOtherHosts(t *testing.T, url string) {
+	t.Helper()
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"localhost", "", http.StatusOK},
+		{"", "http://127.0.0.1:8080", http.StatusOK},
+		{"rebound.example", "", http.StatusForbidden},
+		{"rebound.example:9464", "", http.StatusForbidden},
+		{"127.0.0.1.rebound.example", "", http.StatusForbidden},
+		{"", "http://rebound.example", http.StatusForbidden},
+		{"", "null", http.StatusForbidden},
+	} {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("Host %q, Origin %q: status %d, want %d", c.host, c.origin, resp.StatusCode, c.want)
+		}
+		if c.want != http.StatusOK && strings.Contains(string(body), "toolhost") {
+			t.Errorf("Host %q, Origin %q: refused, but the body holds metrics: %s", c.host, c.origin, body)
+		}
 	}
 }

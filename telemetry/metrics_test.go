@@ -49,6 +49,7 @@ func TestPrometheusText(t *testing.T) {
 
 	hs := httptest.NewServer(tel.Handler())
 	defer hs.Close()
+	checkRefusesOtherHosts(t, hs.URL)
 	resp, err := http.Get(hs.URL)
 	if err != nil {
 		t.Fatal(err)

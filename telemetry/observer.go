@@ -253,7 +253,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 	if t.inst != nil {
 		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source.Kind, s.source.Name, s.tool, outcome})
 		opts.calls.Add(1)
-		t.inst.duration.Record(context.Background(), elapsed.Seconds(), opts.record...)
+		opts.duration.record(elapsed.Seconds())
 	}
 	if t.audit != nil {
 		t.mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/toolhost/toolhost/internal/loopback"
 )
 
 // Prometheus text is written here from the SDK's collected data rather than by the
@@ -26,10 +28,27 @@ import (
 // promContentType is the media type of the text exposition format.
 const promContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// promHandler serves what its reader collects as Prometheus text.
-type promHandler struct{ r *sdkmetric.ManualReader }
+// promHandler serves what its reader collects as Prometheus text. A local one,
+// listening on loopback, serves only requests that name loopback in Host and, if
+// they have one, Origin: a web page whose name resolves to 127.0.0.1 (DNS
+// rebinding) would otherwise read the Location paths and tool names of the
+// metrics.
+type promHandler struct {
+	r     *sdkmetric.ManualReader
+	local bool
+}
 
 func (h promHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if h.local {
+		if !loopback.Host(req.Host) {
+			http.Error(w, "forbidden: Host must name a loopback address (DNS rebinding protection); scrape http://127.0.0.1:PORT/metrics", http.StatusForbidden)
+			return
+		}
+		if origin := req.Header.Get("Origin"); origin != "" && !loopback.Origin(origin) {
+			http.Error(w, "forbidden: Origin must be a loopback address", http.StatusForbidden)
+			return
+		}
+	}
 	var rm metricdata.ResourceMetrics
 	if err := h.r.Collect(req.Context(), &rm); err != nil {
 		http.Error(w, "telemetry: collect metrics: "+err.Error(), http.StatusServiceUnavailable)

@@ -129,8 +129,9 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		t.tracer = t.tp.Tracer(tracectx.Scope)
 	}
 	var readers []sdkmetric.Option
+	calls := &attrCache{}
 	if metrics {
-		r, endpoint, err := newMetricReader(ctx, getenv)
+		r, endpoint, err := newMetricReader(ctx, getenv, calls)
 		if err != nil {
 			t.Shutdown(ctx)
 			return nil, fmt.Errorf("telemetry: metrics: %w", err)
@@ -139,12 +140,12 @@ func Start(ctx context.Context, opts Options) (*Telemetry, error) {
 		t.metricsEndpoint = endpoint
 	}
 	if opts.Prometheus {
-		t.prom = sdkmetric.NewManualReader()
+		t.prom = sdkmetric.NewManualReader(sdkmetric.WithProducer(producerFor(calls, sdkmetric.DefaultTemporalitySelector)))
 		readers = append(readers, sdkmetric.WithReader(t.prom))
 	}
 	if len(readers) > 0 {
 		t.mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
-		inst, err := newInstruments(t.mp.Meter(tracectx.Scope), t)
+		inst, err := newInstruments(t.mp.Meter(tracectx.Scope), t, calls)
 		if err != nil {
 			t.Shutdown(ctx)
 			return nil, err
@@ -212,12 +213,13 @@ func (t *Telemetry) Tracer() trace.Tracer {
 }
 
 // Handler serves the metrics as Prometheus text, or is nil without
-// Options.Prometheus.
+// Options.Prometheus. It is for a listener on loopback: it refuses requests whose
+// Host or Origin names anything else (see promHandler).
 func (t *Telemetry) Handler() http.Handler {
 	if t.prom == nil {
 		return nil
 	}
-	return promHandler{t.prom}
+	return promHandler{r: t.prom, local: true}
 }
 
 // Shutdown exports what is buffered, stops the exporters and closes the audit
@@ -265,21 +267,19 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // instruments are the metrics toolhost records.
+// The toolhost.call.duration histogram is not among them: its readers' producers
+// report it (see durationProducer).
 type instruments struct {
-	duration  metric.Float64Histogram
 	decisions metric.Int64Counter
-	callAttrs attrCache // of calls and duration
+	callAttrs *attrCache // of toolhost.calls and toolhost.call.duration
 }
 
-func newInstruments(m metric.Meter, t *Telemetry) (*instruments, error) {
-	var in instruments
+func newInstruments(m metric.Meter, t *Telemetry, callAttrs *attrCache) (*instruments, error) {
+	in := instruments{callAttrs: callAttrs}
 	var errs [7]error
 	calls, e0 := m.Int64ObservableCounter("toolhost.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Settled calls, by Location, source, tool and outcome."))
 	errs[0] = e0
-	in.duration, errs[1] = m.Float64Histogram("toolhost.call.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from a call's start to its settlement, by Location, source, tool and outcome."),
-		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 	in.decisions, errs[2] = m.Int64Counter("toolhost.permission.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Permission decisions, by Location, the policy's effect (allow, deny, ask), whether a person was asked and whether the request was allowed."))
 	sourceState, e3 := m.Int64ObservableGauge("toolhost.source.state", metric.WithUnit("{source}"),

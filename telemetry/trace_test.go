@@ -170,6 +170,9 @@ func TestTraceFromAServeClientThroughAPluginToOneSettlement(t *testing.T) {
 	if n := callCount(rcv.metricsSnapshot(), "completed", "traced"); n != 1 {
 		t.Errorf("toolhost.calls{outcome=completed,tool=traced} = %d, want 1", n)
 	}
+	if n, unit := durationCount(rcv.metricsSnapshot(), "completed", "traced"); n != 1 || unit != "s" {
+		t.Errorf("toolhost.call.duration{outcome=completed,tool=traced}: count %d, unit %q; want 1, \"s\"", n, unit)
+	}
 }
 
 func names(spans []*tracepb.Span) []string {
@@ -218,6 +221,32 @@ func callCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool s
 		}
 	}
 	return n
+}
+
+// durationCount is the count and unit of the last exported toolhost.call.duration
+// point with the outcome and tool.
+func durationCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool string) (n uint64, unit string) {
+	for _, req := range reqs {
+		for _, rm := range req.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if m.Name != "toolhost.call.duration" {
+						continue
+					}
+					for _, dp := range m.GetHistogram().GetDataPoints() {
+						a := map[string]string{}
+						for _, kv := range dp.Attributes {
+							a[kv.Key] = kv.Value.GetStringValue()
+						}
+						if a["toolhost.outcome"] == outcome && a["toolhost.tool"] == tool {
+							n, unit = dp.GetCount(), m.Unit
+						}
+					}
+				}
+			}
+		}
+	}
+	return n, unit
 }
 
 // TestMCPCallCarriesTheSettlementsTrace settles a call of a real MCP server's tool
