@@ -185,7 +185,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 
 	root := scope.New(context.WithoutCancel(ctx))
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		if err := root.Close(closeCtx); err != nil {
 			a.errorf("toolhost %s: %v", name, err)
@@ -199,7 +199,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	shutdown := func() error {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		err := srv.Shutdown(closeCtx)
 		return errors.Join(err, <-served)
