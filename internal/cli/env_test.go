@@ -41,3 +41,29 @@ func TestPluginSocketsIgnoreAnUnfitRuntimeDir(t *testing.T) {
 		})
 	}
 }
+
+// TestNoHomeSaysWhatToSet: with HOME, XDG_DATA_HOME and TOOLHOST_OUTPUT_DIR unset
+// there is no managed output directory: call fails at once, saying which variables
+// would give one, and writes nothing to its working directory.
+func TestNoHomeSaysWhatToSet(t *testing.T) {
+	cwd := t.TempDir()
+	loc := workspace(t, "")
+	var env []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "HOME" && name != "XDG_DATA_HOME" && name != "TOOLHOST_OUTPUT_DIR" {
+			env = append(env, kv)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(os.Args[0], "call", "--location", loc, "echo", `{"text": "x"}`)
+	cmd.Env = append(env, mainEnv+"=1")
+	cmd.Dir, cmd.Stderr = cwd, &stderr
+	err := cmd.Run()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "set TOOLHOST_OUTPUT_DIR, XDG_DATA_HOME (an absolute path) or HOME") {
+		t.Fatalf("call without HOME: %v\n%s", err, stderr.String())
+	}
+	if entries, _ := os.ReadDir(cwd); len(entries) != 0 {
+		t.Errorf("call wrote %v to its working directory", entries)
+	}
+	t.Log(strings.TrimSpace(stderr.String()))
+}
