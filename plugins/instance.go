@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -71,8 +72,10 @@ type Config struct {
 	// its process group is killed. Default 5s.
 	StopGrace time.Duration
 	// SocketDir is where the private (mode 0700) socket directory of each process is
-	// made. Default: $XDG_RUNTIME_DIR, else /dev/shm, else the system temporary
-	// directory (the first where one can be made).
+	// made. Default: $XDG_RUNTIME_DIR if absolute, else /dev/shm, else the system
+	// temporary directory, else /tmp (the first where one can be made and whose
+	// sockets' paths fit; see defaultSocketDir). Starts fail with a *SocketDirError
+	// when it is too long for unix socket paths.
 	SocketDir string
 	// Reattach, if set, attaches to an already running plugin (started with -debug)
 	// instead of launching Path. The host does not own that process: stopping only
@@ -200,20 +203,54 @@ func pluginGOMAXPROCS() int { return max(1, runtime.GOMAXPROCS(0)/4) }
 // defaultSocketDir is where plugin sockets go unless configured: a memory file
 // system when there is one, because every launch creates and removes a directory and
 // two sockets, which costs far more on a disk-backed /tmp (BENCHMARKS.md). In order:
-// $XDG_RUNTIME_DIR (the per-user runtime directory meant for sockets), /dev/shm,
-// then the system temporary directory. The directory made inside it is private
-// (mode 0700) wherever it is.
+// $XDG_RUNTIME_DIR (the per-user runtime directory meant for sockets; ignored unless
+// absolute, as the XDG spec says), /dev/shm, the system temporary directory, then
+// /tmp: the first where a private directory can be made and whose sockets' paths fit
+// a unix socket address (socketDirFits). When none does, the system temporary
+// directory, and starts fail with a *SocketDirError naming it. The directory made
+// inside it is private (mode 0700) wherever it is.
 func defaultSocketDir() string {
 	socketDirOnce.Do(func() {
 		socketDir = os.TempDir()
-		for _, dir := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
-			if dir != "" && usableDir(dir) {
+		for _, dir := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm", os.TempDir(), "/tmp"} {
+			if filepath.IsAbs(dir) && socketDirFits(dir) == nil && usableDir(dir) {
 				socketDir = dir
 				return
 			}
 		}
 	})
 	return socketDir
+}
+
+// maxSocketPath is the longest unix socket path, in bytes, that every supported
+// kernel takes: sun_path holds 108 bytes on Linux and 104 on macOS and the BSDs,
+// the terminating NUL included.
+const maxSocketPath = 103
+
+// socketSuffix is the longest a plugin's socket path gets past its socket
+// directory: go-plugin's "/plugin-dir" + up to 10 random digits, then "/plugin" +
+// up to 10 (the host's own link, "/toolhost-link" + 10 + "/plugin.sock", is shorter).
+const socketSuffix = len("/plugin-dir") + 10 + len("/plugin") + 10
+
+// SocketDirError reports a socket directory whose sockets' paths would be too long
+// for a unix socket address, so no plugin can start under it.
+type SocketDirError struct {
+	Dir string // the socket directory
+	Max int    // the longest the directory may be, in bytes
+}
+
+func (e *SocketDirError) Error() string {
+	return fmt.Sprintf("the socket directory %s is %d bytes long, too long for the unix sockets made in it (at most %d): "+
+		"set XDG_RUNTIME_DIR (absolute) or TMPDIR to a shorter directory", e.Dir, len(e.Dir), e.Max)
+}
+
+// socketDirFits returns a *SocketDirError if the sockets made under dir would have
+// paths longer than a unix socket address may be.
+func socketDirFits(dir string) error {
+	if len(dir)+socketSuffix > maxSocketPath {
+		return &SocketDirError{Dir: dir, Max: maxSocketPath - socketSuffix}
+	}
+	return nil
 }
 
 var (
@@ -432,6 +469,9 @@ func (inst *Instance) clientConfig(req *pluginpb.ActivateRequest) (_ *plugin.Cli
 	clientCfg.GRPCDialOptions = append(clientCfg.GRPCDialOptions, pluginpb.ConnTokenDialOptions(token, perConn)...)
 	if _, err := os.Stat(cfg.Path); err != nil {
 		return nil, "", fmt.Errorf("plugin binary: %w", err)
+	}
+	if err := socketDirFits(cfg.SocketDir); err != nil {
+		return nil, "", err
 	}
 	clientCfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: cfg.SocketDir}
 	// The host connects only to the socket the plugin's process serves in its own

@@ -733,3 +733,23 @@ func digest(t *testing.T, path string) string {
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(data))
 }
+
+// TestSocketDirTooLongFailsClearly: a socket directory under which go-plugin's
+// socket path would exceed a unix socket address fails the start with a
+// *SocketDirError naming the directory, not with bind's "invalid argument" from the
+// plugin's stderr.
+func TestSocketDirTooLongFailsClearly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t)
+	cfg := h.config(nil, "")
+	cfg.SocketDir = dir
+	_, err := plugins.Start(context.Background(), h.root, cfg, h.target(), 1)
+	var se *plugins.SocketDirError
+	if !errors.As(err, &se) || se.Dir != dir || !strings.Contains(err.Error(), "TMPDIR") {
+		t.Fatalf("start: %v; want a SocketDirError naming %s and what to set", err, dir)
+	}
+	t.Log(err)
+}

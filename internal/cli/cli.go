@@ -40,8 +40,17 @@ const (
 	ExitUsage = 64
 )
 
-// closeTimeout bounds deactivation at the end of a command.
+// closeTimeout bounds a command's shutdown as a whole: every step of it (serve's
+// drain, deactivation) shares one deadline, closeTimeout after the shutdown began
+// (the first signal, or the first step when the command ends by itself); see
+// app.closeContext. Main's backstop ends the process closeTimeout+exitMargin after
+// the first signal whatever a step does.
 const closeTimeout = 10 * time.Second
+
+// exitMargin is how long past closeTimeout Main waits, after the first signal, for
+// Run to return before it exits anyway: the time for the forced kills that an
+// expired close deadline starts to be reaped.
+const exitMargin = 2 * time.Second
 
 const usage = `usage: toolhost <command> [flags] [arguments]
 
@@ -86,6 +95,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// Everything on stderr is made inert (termtext): logs, errors, progress and
 	// permission asks quote what tool sources say.
 	a := &app{stdin: stdin, stdout: stdout, stderr: &lockedWriter{w: termtext.NewWriter(stderr)}}
+	// An interruption starts the shutdown's clock, whichever step comes first.
+	defer context.AfterFunc(ctx, a.beginClose)()
 	if isTerminal(stdin) {
 		p := newPromptAsker(stdin, a.stderr)
 		a.asker, a.questions = p, questionPrompt{p}
@@ -133,6 +144,24 @@ type app struct {
 	// questions answers tools' sdk.Ask questions in call: the person at the
 	// terminal when stdin is one; nil otherwise (nobody to ask).
 	questions sdk.Interactor
+
+	closeOnce sync.Once
+	closeBy   time.Time // the shutdown's one deadline, once closeOnce ran
+}
+
+// beginClose starts the shutdown's clock, once: the shutdown must end by
+// closeTimeout from now. Safe for concurrent use.
+func (a *app) beginClose() {
+	a.closeOnce.Do(func() { a.closeBy = time.Now().Add(closeTimeout) })
+}
+
+// closeContext returns a context for one step of the command's shutdown: not
+// cancelled with ctx, and with the shutdown's one deadline (beginClose), so that the
+// steps together, not each, end within closeTimeout. The deadline is measured on the
+// monotonic clock: a wall-clock jump moves it neither way.
+func (a *app) closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	a.beginClose()
+	return context.WithDeadline(context.WithoutCancel(ctx), a.closeBy)
 }
 
 func (a *app) errorf(format string, args ...any) {
@@ -280,7 +309,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 
 	root := scope.New(ctx)
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		if err := root.Close(closeCtx); err != nil {
 			a.errorf("toolhost %s: deactivate: %v", cmd, err)

@@ -23,7 +23,7 @@
 // tools and call activate the Location at DIR for their own duration and deactivate
 // it before exiting (within 10s); on a terminal, call prompts for permission asks.
 // With --socket they work against a running serve or dev instead. serve and dev run
-// until SIGINT or SIGTERM (see the server and devwatch packages). mcp serves the
+// until SIGINT, SIGTERM or SIGHUP (see the server and devwatch packages). mcp serves the
 // Locations' tools as an MCP server on stdio, or with --http as streamable HTTP on
 // loopback (see mcpserve); with no --location, the client's roots choose the
 // Locations. status prints the sources of a running serve or dev, and restart
@@ -43,7 +43,7 @@
 //	    for call, a tool no running source serves while a source that could hold it
 //	    is starting, restarting or failed (printed as unavailable, with the source's
 //	    state and error)
-//	3   interrupted (SIGINT or SIGTERM); "interrupted" is printed to stderr
+//	3   interrupted (SIGINT, SIGTERM or SIGHUP); "interrupted" is printed to stderr
 //	4   tools and status: the Location is active, but some of its sources do not
 //	    serve (starting, restarting or failed); they are reported after the tools
 //	64  usage error

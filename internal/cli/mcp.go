@@ -212,7 +212,7 @@ func (m *mcpRun) start(ctx context.Context) error {
 	}
 	m.root = scope.New(context.WithoutCancel(ctx))
 	m.undo = append(m.undo, func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := m.app.closeContext(ctx)
 		defer cancel()
 		if err := m.root.Close(closeCtx); err != nil {
 			m.app.errorf("toolhost mcp: %v", err)
@@ -371,7 +371,7 @@ func (m *mcpRun) serveHTTP(ctx context.Context, lis net.Listener) int {
 		}
 	}
 	m.srv.Close() // ends the sessions' streams, so Shutdown need not wait for them
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	closeCtx, cancel := m.app.closeContext(ctx)
 	defer cancel()
 	if err := hs.Shutdown(closeCtx); err != nil {
 		return m.fail(err)

@@ -57,8 +57,10 @@ func (a *app) serveCommandFlags() (*flag.FlagSet, *serveOptions) {
 			"carry \"authorization: Bearer <token>\" with the token (32 random bytes, hex) from\n"+
 			"the token file, which holds the token alone (no newline). Requests belong to the\n"+
 			"client handle (OpenClient) that prepared them.\n\n"+
-			"SIGINT or SIGTERM shuts it down: calls in flight end as interruptions, every\n"+
-			"Location is deactivated, no plugin process remains.\n")
+			"SIGINT, SIGTERM or SIGHUP shuts it down within 10 s: calls in flight end as\n"+
+			"interruptions, every Location is deactivated, no plugin process remains; a\n"+
+			"second signal ends it at once. Output to a pipe whose reader has gone is\n"+
+			"dropped; serving goes on.\n")
 }
 
 // servingLineHelp documents the machine-readable first line of serve and dev.
@@ -185,7 +187,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 
 	root := scope.New(context.WithoutCancel(ctx))
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		if err := root.Close(closeCtx); err != nil {
 			a.errorf("toolhost %s: %v", name, err)
@@ -199,7 +201,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	shutdown := func() error {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		err := srv.Shutdown(closeCtx)
 		return errors.Join(err, <-served)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,8 @@ import (
 // command that settles calls does; obs, if set, observes its settlements.
 func openRegistry(obs registry.Observer) (*registry.Registry, error) {
 	dir, err := registry.DefaultStorageDir()
-	if err != nil {
-		return nil, err
+	if err != nil { // only when HOME is unset, and neither variable before it is set
+		return nil, fmt.Errorf("%w: set TOOLHOST_OUTPUT_DIR, XDG_DATA_HOME (an absolute path) or HOME", err)
 	}
 	st, err := registry.OpenStorage(dir, registry.StorageOptions{})
 	if err != nil {
