@@ -289,7 +289,7 @@ func (a *app) withLocation(ctx context.Context, cmd, dir string, verbose bool, f
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "toolhost", Output: a.stderr, Level: level})
 
-	tel, stopTelemetry, err := startTelemetry(ctx, false, logger)
+	tel, stopTelemetry, err := a.startTelemetry(ctx, false, logger)
 	if err != nil {
 		a.errorf("toolhost %s: %v", cmd, err)
 		return ExitFailure

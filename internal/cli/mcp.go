@@ -175,7 +175,7 @@ func (m *mcpRun) listen() (net.Listener, error) {
 // are activated (m.locOpts, m.root): nothing a client's initialize waits for beyond
 // these.
 func (m *mcpRun) start(ctx context.Context) error {
-	tel, stopTelemetry, err := startTelemetry(ctx, false, m.logger)
+	tel, stopTelemetry, err := m.app.startTelemetry(ctx, false, m.logger)
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func (a *app) runServer(ctx context.Context, fs *flag.FlagSet, o *serveOptions, 
 		where = "unix://" + lis.Addr().String()
 	}
 
-	tel, stopTelemetry, err := startTelemetry(ctx, o.metrics != "", logger)
+	tel, stopTelemetry, err := a.startTelemetry(ctx, o.metrics != "", logger)
 	if err != nil {
 		lis.Close()
 		return fail(err)

@@ -19,9 +19,9 @@ import (
 
 // startTelemetry starts what the OTEL_* variables and TOOLHOST_AUDIT ask for, with
 // a Prometheus registry when prometheus is set, reporting what it cannot export to
-// logger. stop flushes it (within closeTimeout); call it after the Locations have
-// closed.
-func startTelemetry(ctx context.Context, prometheus bool, logger hclog.Logger) (tel *telemetry.Telemetry, stop func() error, err error) {
+// logger. stop flushes it within what is left of the command's shutdown
+// (closeContext); call it after the Locations have closed.
+func (a *app) startTelemetry(ctx context.Context, prometheus bool, logger hclog.Logger) (tel *telemetry.Telemetry, stop func() error, err error) {
 	dir, err := telemetry.AuditDir(os.Getenv)
 	if err != nil {
 		return nil, nil, err
@@ -31,7 +31,7 @@ func startTelemetry(ctx context.Context, prometheus bool, logger hclog.Logger) (
 		return nil, nil, err
 	}
 	return tel, func() error {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		closeCtx, cancel := a.closeContext(ctx)
 		defer cancel()
 		return tel.Shutdown(closeCtx)
 	}, nil
