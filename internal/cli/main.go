@@ -29,13 +29,19 @@ func Main() {
 	// runtime's default); the channel is never read, so the signal is dropped.
 	// Notify, unlike Ignore, is not inherited by the plugins the host starts.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
-	context.AfterFunc(ctx, func() {
-		stop() // the next signal kills the process
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, shutdownSignals...)
+	ctx, interrupt := context.WithCancel(context.Background())
+	go func() {
+		sig := <-signals
+		// The signals' default action, death, is back before the shutdown begins,
+		// so that a second signal, whenever it comes, kills the process.
+		signal.Reset(shutdownSignals...)
+		interrupt()
 		time.AfterFunc(closeTimeout+exitMargin, func() {
-			fmt.Fprintf(os.Stderr, "toolhost: shutdown did not end within %v of the signal; exiting\n", closeTimeout+exitMargin)
+			fmt.Fprintf(os.Stderr, "toolhost: shutdown did not end within %v of %v; exiting\n", closeTimeout+exitMargin, sig)
 			os.Exit(ExitInterrupted)
 		})
-	})
+	}()
 	os.Exit(Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
