@@ -173,7 +173,7 @@ func Remedy(err error) string {
 	case errors.Is(err, errQuota):
 		return ": the disk quota is used up; free space within it and try again"
 	case errors.Is(err, errReadOnly):
-		return ": its file system is read-only"
+		return ": remount its file system read-write, or have toolhost write to a directory on a writable one"
 	case errors.Is(err, fs.ErrPermission):
 		return ": check the permissions of its directory"
 	case errors.Is(err, errIO):
