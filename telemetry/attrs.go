@@ -46,6 +46,7 @@ type attrCache struct {
 	mu       sync.RWMutex
 	sets     map[callAttrKey]*callOpts
 	overflow *callOpts
+	interval bool // a delta reader takes the durations' intervals; set before any call, then only read
 }
 
 func (c *attrCache) get(k callAttrKey) *callOpts {

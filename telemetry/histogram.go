@@ -27,11 +27,11 @@ const (
 )
 
 // durationBounds are the histogram's bucket boundaries, in seconds.
-var durationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+var durationBounds = [...]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // histogram is one breakdown's call durations, as an explicit-bucket histogram:
-// since the breakdown began, and over the current interval of the delta reader,
-// if any (see durationProducer).
+// since the breakdown began, and, when there is a delta reader, over its current
+// interval (see durationProducer).
 type histogram struct {
 	mu            sync.Mutex
 	all, interval histData
@@ -39,13 +39,13 @@ type histogram struct {
 
 // histData is a histogram's data over some time.
 type histData struct {
-	counts   [18]uint64 // len(durationBounds)+1: a value v counts in the first bucket whose bound is ≥ v
+	counts   [len(durationBounds) + 1]uint64 // a value v counts in the first bucket whose bound is ≥ v
 	sum      float64
 	min, max float64 // meaningful when a count is not 0
 }
 
 func (d *histData) add(i int, v float64) {
-	if d.counts == ([18]uint64{}) {
+	if d.count() == 0 {
 		d.min, d.max = v, v
 	}
 	d.counts[i]++
@@ -61,14 +61,18 @@ func (d *histData) count() uint64 {
 	return n
 }
 
-func (h *histogram) record(v float64) {
+// record adds v, to the interval's data too when interval is set (a delta reader
+// takes them: attrCache.interval).
+func (h *histogram) record(v float64, interval bool) {
 	i := 0
 	for i < len(durationBounds) && v > durationBounds[i] {
 		i++
 	}
 	h.mu.Lock()
 	h.all.add(i, v)
-	h.interval.add(i, v)
+	if interval {
+		h.interval.add(i, v)
+	}
 	h.mu.Unlock()
 }
 
@@ -100,8 +104,11 @@ type durationProducer struct {
 var _ sdkmetric.Producer = (*durationProducer)(nil)
 
 // producerFor returns a producer for a reader whose exporter chooses temporality.
+// A delta producer sets c.interval: it must be made before c records.
 func producerFor(c *attrCache, temporality func(sdkmetric.InstrumentKind) metricdata.Temporality) *durationProducer {
-	return &durationProducer{c: c, delta: temporality(sdkmetric.InstrumentKindHistogram) == metricdata.DeltaTemporality, at: time.Now()}
+	p := &durationProducer{c: c, delta: temporality(sdkmetric.InstrumentKindHistogram) == metricdata.DeltaTemporality, at: time.Now()}
+	c.interval = c.interval || p.delta
+	return p
 }
 
 // Produce returns one data point for each breakdown with a call (a delta producer:
@@ -126,7 +133,7 @@ func (p *durationProducer) Produce(context.Context) ([]metricdata.ScopeMetrics, 
 			StartTime:    start,
 			Time:         now,
 			Count:        count,
-			Bounds:       durationBounds,
+			Bounds:       durationBounds[:],
 			BucketCounts: append([]uint64(nil), d.counts[:]...),
 			Min:          metricdata.NewExtrema(d.min),
 			Max:          metricdata.NewExtrema(d.max),

@@ -62,7 +62,7 @@ func TestDurationHistogram(t *testing.T) {
 		a := calls.get(key("a"))
 		var sum float64
 		for _, v := range []float64{0.0005, 0.0004, 2, 400} {
-			a.duration.record(v)
+			a.duration.record(v, calls.interval)
 			sum += v
 		}
 		temporality, points := collectDurations(t, r)
@@ -71,14 +71,14 @@ func TestDurationHistogram(t *testing.T) {
 		}
 		p := points["a"]
 		want := make([]uint64, len(durationBounds)+1)
-		want[0], want[slices.Index(durationBounds, 2.5)], want[len(durationBounds)] = 2, 1, 1
-		if p.Count != 4 || p.Sum != sum || !slices.Equal(p.BucketCounts, want) || !slices.Equal(p.Bounds, durationBounds) {
+		want[0], want[slices.Index(durationBounds[:], 2.5)], want[len(durationBounds)] = 2, 1, 1
+		if p.Count != 4 || p.Sum != sum || !slices.Equal(p.BucketCounts, want) || !slices.Equal(p.Bounds, durationBounds[:]) {
 			t.Errorf("point: count %d sum %v buckets %v, want 4, %v, %v", p.Count, p.Sum, p.BucketCounts, sum, want)
 		}
 		if lo, hi := extrema(t, p); lo != 0.0004 || hi != 400 {
 			t.Errorf("min, max = %v, %v, want 0.0004, 400", lo, hi)
 		}
-		a.duration.record(0.01)
+		a.duration.record(0.01, calls.interval)
 		_, points = collectDurations(t, r)
 		if p2 := points["a"]; p2.Count != 5 || !p2.StartTime.Equal(p.StartTime) {
 			t.Errorf("second collection: count %d, start %v; want 5 and the first's start %v", p2.Count, p2.StartTime, p.StartTime)
@@ -91,9 +91,9 @@ func TestDurationHistogram(t *testing.T) {
 		})))
 		sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
 		a, b := calls.get(key("a")), calls.get(key("b"))
-		a.duration.record(0.3)
-		a.duration.record(0.001)
-		b.duration.record(5)
+		a.duration.record(0.3, calls.interval)
+		a.duration.record(0.001, calls.interval)
+		b.duration.record(5, calls.interval)
 		temporality, points := collectDurations(t, r)
 		if temporality != metricdata.DeltaTemporality {
 			t.Errorf("temporality %v, want delta", temporality)
@@ -102,7 +102,7 @@ func TestDurationHistogram(t *testing.T) {
 			t.Errorf("first interval of a: count %d sum %v, want 2, %v", p.Count, p.Sum, 0.3+0.001)
 		}
 		first := points["a"].Time
-		a.duration.record(0.02)
+		a.duration.record(0.02, calls.interval)
 		_, points = collectDurations(t, r)
 		if _, ok := points["b"]; ok {
 			t.Errorf("b, without calls since the last collection, was reported: %+v", points["b"])

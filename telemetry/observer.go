@@ -253,7 +253,7 @@ func (s *settling) End(st *registry.Settlement, err error) {
 	if t.inst != nil {
 		opts := t.inst.callAttrs.get(callAttrKey{s.key.location, s.source.Kind, s.source.Name, s.tool, outcome})
 		opts.calls.Add(1)
-		opts.duration.record(elapsed.Seconds())
+		opts.duration.record(elapsed.Seconds(), t.inst.callAttrs.interval)
 	}
 	if t.audit != nil {
 		t.mu.Lock()

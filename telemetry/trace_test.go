@@ -11,6 +11,8 @@ import (
 	"time"
 
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/metadata"
 
@@ -197,55 +199,53 @@ func (r *receiver) metricsSnapshot() []*colmetricspb.ExportMetricsServiceRequest
 	return append([]*colmetricspb.ExportMetricsServiceRequest(nil), r.metrics...)
 }
 
-// callCount is the last exported value of toolhost.calls with the outcome and tool.
-func callCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool string) int64 {
-	var n int64
+// eachPoint calls f with every exported point of the metric name (a sum's or a
+// histogram's, by its index) whose attributes have the outcome and tool, in export
+// order.
+func eachPoint(reqs []*colmetricspb.ExportMetricsServiceRequest, name, outcome, tool string, f func(m *metricspb.Metric, i int)) {
 	for _, req := range reqs {
 		for _, rm := range req.ResourceMetrics {
 			for _, sm := range rm.ScopeMetrics {
 				for _, m := range sm.Metrics {
-					if m.Name != "toolhost.calls" {
+					if m.Name != name {
 						continue
 					}
+					var points [][]*commonpb.KeyValue
 					for _, dp := range m.GetSum().GetDataPoints() {
+						points = append(points, dp.Attributes)
+					}
+					for _, dp := range m.GetHistogram().GetDataPoints() {
+						points = append(points, dp.Attributes)
+					}
+					for i, attrs := range points {
 						a := map[string]string{}
-						for _, kv := range dp.Attributes {
+						for _, kv := range attrs {
 							a[kv.Key] = kv.Value.GetStringValue()
 						}
 						if a["toolhost.outcome"] == outcome && a["toolhost.tool"] == tool {
-							n = dp.GetAsInt()
+							f(m, i)
 						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// callCount is the last exported value of toolhost.calls with the outcome and tool.
+func callCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool string) (n int64) {
+	eachPoint(reqs, "toolhost.calls", outcome, tool, func(m *metricspb.Metric, i int) {
+		n = m.GetSum().GetDataPoints()[i].GetAsInt()
+	})
 	return n
 }
 
 // durationCount is the count and unit of the last exported toolhost.call.duration
 // point with the outcome and tool.
 func durationCount(reqs []*colmetricspb.ExportMetricsServiceRequest, outcome, tool string) (n uint64, unit string) {
-	for _, req := range reqs {
-		for _, rm := range req.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					if m.Name != "toolhost.call.duration" {
-						continue
-					}
-					for _, dp := range m.GetHistogram().GetDataPoints() {
-						a := map[string]string{}
-						for _, kv := range dp.Attributes {
-							a[kv.Key] = kv.Value.GetStringValue()
-						}
-						if a["toolhost.outcome"] == outcome && a["toolhost.tool"] == tool {
-							n, unit = dp.GetCount(), m.Unit
-						}
-					}
-				}
-			}
-		}
-	}
+	eachPoint(reqs, "toolhost.call.duration", outcome, tool, func(m *metricspb.Metric, i int) {
+		n, unit = m.GetHistogram().GetDataPoints()[i].GetCount(), m.Unit
+	})
 	return n, unit
 }
 
